@@ -1,0 +1,311 @@
+"""Model and GPU catalogue: frozen specs read from the JSON files in ``data/``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from analytics.capacity.errors import InvalidInput
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    intermediate: int
+    params_total: int
+    params_active: int
+    hf_config: str = ""
+    tie_embeddings: bool = False
+    max_position: int = 0
+    # MoE: experts per layer, chosen per token, and each expert's FFN width.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    moe_intermediate: int = 0
+    shared_experts: int = 0
+    first_dense_layers: int = 0
+    # MLA (DeepSeek-V2/V3): the cache holds one latent + one rope key per layer.
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    # Sliding-window attention: how many layers only keep the last `window` tokens.
+    sliding_window: int = 0
+    sliding_window_layers: int = 0
+    vision_params: int = 0
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def expert_params_total(self) -> int:
+        """Parameters in routed experts over all MoE layers (0 for dense)."""
+        if not self.is_moe:
+            return 0
+        moe_layers = self.layers - self.first_dense_layers
+        return 3 * self.hidden * self.moe_intermediate * self.num_experts * moe_layers
+
+    @property
+    def dense_params(self) -> int:
+        """Parameters every token reads whatever the routing (all but routed experts)."""
+        return self.params_total - self.expert_params_total
+
+
+@dataclass(frozen=True)
+class MigProfile:
+    name: str
+    compute_slices: int
+    memory_slices: int
+    usable_memory_bytes: int
+    starts: tuple[int, ...]
+    verified: bool = False
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str
+    memory_bytes: int
+    hbm_bandwidth_bytes_per_s: float
+    peak_bf16_flops: float
+    peak_fp8_flops: float | None
+    source: str = ""
+    memory_verified: bool = True
+    mig_family: str | None = None
+    mig_profiles: tuple[MigProfile, ...] = field(default_factory=tuple)
+    aliases: tuple[str, ...] = ()
+
+    def mig_profile(self, name: str) -> MigProfile:
+        for profile in self.mig_profiles:
+            if profile.name == name:
+                return profile
+        known = ", ".join(p.name for p in self.mig_profiles) or "none"
+        raise InvalidInput(
+            "mig_profile", name, f"not a MIG profile of {self.name} (known: {known})"
+        )
+
+
+def _read_json(filename: str) -> Any:
+    text = (
+        resources.files("analytics.capacity")
+        .joinpath("data", filename)
+        .read_text(encoding="utf-8")
+    )
+    return json.loads(text)
+
+
+_MODEL_KEYS = {
+    "name", "layers", "hidden", "heads", "kv_heads", "head_dim", "vocab",
+    "intermediate", "params_total", "params_active", "hf_config", "tie_embeddings",
+    "max_position", "num_experts", "experts_per_token", "moe_intermediate",
+    "shared_experts", "first_dense_layers", "kv_lora_rank", "qk_rope_head_dim",
+    "sliding_window", "sliding_window_layers", "vision_params",
+}  # fmt: skip
+
+
+def model_from_dict(data: Mapping[str, Any]) -> ModelSpec:
+    kwargs = {k: v for k, v in data.items() if k in _MODEL_KEYS}
+    kwargs.setdefault("params_active", kwargs.get("params_total", 0))
+    for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
+        value = kwargs.get(key)
+        if not isinstance(value, int) or value <= 0:
+            raise InvalidInput(f"model.{key}", value, "must be a positive integer")
+    return ModelSpec(**kwargs)
+
+
+@lru_cache(maxsize=1)
+def models() -> dict[str, ModelSpec]:
+    return {m["name"]: model_from_dict(m) for m in _read_json("models.json")["models"]}
+
+
+@lru_cache(maxsize=1)
+def gpus() -> dict[str, GpuSpec]:
+    out: dict[str, GpuSpec] = {}
+    for g in _read_json("gpus.json")["gpus"]:
+        mig = g.get("mig") or {}
+        profiles = tuple(
+            MigProfile(
+                name=p["name"],
+                compute_slices=p["compute_slices"],
+                memory_slices=p["memory_slices"],
+                usable_memory_bytes=p["usable_memory_bytes"],
+                starts=tuple(p["starts"]),
+                verified=bool(p.get("verified", False)),
+            )
+            for p in mig.get("profiles", [])
+        )
+        out[g["name"]] = GpuSpec(
+            name=g["name"],
+            memory_bytes=g["memory_bytes"],
+            hbm_bandwidth_bytes_per_s=g["hbm_bandwidth_bytes_per_s"],
+            peak_bf16_flops=g["peak_bf16_flops"],
+            peak_fp8_flops=g.get("peak_fp8_flops"),
+            source=g.get("source", ""),
+            memory_verified=bool(g.get("memory_verified", True)),
+            mig_family=mig.get("family"),
+            mig_profiles=profiles,
+            aliases=tuple(g.get("aliases", [])),
+        )
+    return out
+
+
+def get_model(name: str) -> ModelSpec:
+    found = models().get(name)
+    if found is None:
+        lowered = {k.lower(): v for k, v in models().items()}
+        found = lowered.get(name.lower())
+    if found is None:
+        raise InvalidInput("model", name, f"unknown model; known: {sorted(models())}")
+    return found
+
+
+def get_gpu(name: str) -> GpuSpec:
+    for gpu in gpus().values():
+        if (
+            name == gpu.name
+            or name.lower() in {a.lower() for a in gpu.aliases}
+            or (name.lower() == gpu.name.lower())
+        ):
+            return gpu
+    raise InvalidInput("gpu", name, f"unknown GPU; known: {sorted(gpus())}")
+
+
+def model_from_hf_config(config: Mapping[str, Any], *, name: str = "") -> ModelSpec:
+    """Build a ModelSpec from a Hugging Face ``config.json`` (already parsed).
+
+    Parameter counts are not in config.json, so they are computed from the shapes
+    (attention, gated MLP or MoE experts, embeddings), which matches the released
+    checkpoints of Llama/Qwen/Mistral-style models to within a fraction of a percent.
+    """
+    cfg = (
+        dict(
+            config.get("text_config") or {},
+            **{k: v for k, v in config.items() if k != "text_config"},
+        )
+        if "text_config" in config and "num_hidden_layers" not in config
+        else dict(config)
+    )
+
+    def need(*keys: str) -> int:
+        for key in keys:
+            if key in cfg and cfg[key] is not None:
+                value = cfg[key]
+                if not isinstance(value, int) or value <= 0:
+                    raise InvalidInput(f"config.{key}", value, "must be a positive int")
+                return value
+        raise InvalidInput(f"config.{keys[0]}", None, "missing from config.json")
+
+    layers = need("num_hidden_layers", "n_layer", "num_layers")
+    hidden = need("hidden_size", "n_embd", "d_model")
+    heads = need("num_attention_heads", "n_head")
+    kv_heads = int(
+        cfg.get("num_key_value_heads") or cfg.get("multi_query_group_num") or heads
+    )
+    head_dim = int(cfg.get("head_dim") or hidden // heads)
+    vocab = need("vocab_size")
+    intermediate = int(cfg.get("intermediate_size") or cfg.get("ffn_dim") or 4 * hidden)
+    tie = bool(cfg.get("tie_word_embeddings", False))
+    num_experts = int(
+        cfg.get("num_experts")
+        or cfg.get("num_local_experts")
+        or cfg.get("n_routed_experts")
+        or 0
+    )
+    top_k = int(cfg.get("num_experts_per_tok") or cfg.get("moe_topk") or 0)
+    moe_inter = int(
+        cfg.get("moe_intermediate_size") or (intermediate if num_experts else 0)
+    )
+    shared = int(cfg.get("n_shared_experts") or 0)
+    first_dense = int(cfg.get("first_k_dense_replace") or 0)
+    kv_lora = int(cfg.get("kv_lora_rank") or 0)
+    rope_dim = int(cfg.get("qk_rope_head_dim") or 0)
+    window = cfg.get("sliding_window")
+    window_layers = 0
+    if window and cfg.get("use_sliding_window", True):
+        layer_types = cfg.get("layer_types")
+        if isinstance(layer_types, list):
+            window_layers = sum(1 for t in layer_types if t == "sliding_attention")
+        elif "gemma2" in str(cfg.get("model_type", "")):
+            window_layers = layers // 2
+        elif cfg.get("model_type") in {"mistral", "mixtral"}:
+            window_layers = layers
+        max_window_layers = cfg.get("max_window_layers")
+        if cfg.get("model_type", "").startswith("qwen") and not cfg.get(
+            "use_sliding_window", False
+        ):
+            window_layers = 0
+        del max_window_layers
+    else:
+        window = 0
+
+    if kv_lora:
+        q_lora = int(cfg.get("q_lora_rank") or 0)
+        nope = int(cfg.get("qk_nope_head_dim") or 128)
+        v_dim = int(cfg.get("v_head_dim") or 128)
+        q_dim = heads * (nope + rope_dim)
+        q_params = hidden * q_lora + q_lora * q_dim if q_lora else hidden * q_dim
+        attn = (
+            q_params
+            + hidden * (kv_lora + rope_dim)
+            + kv_lora * heads * (nope + v_dim)
+            + heads * v_dim * hidden
+        )
+        head_dim = nope + rope_dim
+    else:
+        attn = (
+            hidden * heads * head_dim
+            + 2 * hidden * kv_heads * head_dim
+            + (heads * head_dim * hidden)
+        )
+    dense_mlp = 3 * hidden * intermediate
+    if num_experts:
+        moe_layers = layers - first_dense
+        per_moe_layer = (
+            3 * hidden * moe_inter * (num_experts + shared) + hidden * num_experts
+        )
+        mlp_total = first_dense * dense_mlp + moe_layers * per_moe_layer
+        mlp_active = first_dense * dense_mlp + moe_layers * (
+            3 * hidden * moe_inter * (top_k + shared) + hidden * num_experts
+        )
+    else:
+        mlp_total = mlp_active = layers * dense_mlp
+    embed = vocab * hidden * (1 if tie else 2)
+    norms = layers * 2 * hidden + hidden
+    total = layers * attn + mlp_total + embed + norms
+    active = layers * attn + mlp_active + embed + norms
+    return ModelSpec(
+        name=name
+        or str(cfg.get("_name_or_path") or cfg.get("model_type") or "hf-model"),
+        layers=layers,
+        hidden=hidden,
+        heads=heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        vocab=vocab,
+        intermediate=intermediate,
+        params_total=int(total),
+        params_active=int(active),
+        hf_config="config.json (imported)",
+        tie_embeddings=tie,
+        max_position=int(cfg.get("max_position_embeddings") or 0),
+        num_experts=num_experts,
+        experts_per_token=top_k,
+        moe_intermediate=moe_inter,
+        shared_experts=shared,
+        first_dense_layers=first_dense,
+        kv_lora_rank=kv_lora,
+        qk_rope_head_dim=rope_dim,
+        sliding_window=int(window or 0),
+        sliding_window_layers=window_layers,
+    )

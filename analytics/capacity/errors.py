@@ -1,0 +1,26 @@
+"""Errors the capacity engine raises; each names the field and the value at fault."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CapacityError(Exception):
+    """Base class so callers (views, CLI) can catch the engine's own refusals."""
+
+
+class InvalidInput(CapacityError, ValueError):
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        super().__init__(f"{field}={value!r}: {reason}")
+
+
+class Infeasible(CapacityError):
+    """The scenario is well formed but cannot run (memory, SLA, placement)."""
+
+    def __init__(self, reason: str, *, field: str | None = None) -> None:
+        self.reason = reason
+        self.field = field
+        super().__init__(reason)

@@ -1,0 +1,240 @@
+"""Services that run a source over a window and write what it yields.
+
+Writes are idempotent by construction: every record upserts on its natural key,
+and a batch that carries a ``ReplaceScope`` first deletes the scope's rows in
+the same transaction. Running any ingest twice leaves the same rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, fields
+from decimal import Decimal
+from typing import Any
+
+from django.db import models, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from costapp.models import (
+    CostLine,
+    Deployment,
+    DeploymentHour,
+    DeviceHour,
+    EngineDiscovery,
+    HistogramHour,
+    IngestRun,
+)
+from costapp.sources.base import (
+    Batch,
+    CostRecord,
+    DeploymentHourRecord,
+    DeviceHourRecord,
+    DiscoveryRecord,
+    HistogramRecord,
+    Record,
+    ReplaceScope,
+    Source,
+    SourceError,
+    Window,
+)
+
+logger = logging.getLogger(__name__)
+
+BULK_SIZE = 2000
+CE_REQUEST_PRICE = Decimal("0.01")
+
+
+class UnknownDeployment(ValueError):
+    pass
+
+
+def _deployment_ids(names: Iterable[str | None]) -> dict[str, int]:
+    wanted = {n for n in names if n}
+    found = dict(Deployment.objects.filter(name__in=wanted).values_list("name", "id"))
+    missing = wanted - found.keys()
+    if missing:
+        raise UnknownDeployment(
+            "records name deployments that are not in the fleet: "
+            + ", ".join(sorted(missing))
+        )
+    return found
+
+
+def _upsert(
+    model: type[models.Model],
+    rows: Sequence[models.Model],
+    unique_fields: Sequence[str],
+) -> int:
+    if not rows:
+        return 0
+    concrete = [f.name for f in model._meta.concrete_fields if not f.primary_key]
+    update_fields = [f for f in concrete if f not in unique_fields]
+    model.objects.bulk_create(
+        rows,
+        batch_size=BULK_SIZE,
+        update_conflicts=True,
+        unique_fields=list(unique_fields),
+        update_fields=update_fields,
+    )
+    return len(rows)
+
+
+def _replace_delete(scope: ReplaceScope) -> int:
+    deleted, _ = CostLine.objects.filter(
+        source=scope.source,
+        account_id=scope.account_id,
+        granularity=scope.granularity,
+        period_start__gte=scope.start,
+        period_start__lt=scope.end,
+    ).delete()
+    return deleted
+
+
+def records_write(
+    *, records: Sequence[Record], source: str, run: IngestRun | None = None
+) -> int:
+    """Upsert a mixed list of records; returns rows written."""
+    now = timezone.now()
+    written = 0
+    by_type: dict[type, list[Any]] = {}
+    for record in records:
+        by_type.setdefault(type(record), []).append(record)
+
+    names: list[str | None] = []
+    for group in by_type.values():
+        names.extend(getattr(r, "deployment", None) for r in group)
+    ids = _deployment_ids(names)
+
+    costs = by_type.get(CostRecord, [])
+    written += _upsert(
+        CostLine,
+        [CostLine(source=source, fetched_at=now, run=run, **asdict(r)) for r in costs],
+        CostLine.NATURAL_KEY,
+    )
+    hours = by_type.get(DeploymentHourRecord, [])
+    written += _upsert(
+        DeploymentHour,
+        [
+            DeploymentHour(
+                deployment_id=ids[r.deployment],
+                run=run,
+                **{k: v for k, v in asdict(r).items() if k != "deployment"},
+            )
+            for r in hours
+        ],
+        DeploymentHour.NATURAL_KEY,
+    )
+    devices = by_type.get(DeviceHourRecord, [])
+    written += _upsert(
+        DeviceHour,
+        [
+            DeviceHour(
+                deployment_id=ids.get(r.deployment) if r.deployment else None,
+                run=run,
+                **{k: v for k, v in asdict(r).items() if k != "deployment"},
+            )
+            for r in devices
+        ],
+        DeviceHour.NATURAL_KEY,
+    )
+    histograms = by_type.get(HistogramRecord, [])
+    written += _upsert(
+        HistogramHour,
+        [
+            HistogramHour(
+                deployment_id=ids[r.deployment],
+                hour=r.hour,
+                metric=r.metric,
+                bounds=list(r.bounds),
+                cumulative_counts=list(r.cumulative_counts),
+                total_sum=r.total_sum,
+                total_count=r.total_count,
+                run=run,
+            )
+            for r in histograms
+        ],
+        HistogramHour.NATURAL_KEY,
+    )
+    for r in by_type.get(DiscoveryRecord, []):
+        values = {
+            f.name: getattr(r, f.name) for f in fields(r) if f.name != "deployment"
+        }
+        values["series_found"] = list(r.series_found)
+        values["series_missing"] = list(r.series_missing)
+        EngineDiscovery.objects.update_or_create(
+            deployment_id=ids[r.deployment], defaults=values
+        )
+        written += 1
+    return written
+
+
+@transaction.atomic
+def batch_write(
+    *, batch: Batch, source: str, run: IngestRun | None = None
+) -> tuple[int, int]:
+    """Write one batch atomically: (rows written, rows deleted)."""
+    deleted = _replace_delete(batch.replace) if batch.replace else 0
+    written = records_write(records=batch.records, source=source, run=run)
+    if run is not None:
+        IngestRun.objects.filter(pk=run.pk).update(
+            steps_done=F("steps_done") + batch.steps,
+            rows_written=F("rows_written") + written,
+            rows_deleted=F("rows_deleted") + deleted,
+            api_requests=F("api_requests") + batch.api_requests,
+            api_cost_usd=F("api_cost_usd") + CE_REQUEST_PRICE * batch.api_requests
+            if source == "cost_explorer"
+            else F("api_cost_usd"),
+        )
+    return written, deleted
+
+
+def ingest_run_create(
+    *,
+    source: str,
+    window: Window,
+    target: str = "",
+    params: dict[str, Any] | None = None,
+) -> IngestRun:
+    return IngestRun.objects.create(
+        source=source,
+        target=target,
+        window_start=window.start,
+        window_end=window.end,
+        params=params or {},
+    )
+
+
+def ingest_run_execute(*, run: IngestRun, source: Source) -> IngestRun:
+    """Run ``source`` over the run's window, batch by batch.
+
+    Each batch commits on its own, so a crash loses at most the batch in
+    flight and a rerun (upserts) completes the window. A source error marks the
+    run failed (nothing written yet) or partial (some batches written).
+    """
+    window = Window(run.window_start, run.window_end)
+    IngestRun.objects.filter(pk=run.pk).update(
+        status=IngestRun.RUNNING,
+        started_at=timezone.now(),
+        steps_total=source.plan(window),
+        steps_done=0,
+        error="",
+    )
+    batches_written = 0
+    try:
+        for batch in source.fetch(window):
+            batch_write(batch=batch, source=source.name, run=run)
+            batches_written += 1
+    except (SourceError, UnknownDeployment) as exc:
+        status = IngestRun.PARTIAL if batches_written else IngestRun.FAILED
+        logger.warning("ingest run %s %s: %s", run.pk, status, exc)
+        IngestRun.objects.filter(pk=run.pk).update(
+            status=status, error=str(exc), finished_at=timezone.now()
+        )
+    else:
+        IngestRun.objects.filter(pk=run.pk).update(
+            status=IngestRun.SUCCEEDED, finished_at=timezone.now()
+        )
+    run.refresh_from_db()
+    return run

@@ -1,0 +1,25 @@
+from costapp.models.capacity import Calibration, Scenario
+from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
+from costapp.models.fleet import Deployment, Pool
+from costapp.models.runs import IngestRun
+from costapp.models.usage import (
+    DeploymentHour,
+    DeviceHour,
+    EngineDiscovery,
+    HistogramHour,
+)
+
+__all__ = [
+    "BillingPeriodSource",
+    "Calibration",
+    "CostLine",
+    "Deployment",
+    "DeploymentHour",
+    "DeviceHour",
+    "EngineDiscovery",
+    "HistogramHour",
+    "IngestRun",
+    "Pool",
+    "RateCard",
+    "Scenario",
+]

@@ -1,0 +1,162 @@
+"""Bill lines, the sources that own an account's period, and the rate card."""
+
+from __future__ import annotations
+
+from django.db import models
+
+# Cost Explorer sends about ten decimals; keep two more so nothing is rounded
+# before it is shown.
+MONEY = {"max_digits": 28, "decimal_places": 12}
+
+SOURCES = [
+    ("cost_explorer", "AWS Cost Explorer"),
+    ("focus", "FOCUS export"),
+    ("demo", "demo fleet"),
+]
+RECORD_TYPES = [
+    ("usage", "usage"),
+    ("fee", "fee"),
+    ("credit", "credit"),
+    ("refund", "refund"),
+    ("tax", "tax"),
+    ("discount", "discount"),
+    ("other", "other"),
+]
+GRANULARITIES = [("day", "day"), ("hour", "hour")]
+
+
+class CostLine(models.Model):
+    """One line of a bill at the source's grain and precision.
+
+    Empty strings, not NULLs, fill the natural key so the unique constraint
+    holds (NULLs are distinct in SQL unique indexes).
+    """
+
+    source = models.CharField(max_length=16, choices=SOURCES)
+    account_id = models.CharField(max_length=32)
+    granularity = models.CharField(max_length=8, choices=GRANULARITIES, default="day")
+    period_start = models.DateTimeField()  # UTC day or hour start
+    service = models.CharField(max_length=200)
+    usage_type = models.CharField(max_length=200, blank=True)
+    record_type = models.CharField(max_length=16, choices=RECORD_TYPES, default="usage")
+    resource_id = models.CharField(max_length=500, blank=True)
+    tag_key = models.CharField(max_length=128, blank=True)
+    tag_value = models.CharField(max_length=256, blank=True)
+    region = models.CharField(max_length=32, blank=True)
+    currency = models.CharField(max_length=3, default="USD")
+    unblended_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    amortized_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    net_amortized_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    net_unblended_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    # FOCUS: BilledCost ~ unblended, EffectiveCost ~ amortized.
+    billed_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    effective_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    list_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    usage_quantity = models.DecimalField(**MONEY, null=True, blank=True)
+    usage_unit = models.CharField(max_length=32, blank=True)
+    estimated = models.BooleanField(default=False)
+    fetched_at = models.DateTimeField()
+    run = models.ForeignKey(
+        "costapp.IngestRun", null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    NATURAL_KEY = (
+        "source",
+        "account_id",
+        "granularity",
+        "period_start",
+        "service",
+        "usage_type",
+        "record_type",
+        "resource_id",
+        "tag_key",
+        "tag_value",
+        "currency",
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "source",
+                    "account_id",
+                    "granularity",
+                    "period_start",
+                    "service",
+                    "usage_type",
+                    "record_type",
+                    "resource_id",
+                    "tag_key",
+                    "tag_value",
+                    "currency",
+                ],
+                name="costline_natural_key",
+            )
+        ]
+        indexes = [models.Index(fields=["account_id", "period_start"])]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.period_start:%Y-%m-%d} {self.service} {self.usage_type}"
+
+
+class BillingPeriodSource(models.Model):
+    """One source of truth per account and billing month.
+
+    The same account must never count from both Cost Explorer and a FOCUS
+    export; the first source to claim a period owns it.
+    """
+
+    account_id = models.CharField(max_length=32)
+    billing_period = models.DateField()  # first day of the month, UTC
+    source = models.CharField(max_length=16, choices=SOURCES)
+    claimed_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["account_id", "billing_period"], name="one_source_per_period"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.account_id} {self.billing_period:%Y-%m} from {self.source}"
+
+
+class RateCard(models.Model):
+    """A dated price: on-demand list price or a contract price a user entered.
+
+    The provisional clock (measured GPU-hours x rate) uses it until the bill for
+    the day arrives; it is the only source for bare metal and on-premises fleets.
+    """
+
+    KINDS = [("list", "on-demand list"), ("contract", "contract")]
+    UNITS = [("instance_hour", "per instance-hour"), ("gpu_hour", "per GPU-hour")]
+
+    gpu_type = models.CharField(max_length=32)
+    instance_type = models.CharField(max_length=64, blank=True)
+    region = models.CharField(max_length=32, default="us-east-1")
+    kind = models.CharField(max_length=16, choices=KINDS, default="list")
+    unit = models.CharField(max_length=16, choices=UNITS, default="instance_hour")
+    gpus_per_unit = models.PositiveSmallIntegerField(default=1)
+    price = models.DecimalField(**MONEY)
+    currency = models.CharField(max_length=3, default="USD")
+    effective_from = models.DateField()
+    source = models.CharField(max_length=500)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=[
+                    "gpu_type",
+                    "instance_type",
+                    "region",
+                    "kind",
+                    "effective_from",
+                ],
+                name="ratecard_natural_key",
+            )
+        ]
+        ordering = ["gpu_type", "-effective_from"]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type} {self.instance_type} {self.kind} from {self.effective_from}"

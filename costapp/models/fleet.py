@@ -1,0 +1,80 @@
+"""The fleet: pools of GPU nodes and the inference deployments that run on them."""
+
+from __future__ import annotations
+
+from django.db import models
+
+ENGINES = [("vllm", "vLLM"), ("sglang", "SGLang"), ("tgi", "TGI")]
+
+
+class Pool(models.Model):
+    """A shared node group (e.g. an EKS managed node group of p5 nodes).
+
+    Its bill lines are split between the deployments that ran on it in
+    proportion to ``allocation_key``; node-hours nobody used become the pool's
+    ``__idle__`` line.
+    """
+
+    ALLOCATION_KEYS = [("gpu_hours", "measured GPU-hours"), ("requests", "requests")]
+
+    name = models.SlugField(max_length=100, unique=True)
+    instance_type = models.CharField(max_length=64)
+    region = models.CharField(max_length=32, default="us-east-1")
+    gpu_type = models.CharField(max_length=32)
+    gpus_per_node = models.PositiveSmallIntegerField(default=8)
+    allocation_key = models.CharField(
+        max_length=16, choices=ALLOCATION_KEYS, default="gpu_hours"
+    )
+    # Bill lines that belong to the pool as a whole (same rule shape as a
+    # deployment's, see Deployment.cost_rules).
+    cost_rules = models.JSONField(default=list, blank=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Deployment(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    team = models.CharField(max_length=100, blank=True)
+    engine = models.CharField(max_length=16, choices=ENGINES, default="vllm")
+    engine_version = models.CharField(max_length=32, blank=True)
+    model_name = models.CharField(max_length=200)
+    gpu_type = models.CharField(max_length=32)
+    # Nominal size from the fleet file; cost uses what telemetry measured.
+    gpu_count = models.PositiveSmallIntegerField(default=1)
+    tensor_parallel_size = models.PositiveSmallIntegerField(default=1)
+    mig_profile = models.CharField(max_length=32, blank=True)
+    instance_type = models.CharField(max_length=64, blank=True)
+    region = models.CharField(max_length=32, default="us-east-1")
+    account_id = models.CharField(max_length=32, blank=True)
+    # PromQL label matchers without braces, e.g. 'namespace="chat",job="vllm"'.
+    prometheus_selector = models.CharField(max_length=500, blank=True)
+    # Which bill lines are this deployment's: a list of
+    # {"tag": {"key": k, "value": v}} | {"usage_type": u} | {"resource_id": r}.
+    cost_rules = models.JSONField(default=list, blank=True)
+    pool = models.ForeignKey(
+        Pool,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deployments",
+    )
+    # Unit-cost SLA inputs used by capacity what-ifs and headroom.
+    slo_ttft_p95_ms = models.PositiveIntegerField(null=True, blank=True)
+    slo_itl_p95_ms = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def gpu_share(self) -> float:
+        """GPUs one replica occupies: a MIG instance carries slices/7 of its GPU."""
+        if self.mig_profile:
+            slices = int(self.mig_profile.split("g.", 1)[0])
+            return slices / 7
+        return float(self.tensor_parallel_size)

@@ -1,0 +1,44 @@
+"""The beat schedule, declared in one place.
+
+Every entry expires before its next run, so a backlog after an outage does not
+replay a pile of stale refreshes; periods can be overridden from the environment
+(``COSTAPP_SCHEDULE_<NAME>_S``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costapp.env import env_int
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    task: str
+    period_s: int
+
+
+ENTRIES = (
+    # Cost Explorer lags a day or more and restates for days: a few pulls a day.
+    Entry("bills-refresh", "costapp.costs.tasks.bills_refresh_task", 6 * 3600),
+    # Telemetry is hourly; pull shortly after each hour closes.
+    Entry(
+        "telemetry-refresh", "costapp.telemetry.tasks.telemetry_refresh_task", 15 * 60
+    ),
+    # Runs whose worker died are marked failed once past the hard time limit.
+    Entry("runs-reap", "costapp.tasks.runs_reap_task", 10 * 60),
+)
+
+
+def beat_schedule() -> dict[str, dict[str, object]]:
+    schedule: dict[str, dict[str, object]] = {}
+    for entry in ENTRIES:
+        env_name = "COSTAPP_SCHEDULE_" + entry.name.upper().replace("-", "_") + "_S"
+        period = env_int(env_name, entry.period_s, minimum=60)
+        schedule[entry.name] = {
+            "task": entry.task,
+            "schedule": float(period),
+            "options": {"expires": max(30.0, period * 0.9)},
+        }
+    return schedule

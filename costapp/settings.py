@@ -1,0 +1,158 @@
+"""costapp settings: one module, everything from the environment.
+
+Every default works on a laptop with nothing installed: SQLite, tasks run
+in-process, the demo fleet as the only source. The table of variables is in the
+README; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from pathlib import Path
+
+import plotly
+
+from costapp.env import (
+    EnvError,
+    database_from_url,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("COSTAPP_VAR_DIR", str(BASE_DIR / "var")))
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG and env_bool("COSTAPP_REQUIRE_SECRET_KEY", False):
+        raise EnvError("SECRET_KEY is required when COSTAPP_REQUIRE_SECRET_KEY=true")
+    # Development default; docker-compose.yml sets a real one.
+    SECRET_KEY = "costapp-insecure-development-key"  # noqa: S105
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "costapp.apps.CostappConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "costapp.urls"
+WSGI_APPLICATION = "costapp.wsgi.application"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "overview"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "costapp.context_processors.display",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": database_from_url(
+        env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'costapp.sqlite3'}"),
+        base_dir=BASE_DIR,
+    )
+}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+USE_TZ = True
+TIME_ZONE = "UTC"  # storage and bucketing are UTC; see DISPLAY_TIME_ZONE
+DISPLAY_TIME_ZONE = env_str("DISPLAY_TIME_ZONE", "UTC")
+try:
+    zoneinfo.ZoneInfo(DISPLAY_TIME_ZONE)
+except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+    raise EnvError(
+        f"DISPLAY_TIME_ZONE={DISPLAY_TIME_ZONE!r}: not an IANA time zone"
+    ) from None
+LANGUAGE_CODE = "en-us"
+USE_I18N = False
+
+STATIC_URL = "static/"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+# plotly.js is served from the plotly package itself: nothing is fetched at run
+# time and nothing large is copied into the repository.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("plotly", Path(plotly.__file__).resolve().parent / "package_data"),
+]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True  # the demo serves without a collectstatic step
+
+# Celery: with no broker configured, tasks run in-process (the embedded demo).
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_RESULT_BACKEND = env_str("CELERY_RESULT_BACKEND", "") or None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1800, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2100, minimum=1)
+CELERY_TIMEZONE = "UTC"
+
+PROMETHEUS_URL = env_str("PROMETHEUS_URL", "")
+PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME", "")
+PROMETHEUS_PASSWORD = env_str("PROMETHEUS_PASSWORD", "")
+PROMETHEUS_BEARER_TOKEN = env_str("PROMETHEUS_BEARER_TOKEN", "")
+PROMETHEUS_CA_BUNDLE = env_str("PROMETHEUS_CA_BUNDLE", "")
+PROMETHEUS_TIMEOUT_S = env_float("PROMETHEUS_TIMEOUT_S", 30.0, minimum=0.1)
+PROMETHEUS_MAX_SAMPLES = env_int("PROMETHEUS_MAX_SAMPLES", 20_000_000, minimum=1000)
+PROMETHEUS_CONCURRENCY = env_int("PROMETHEUS_CONCURRENCY", 4, minimum=1)
+
+# AWS credentials and endpoint come from boto3's own chain (environment,
+# profile, IAM role, AWS_ENDPOINT_URL); only the accounts to watch are ours.
+COST_EXPLORER_ACCOUNTS = env_list("COST_EXPLORER_ACCOUNTS", "")
+COST_EXPLORER_BUDGET_USD = env_float("COST_EXPLORER_BUDGET_USD", 1.0, minimum=0)
+
+COSTAPP_DEMO = env_bool("COSTAPP_DEMO", False)
+
+EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
+EMAIL_PORT = env_int("EMAIL_PORT", 25)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "costapp@localhost")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

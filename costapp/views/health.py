@@ -1,0 +1,47 @@
+"""Liveness and readiness, open without login (load balancers, compose)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError, connection
+from django.db.migrations.executor import MigrationExecutor
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+
+
+@login_not_required
+@never_cache
+def healthz(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+def _broker_reachable() -> str | None:
+    from costapp.celery import app
+
+    try:
+        with app.connection_for_write() as conn:
+            conn.ensure_connection(max_retries=1, timeout=2)
+    except Exception as exc:  # noqa: BLE001 - any broker failure means not ready
+        return f"broker unreachable: {exc}"
+    return None
+
+
+@login_not_required
+@never_cache
+def readyz(request: HttpRequest) -> JsonResponse:
+    problems: list[str] = []
+    try:
+        executor = MigrationExecutor(connection)
+        pending = executor.migration_plan(executor.loader.graph.leaf_nodes())
+        if pending:
+            problems.append(f"{len(pending)} migration(s) not applied")
+    except DatabaseError as exc:
+        problems.append(f"database unreachable: {exc}")
+    if settings.CELERY_BROKER_URL:
+        broker_problem = _broker_reachable()
+        if broker_problem:
+            problems.append(broker_problem)
+    if problems:
+        return JsonResponse({"status": "unavailable", "problems": problems}, status=503)
+    return JsonResponse({"status": "ok"})

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import redis as redis_lib
+
+from tests.support.services import missing
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Property tests are reproducible in CI; locally hypothesis explores.
+    from hypothesis import settings
+
+    settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
+    settings.register_profile("dev", deadline=None)
+    settings.load_profile("ci" if os.environ.get("CI") else "dev")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A reachable Redis (scripts/services.sh starts one on 127.0.0.1:6379)."""
+    url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+    try:
+        client = redis_lib.Redis.from_url(url, socket_timeout=2)
+        client.ping()
+    except redis_lib.RedisError as exc:
+        missing(f"Redis at {url} ({exc}); run scripts/services.sh")
+    client.flushdb()
+    yield url
+    client.flushdb()
+
+
+@pytest.fixture
+def postgres_only(settings: object) -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL-only test (the SQLite smoke run skips it)")

@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
+
+
+def test_healthz_and_readyz_answer_without_login(client: Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    ready = client.get("/readyz")
+    assert ready.status_code == 200, ready.content
+    assert ready.json()["status"] == "ok"
+
+
+def test_every_page_but_login_requires_a_login(client: Client) -> None:
+    response = client.get("/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/login/")
+    assert client.get("/login/").status_code == 200
+
+
+def test_migrate_creates_the_three_groups_of_users() -> None:
+    assert set(Group.objects.values_list("name", flat=True)) >= {
+        "finance",
+        "tech lead",
+        "admin",
+    }
+    finance = Group.objects.get(name="finance")
+    assert finance.permissions.filter(codename="view_costline").exists()
+    assert not finance.permissions.filter(codename="change_deployment").exists()
+
+
+def test_a_logged_in_user_sees_the_overview(client: Client) -> None:
+    user = User.objects.create_user("lead", password="pw")
+    client.force_login(user)
+    assert client.get("/").status_code == 200

@@ -1,0 +1,76 @@
+"""Helpers for tests that talk to real servers on loopback.
+
+Under CI=true a missing binary or service fails the test with what is missing;
+on a laptop it skips, so `pytest tests/analytics` works with nothing installed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+ROOT = Path(__file__).resolve().parents[2]
+PYTHON = (
+    str(ROOT / ".venv" / "bin" / "python") if (ROOT / ".venv").exists() else "python"
+)
+
+
+def missing(what: str) -> None:
+    """Fail under CI, skip elsewhere."""
+    if IN_CI:
+        pytest.fail(f"required for this test but missing: {what}", pytrace=False)
+    pytest.skip(f"missing: {what}")
+
+
+def require_binary(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        missing(f"the {name!r} binary (scripts/test.sh installs it)")
+    assert path is not None
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for(
+    check: Callable[[], bool], *, timeout: float = 30.0, what: str = "service"
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} not ready after {timeout:.0f} s")
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def stop(
+    proc: subprocess.Popen[bytes] | subprocess.Popen[str], timeout: float = 10
+) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
