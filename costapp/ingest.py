@@ -71,7 +71,7 @@ def _upsert(
         return 0
     concrete = [f.name for f in model._meta.concrete_fields if not f.primary_key]
     update_fields = [f for f in concrete if f not in unique_fields]
-    model.objects.bulk_create(
+    model._default_manager.bulk_create(
         rows,
         batch_size=BULK_SIZE,
         update_conflicts=True,

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
 
 # Cost Explorer sends about ten decimals; keep two more so nothing is rounded
 # before it is shown.
-MONEY = {"max_digits": 28, "decimal_places": 12}
+MONEY_DIGITS, MONEY_PLACES = 28, 12
+
+
+def money_field(**kwargs: Any) -> models.DecimalField:
+    return models.DecimalField(
+        max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs
+    )
+
 
 SOURCES = [
     ("cost_explorer", "AWS Cost Explorer"),
@@ -44,15 +53,15 @@ class CostLine(models.Model):
     tag_value = models.CharField(max_length=256, blank=True)
     region = models.CharField(max_length=32, blank=True)
     currency = models.CharField(max_length=3, default="USD")
-    unblended_cost = models.DecimalField(**MONEY, null=True, blank=True)
-    amortized_cost = models.DecimalField(**MONEY, null=True, blank=True)
-    net_amortized_cost = models.DecimalField(**MONEY, null=True, blank=True)
-    net_unblended_cost = models.DecimalField(**MONEY, null=True, blank=True)
+    unblended_cost = money_field(null=True, blank=True)
+    amortized_cost = money_field(null=True, blank=True)
+    net_amortized_cost = money_field(null=True, blank=True)
+    net_unblended_cost = money_field(null=True, blank=True)
     # FOCUS: BilledCost ~ unblended, EffectiveCost ~ amortized.
-    billed_cost = models.DecimalField(**MONEY, null=True, blank=True)
-    effective_cost = models.DecimalField(**MONEY, null=True, blank=True)
-    list_cost = models.DecimalField(**MONEY, null=True, blank=True)
-    usage_quantity = models.DecimalField(**MONEY, null=True, blank=True)
+    billed_cost = money_field(null=True, blank=True)
+    effective_cost = money_field(null=True, blank=True)
+    list_cost = money_field(null=True, blank=True)
+    usage_quantity = money_field(null=True, blank=True)
     usage_unit = models.CharField(max_length=32, blank=True)
     estimated = models.BooleanField(default=False)
     fetched_at = models.DateTimeField()
@@ -138,7 +147,7 @@ class RateCard(models.Model):
     kind = models.CharField(max_length=16, choices=KINDS, default="list")
     unit = models.CharField(max_length=16, choices=UNITS, default="instance_hour")
     gpus_per_unit = models.PositiveSmallIntegerField(default=1)
-    price = models.DecimalField(**MONEY)
+    price = money_field()
     currency = models.CharField(max_length=3, default="USD")
     effective_from = models.DateField()
     source = models.CharField(max_length=500)

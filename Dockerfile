@@ -1,0 +1,15 @@
+# One image for web, worker and beat (docker-compose.yml picks the command).
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
+    DJANGO_SETTINGS_MODULE=costapp.settings
+WORKDIR /app
+
+COPY requirements.txt ./
+RUN pip install -r requirements.txt
+
+COPY . .
+RUN useradd --system --uid 1000 costapp && mkdir -p /app/var && chown costapp /app/var
+USER costapp
+EXPOSE 8000
+CMD ["gunicorn", "costapp.wsgi:application", "--config", "costapp/gunicorn_conf.py"]

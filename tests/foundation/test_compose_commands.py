@@ -1,0 +1,145 @@
+"""The compose file's commands, run outside Docker against real services.
+
+A scratch PostgreSQL database is created for the module; the compose `migrate`
+command migrates it, then gunicorn, the Celery worker (over the real Redis
+broker) and beat run with exactly the commands docker-compose.yml gives them.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+
+from tests.support.services import free_port, missing, stop, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.integration
+
+
+def compose_command(service: str) -> list[str]:
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    command = compose["services"][service]["command"]
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    # Same program, from this virtual environment.
+    if argv[0] == "python":
+        argv[0] = sys.executable
+    elif (BIN / argv[0]).exists():
+        argv[0] = str(BIN / argv[0])
+    return argv
+
+
+@pytest.fixture(scope="module")
+def scratch_database_url() -> Iterator[str]:
+    base = os.environ.get("DATABASE_URL", "")
+    if not base.startswith("postgres"):
+        missing("DATABASE_URL pointing at PostgreSQL (scripts/test.sh sets it)")
+    name = f"costapp_compose_{uuid.uuid4().hex[:8]}"
+    admin_url = base.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def app_env(
+    scratch_database_url: str, redis_url: str, tmp_path_factory: Any
+) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=scratch_database_url,
+        CELERY_BROKER_URL=redis_url,
+        COSTAPP_VAR_DIR=str(tmp_path_factory.mktemp("var")),
+        PYTHONPATH=str(ROOT),
+    )
+    migrate = subprocess.run(
+        compose_command("migrate"),
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    return env
+
+
+def test_migrate_applies_every_migration(app_env: dict[str, str]) -> None:
+    check = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--check"],
+        cwd=ROOT,
+        env=app_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_gunicorn_serves_readyz_with_the_compose_command(
+    app_env: dict[str, str],
+) -> None:
+    port = free_port()
+    env = dict(app_env, GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS="1")
+    proc = subprocess.Popen(
+        compose_command("web"),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/readyz"
+
+        def ready() -> bool:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
+                return bool(response.status == 200)
+
+        wait_for(ready, timeout=60, what="gunicorn /readyz")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:  # noqa: S310
+            assert "/login/" in response.url  # login required
+    finally:
+        stop(proc)
+
+
+def test_beat_starts_with_the_schedule_declared_in_code(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    argv = compose_command("beat")
+    argv[argv.index("--schedule") + 1] = str(tmp_path / "beat-schedule")
+    proc = subprocess.Popen(
+        argv,
+        cwd=ROOT,
+        env=app_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        time.sleep(6)
+        assert proc.poll() is None, "beat exited early"
+    finally:
+        stop(proc)
+        output = proc.stdout.read() if proc.stdout else ""
+    assert "beat: Starting" in output, output[-2000:]
+    from costapp.schedule import beat_schedule
+
+    for entry in beat_schedule().values():
+        assert float(entry["options"]["expires"]) < float(entry["schedule"])  # type: ignore[call-overload,arg-type]
