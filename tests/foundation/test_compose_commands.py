@@ -109,11 +109,11 @@ def test_gunicorn_serves_readyz_with_the_compose_command(
         url = f"http://127.0.0.1:{port}/readyz"
 
         def ready() -> bool:
-            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
+            with urllib.request.urlopen(url, timeout=2) as response:
                 return bool(response.status == 200)
 
         wait_for(ready, timeout=60, what="gunicorn /readyz")
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:  # noqa: S310
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as response:
             assert "/login/" in response.url  # login required
     finally:
         stop(proc)
