@@ -99,7 +99,7 @@ class GpuSpec:
 def _read_json(filename: str) -> Any:
     text = (
         resources.files("analytics.capacity")
-        .joinpath("data", filename)
+        .joinpath("data").joinpath(filename)
         .read_text(encoding="utf-8")
     )
     return json.loads(text)
@@ -188,14 +188,10 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
     (attention, gated MLP or MoE experts, embeddings), which matches the released
     checkpoints of Llama/Qwen/Mistral-style models to within a fraction of a percent.
     """
-    cfg = (
-        dict(
-            config.get("text_config") or {},
-            **{k: v for k, v in config.items() if k != "text_config"},
-        )
-        if "text_config" in config and "num_hidden_layers" not in config
-        else dict(config)
-    )
+    cfg = dict(config)
+    if "text_config" in config and "num_hidden_layers" not in config:
+        # Multimodal configs (Qwen2-VL, Gemma-3) keep the language model apart.
+        cfg = {**config, **dict(config["text_config"])}
 
     def need(*keys: str) -> int:
         for key in keys:
@@ -232,7 +228,7 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
     rope_dim = int(cfg.get("qk_rope_head_dim") or 0)
     window = cfg.get("sliding_window")
     window_layers = 0
-    if window and cfg.get("use_sliding_window", True):
+    if window:
         layer_types = cfg.get("layer_types")
         if isinstance(layer_types, list):
             window_layers = sum(1 for t in layer_types if t == "sliding_attention")
@@ -240,13 +236,12 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
             window_layers = layers // 2
         elif cfg.get("model_type") in {"mistral", "mixtral"}:
             window_layers = layers
-        max_window_layers = cfg.get("max_window_layers")
-        if cfg.get("model_type", "").startswith("qwen") and not cfg.get(
+        if str(cfg.get("model_type", "")).startswith("qwen") and not cfg.get(
             "use_sliding_window", False
         ):
+            # Qwen configs carry a sliding_window value but leave it switched off.
             window_layers = 0
-        del max_window_layers
-    else:
+    if not window_layers:
         window = 0
 
     if kv_lora:

@@ -1,0 +1,1 @@
+"""Capacity what-if engine (pure: numpy, pandas, scipy)."""

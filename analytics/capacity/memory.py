@@ -1,0 +1,200 @@
+"""KV-cache memory model, as each vLLM engine generation sizes its pool.
+
+Everything here works on numpy arrays (one element per scenario) so that the
+single-scenario path and the vectorised grid share one implementation.
+
+What vLLM does at start-up (worker ``determine_available_memory``):
+
+* V0 (<= 0.7 by default): profile one forward pass over ``max_num_batched_tokens``
+  dummy tokens split over ``max_num_seqs`` sequences; without chunked prefill that
+  budget is ``max(max_model_len, 2048)``, so max_model_len shrinks the pool.
+* V1 (default from 0.8): chunked prefill is always on and the budget defaults to
+  2048 (serve) / 8192 (offline) tokens, 8192 / 16384 on >= 70 GiB non-A100 boards,
+  so the pool no longer depends on max_model_len.
+* V1 >= 0.11 also subtracts the CUDA-graph pool it is about to capture; earlier
+  versions capture graphs after the KV pool and pay from the (1 - utilisation) slack.
+
+Peak activation is estimated from shapes, never read from a log: the larger of the
+forward intermediates (about 3 x hidden + 3 x FFN width 2-byte values per token,
+which reproduces the V0 slope measured on Llama-3.1-8B) and the sampler's dummy run
+(max_num_seqs x vocab fp32 logits and their softmax/sort copies, about 6.5 copies).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from analytics.capacity.errors import InvalidInput
+
+GiB = 1024**3
+
+KV_DTYPE_BYTES = {
+    "auto": 2.0, "fp16": 2.0, "float16": 2.0, "bf16": 2.0, "bfloat16": 2.0,
+    "fp8": 1.0, "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "int8": 1.0,
+}  # fmt: skip
+
+# Bytes per parameter for the body of the network, and for embeddings/lm_head
+# (which quantised checkpoints usually keep in 16 bits).
+WEIGHT_DTYPES: dict[str, tuple[float, float]] = {
+    "bf16": (2.0, 2.0),
+    "fp16": (2.0, 2.0),
+    "fp8": (1.0, 2.0),
+    "int8": (1.0, 2.0),
+    # 4-bit with one fp16 scale and a 4-bit zero point per group of 128.
+    "awq": (0.5 + 20 / 8 / 128, 2.0),
+    "gptq": (0.5 + 20 / 8 / 128, 2.0),
+    "int4": (0.5 + 20 / 8 / 128, 2.0),
+    "bnb4": (0.5 + 0.0625, 2.0),
+    # GGUF Q8_0: 34 bytes per block of 32 weights, embeddings included.
+    "gguf_q8": (34 / 32, 34 / 32),
+}
+
+SAMPLER_COPIES = 6.5
+ACT_HIDDEN_FACTOR = 3.0
+ACT_FFN_FACTOR = 3.0
+
+
+@dataclass(frozen=True)
+class EngineVersion:
+    text: str
+    major: int
+    minor: int
+    patch: int
+    generation: str  # "v0" or "v1"
+
+    @property
+    def tuple(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+
+_VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
+
+
+def parse_engine_version(text: str, engine: str | None = None) -> EngineVersion:
+    match = _VERSION.match(str(text).strip())
+    if not match:
+        raise InvalidInput("engine_version", text, "expected a vLLM version like 0.10.1")
+    major, minor = int(match.group(1)), int(match.group(2))
+    patch = int(match.group(3) or 0)
+    default = "v1" if (major, minor) >= (0, 8) else "v0"
+    generation = (engine or default).lower()
+    if generation not in {"v0", "v1"}:
+        raise InvalidInput("engine", engine, "must be 'v0' or 'v1'")
+    if generation == "v1" and (major, minor) < (0, 7):
+        raise InvalidInput("engine", engine, f"vLLM {text} has no V1 engine")
+    if generation == "v0" and (major, minor) >= (0, 11):
+        raise InvalidInput("engine", engine, f"vLLM {text} removed the V0 engine")
+    return EngineVersion(str(text), major, minor, patch, generation)
+
+
+def kv_dtype_bytes(kv_dtype: str, version: EngineVersion) -> float:
+    key = str(kv_dtype).lower()
+    if key not in KV_DTYPE_BYTES:
+        raise InvalidInput("kv_dtype", kv_dtype, f"known: {sorted(KV_DTYPE_BYTES)}")
+    if key == "int8" and version.tuple < (0, 10, 0):
+        raise InvalidInput(
+            "kv_dtype", kv_dtype, f"int8 KV cache is not available in vLLM {version.text}"
+        )
+    return KV_DTYPE_BYTES[key]
+
+
+def kv_bytes_per_token(
+    layers: np.ndarray | int,
+    kv_heads: np.ndarray | int,
+    head_dim: np.ndarray | int,
+    tp: np.ndarray | int,
+    dtype_bytes: np.ndarray | float,
+    kv_lora_rank: np.ndarray | int = 0,
+    rope_dim: np.ndarray | int = 0,
+) -> np.ndarray:
+    """Bytes of KV cache one token occupies on one GPU.
+
+    GQA heads are split over TP ranks, but a rank never holds less than one head
+    (vLLM replicates KV heads when TP exceeds them). MLA caches one compressed latent
+    plus the rope key per layer, replicated on every rank, so TP does not divide it.
+    """
+    layers = np.asarray(layers, dtype=np.float64)
+    heads_per_rank = np.maximum(1, np.asarray(kv_heads) // np.asarray(tp))
+    regular = 2 * layers * heads_per_rank * np.asarray(head_dim) * dtype_bytes
+    mla = (np.asarray(kv_lora_rank) + np.asarray(rope_dim)) * layers * dtype_bytes
+    return np.where(np.asarray(kv_lora_rank) > 0, mla, regular).astype(np.float64)
+
+
+def weights_bytes(
+    params_total: np.ndarray | int,
+    embed_params: np.ndarray | int,
+    vision_params: np.ndarray | int,
+    body_bytes: np.ndarray | float,
+    embed_bytes: np.ndarray | float,
+    tp: np.ndarray | int,
+) -> np.ndarray:
+    """Weight bytes resident on one GPU (tensor-parallel shards split evenly)."""
+    params_total = np.asarray(params_total, dtype=np.float64)
+    embed = np.asarray(embed_params, dtype=np.float64)
+    vision = np.asarray(vision_params, dtype=np.float64)
+    body = params_total - embed - vision
+    total = body * body_bytes + embed * embed_bytes + vision * 2.0
+    return total / np.asarray(tp, dtype=np.float64)
+
+
+def default_batched_tokens(
+    generation_v1: np.ndarray,
+    big_board: np.ndarray,
+    offline: np.ndarray,
+    chunked: np.ndarray,
+    max_model_len: np.ndarray,
+    old_v0: np.ndarray,
+) -> np.ndarray:
+    v1 = np.where(big_board, np.where(offline, 16384, 8192), np.where(offline, 8192, 2048))
+    v0_chunked = np.where(old_v0, 512, 2048)
+    v0 = np.where(chunked, v0_chunked, np.maximum(max_model_len, 2048))
+    return np.where(generation_v1, v1, v0).astype(np.float64)
+
+
+def peak_activation_bytes(
+    hidden: np.ndarray,
+    ffn_width: np.ndarray,
+    vocab: np.ndarray,
+    tp: np.ndarray,
+    batched_tokens: np.ndarray,
+    sampled_seqs: np.ndarray,
+    dequant_scratch: np.ndarray,
+) -> np.ndarray:
+    forward = (
+        batched_tokens
+        * 2.0
+        * (ACT_HIDDEN_FACTOR * hidden + ACT_FFN_FACTOR * ffn_width / tp)
+    )
+    sampler = sampled_seqs * vocab * 4.0 * SAMPLER_COPIES
+    return np.maximum(forward, sampler) + dequant_scratch
+
+
+def non_torch_bytes(old_v0: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    # NCCL and custom all-reduce buffers appear only with TP > 1.
+    base = np.where(old_v0, 0.3 * GiB, 0.1 * GiB)
+    return base + np.where(tp > 1, 0.35 * GiB, 0.0)
+
+
+def cuda_graph_bytes(layers: np.ndarray, counted: np.ndarray) -> np.ndarray:
+    return np.where(counted, 0.3 * GiB + layers * 0.006 * GiB, 0.0)
+
+
+def blocks_from_memory(
+    kv_memory: np.ndarray, block_size: np.ndarray, bytes_per_token: np.ndarray
+) -> np.ndarray:
+    blocks = np.floor(np.maximum(kv_memory, 0.0) / (block_size * bytes_per_token))
+    return blocks.astype(np.int64)
+
+
+def concurrency_for_shape(
+    blocks: np.ndarray,
+    block_size: np.ndarray,
+    tokens_per_request: np.ndarray,
+    max_num_seqs: np.ndarray,
+) -> np.ndarray:
+    """Requests of one shape that fit at once: blocks each needs, capped by max_num_seqs."""
+    per_request = np.ceil(tokens_per_request / block_size)
+    return np.minimum(max_num_seqs, blocks / np.maximum(per_request, 1.0))
