@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from costapp.fleet.forms import DeploymentForm
 from costapp.models import (
     Calibration,
     CostLine,
@@ -15,6 +16,8 @@ from costapp.models import (
 
 @admin.register(Deployment)
 class DeploymentAdmin(admin.ModelAdmin):
+    # Same rules as the fleet file (costapp/fleet/validation.py).
+    form = DeploymentForm
     list_display = [
         "name",
         "team",

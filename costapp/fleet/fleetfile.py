@@ -1,0 +1,233 @@
+"""The fleet file: pools and deployments described in YAML kept in git.
+
+Loading is all-or-nothing: every entry is validated first, every mistake is
+reported at once (file, entry, field, value), and only a clean file writes.
+Deployments the file no longer lists are reported, never deleted silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.db import transaction
+
+from costapp.fleet.validation import deployment_problems, pool_problems
+from costapp.models import Deployment, Pool
+
+POOL_FIELDS = (
+    "name",
+    "instance_type",
+    "region",
+    "gpu_type",
+    "gpus_per_node",
+    "allocation_key",
+    "cost_rules",
+)
+DEPLOYMENT_FIELDS = (
+    "name",
+    "team",
+    "engine",
+    "engine_version",
+    "model",
+    "gpu_type",
+    "gpu_count",
+    "tensor_parallel_size",
+    "mig_profile",
+    "instance_type",
+    "region",
+    "account_id",
+    "prometheus_selector",
+    "cost_rules",
+    "pool",
+    "slo",
+)
+
+
+class FleetFileError(ValueError):
+    def __init__(self, path: str, errors: list[str]) -> None:
+        self.path = path
+        self.errors = errors
+        super().__init__(
+            f"{path}: {len(errors)} problem(s), nothing was loaded:\n  "
+            + "\n  ".join(errors)
+        )
+
+
+@dataclass(frozen=True)
+class FleetLoadResult:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    # In the database but not in the file: kept unless pruned.
+    missing: list[str] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
+    pools_created: list[str] = field(default_factory=list)
+    pools_updated: list[str] = field(default_factory=list)
+
+
+def _entry_label(section: str, index: int, entry: Any) -> str:
+    name = entry.get("name") if isinstance(entry, Mapping) else None
+    return f"{section}[{index}] ({name})" if name else f"{section}[{index}]"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise FleetFileError(str(path), [f"cannot read the file: {exc}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise FleetFileError(str(path), [f"not valid YAML: {exc}"]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise FleetFileError(
+            str(path), ["the top level must be a mapping with pools and deployments"]
+        )
+    return data
+
+
+def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
+    """Every problem of a parsed fleet file, each naming file, entry and field."""
+    errors: list[str] = []
+    for key in data:
+        if key not in ("pools", "deployments"):
+            errors.append(f"{name}: unknown top-level key {key!r} (pools, deployments)")
+    pools = data.get("pools") or []
+    deployments = data.get("deployments") or []
+    for section, value in (("pools", pools), ("deployments", deployments)):
+        if not isinstance(value, list):
+            errors.append(f"{name}: {section} must be a list")
+    if errors:
+        return errors
+
+    pool_gpus: dict[str, str] = {}
+    for i, entry in enumerate(pools):
+        label = _entry_label("pools", i, entry)
+        if not isinstance(entry, Mapping):
+            errors.append(f"{name}: {label}: must be a mapping")
+            continue
+        for key in entry:
+            if key not in POOL_FIELDS:
+                errors.append(f"{name}: {label}: unknown field {key!r}")
+        for fld, message in pool_problems(entry):
+            errors.append(f"{name}: {label}: {fld} {message}")
+        pool_name = entry.get("name")
+        if isinstance(pool_name, str):
+            if pool_name in pool_gpus:
+                errors.append(f"{name}: {label}: name {pool_name!r} is a duplicate")
+            pool_gpus[pool_name] = str(entry.get("gpu_type"))
+
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(deployments):
+        label = _entry_label("deployments", i, entry)
+        if not isinstance(entry, Mapping):
+            errors.append(f"{name}: {label}: must be a mapping")
+            continue
+        for key in entry:
+            if key not in DEPLOYMENT_FIELDS:
+                errors.append(f"{name}: {label}: unknown field {key!r}")
+        for fld, message in deployment_problems(entry, pools=pool_gpus):
+            errors.append(f"{name}: {label}: {fld} {message}")
+        dep_name = entry.get("name")
+        if isinstance(dep_name, str):
+            if dep_name in seen:
+                errors.append(
+                    f"{name}: {label}: name {dep_name!r} is a duplicate of "
+                    f"deployments[{seen[dep_name]}]"
+                )
+            else:
+                seen[dep_name] = i
+    return errors
+
+
+def _pool_values(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "instance_type": entry["instance_type"],
+        "region": entry.get("region") or "us-east-1",
+        "gpu_type": entry["gpu_type"],
+        "gpus_per_node": entry.get("gpus_per_node", 8),
+        "allocation_key": entry.get("allocation_key", "gpu_hours"),
+        "cost_rules": entry.get("cost_rules") or [],
+    }
+
+
+def _deployment_values(
+    entry: Mapping[str, Any], pools: Mapping[str, Pool]
+) -> dict[str, Any]:
+    slo = entry.get("slo") or {}
+    return {
+        "team": entry.get("team") or "",
+        "engine": entry.get("engine", "vllm"),
+        "engine_version": str(entry.get("engine_version") or ""),
+        "model_name": entry["model"],
+        "gpu_type": entry["gpu_type"],
+        "gpu_count": entry.get("gpu_count", 1),
+        "tensor_parallel_size": entry.get("tensor_parallel_size", 1),
+        "mig_profile": entry.get("mig_profile") or "",
+        "instance_type": entry.get("instance_type") or "",
+        "region": entry.get("region") or "us-east-1",
+        "account_id": str(entry.get("account_id") or ""),
+        "prometheus_selector": entry.get("prometheus_selector") or "",
+        "cost_rules": entry.get("cost_rules") or [],
+        "pool": pools[entry["pool"]] if entry.get("pool") else None,
+        "slo_ttft_p95_ms": slo.get("ttft_p95_ms"),
+        "slo_itl_p95_ms": slo.get("itl_p95_ms"),
+    }
+
+
+def _save_if_changed(obj: Any, values: Mapping[str, Any]) -> bool:
+    # Saving only real changes keeps updated_at meaningful and reloads idempotent.
+    changed = [k for k, v in values.items() if getattr(obj, k) != v]
+    for k in changed:
+        setattr(obj, k, values[k])
+    if changed:
+        obj.save()
+    return bool(changed)
+
+
+@transaction.atomic
+def fleet_load(*, path: str | Path, prune: bool = False) -> FleetLoadResult:
+    """Validate the whole fleet file, then upsert pools and deployments by name."""
+    path = Path(path)
+    data = _read(path)
+    errors = fleet_validate(data, name=path.name)
+    if errors:
+        raise FleetFileError(str(path), errors)
+
+    result = FleetLoadResult()
+    pools: dict[str, Pool] = {}
+    for entry in data.get("pools") or []:
+        values = _pool_values(entry)
+        pool = Pool.objects.filter(name=entry["name"]).first()
+        if pool is None:
+            pool = Pool.objects.create(name=entry["name"], **values)
+            result.pools_created.append(pool.name)
+        elif _save_if_changed(pool, values):
+            result.pools_updated.append(pool.name)
+        pools[pool.name] = pool
+
+    names = []
+    for entry in data.get("deployments") or []:
+        values = _deployment_values(entry, pools)
+        names.append(entry["name"])
+        deployment = Deployment.objects.filter(name=entry["name"]).first()
+        if deployment is None:
+            Deployment.objects.create(name=entry["name"], **values)
+            result.created.append(entry["name"])
+        elif _save_if_changed(deployment, values):
+            result.updated.append(entry["name"])
+        else:
+            result.unchanged.append(entry["name"])
+
+    stale = Deployment.objects.exclude(name__in=names).order_by("name")
+    result.missing.extend(stale.values_list("name", flat=True))
+    if prune and result.missing:
+        stale.delete()
+        result.pruned.extend(result.missing)
+    return result

@@ -1,0 +1,303 @@
+"""Rules a pool or deployment must satisfy, shared by the fleet file and the admin.
+
+Each checker returns ``(field, message)`` pairs instead of raising, so a caller
+can collect every mistake of a file in one pass and name the entry it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from costapp.catalog import GPU_TYPES, mig_slices
+
+ENGINES = ("vllm", "sglang", "tgi")
+ALLOCATION_KEYS = ("gpu_hours", "requests")
+COST_RULE_KINDS = ("tag", "usage_type", "resource_id")
+SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_OPERATORS = ("=~", "!~", "!=", "=")
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
+
+Problem = tuple[str, str]
+
+
+class SelectorError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Matcher:
+    label: str
+    op: str
+    value: str
+
+
+def selector_parse(text: str) -> list[Matcher]:
+    """Parse PromQL label matchers without braces: ``a="x",b=~"y.*"``.
+
+    Strict on purpose: a selector that Prometheus would reject (or, worse,
+    accept with another meaning) must fail here, at load time, not at 3 am.
+    """
+    matchers: list[Matcher] = []
+    i, n = 0, len(text)
+
+    def skip_spaces() -> None:
+        nonlocal i
+        while i < n and text[i] in " \t":
+            i += 1
+
+    skip_spaces()
+    if i == n:
+        return matchers
+    while True:
+        skip_spaces()
+        m = LABEL_NAME.match(text, i)
+        if not m:
+            raise SelectorError(f"expected a label name at position {i}: {text[i:]!r}")
+        label = m.group(0)
+        i = m.end()
+        skip_spaces()
+        op = next((o for o in _OPERATORS if text.startswith(o, i)), None)
+        if op is None:
+            raise SelectorError(
+                f"expected one of = != =~ !~ after {label!r} at position {i}"
+            )
+        i += len(op)
+        skip_spaces()
+        if i >= n or text[i] != '"':
+            raise SelectorError(
+                f"value of {label!r} must be double-quoted (position {i})"
+            )
+        i += 1
+        chars: list[str] = []
+        while True:
+            if i >= n:
+                raise SelectorError(f"unterminated string in the value of {label!r}")
+            c = text[i]
+            if c == "\\":
+                if i + 1 >= n or text[i + 1] not in _ESCAPES:
+                    raise SelectorError(
+                        f"bad escape in the value of {label!r} at position {i}"
+                    )
+                chars.append(_ESCAPES[text[i + 1]])
+                i += 2
+                continue
+            if c == '"':
+                i += 1
+                break
+            chars.append(c)
+            i += 1
+        value = "".join(chars)
+        if op in ("=~", "!~"):
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise SelectorError(
+                    f"regex {value!r} of {label!r} does not compile: {exc}"
+                ) from None
+        matchers.append(Matcher(label, op, value))
+        skip_spaces()
+        if i == n:
+            return matchers
+        if text[i] != ",":
+            raise SelectorError(f"expected ',' at position {i}: {text[i:]!r}")
+        i += 1
+        skip_spaces()
+        if i == n:  # PromQL allows a trailing comma
+            return matchers
+
+
+def cost_rules_problems(rules: Any, field: str = "cost_rules") -> list[Problem]:
+    if rules is None:
+        return []
+    if not isinstance(rules, list):
+        return [(field, f"must be a list, got {type(rules).__name__}")]
+    problems: list[Problem] = []
+    for i, rule in enumerate(rules):
+        where = f"{field}[{i}]"
+        if not isinstance(rule, Mapping) or len(rule) != 1:
+            problems.append(
+                (
+                    where,
+                    "must be exactly one of {tag: {key, value}}, {usage_type: ...}, "
+                    f"{{resource_id: ...}}; got {rule!r}",
+                )
+            )
+            continue
+        ((kind, value),) = rule.items()
+        if kind not in COST_RULE_KINDS:
+            problems.append(
+                (where, f"unknown rule {kind!r} (known: {', '.join(COST_RULE_KINDS)})")
+            )
+        elif kind == "tag":
+            if (
+                not isinstance(value, Mapping)
+                or set(value) != {"key", "value"}
+                or not all(isinstance(v, str) and v for v in value.values())
+            ):
+                problems.append(
+                    (where, f"tag needs a non-empty 'key' and 'value', got {value!r}")
+                )
+        elif not isinstance(value, str) or not value:
+            problems.append(
+                (where, f"{kind} must be a non-empty string, got {value!r}")
+            )
+    return problems
+
+
+def gpu_problems(
+    gpu_type: Any, mig_profile: Any, tensor_parallel_size: Any
+) -> list[Problem]:
+    problems: list[Problem] = []
+    if gpu_type not in GPU_TYPES:
+        problems.append(
+            (
+                "gpu_type",
+                f"{gpu_type!r} is not a known GPU type (known: {', '.join(GPU_TYPES)})",
+            )
+        )
+        return problems
+    if mig_profile:
+        offered = GPU_TYPES[gpu_type]
+        if mig_profile not in offered:
+            problems.append(
+                (
+                    "mig_profile",
+                    f"{mig_profile!r} is not a MIG profile of {gpu_type} "
+                    f"(offered: {', '.join(offered) or 'none, no MIG'})",
+                )
+            )
+        elif isinstance(tensor_parallel_size, int) and tensor_parallel_size > 1:
+            problems.append(
+                (
+                    "tensor_parallel_size",
+                    f"{tensor_parallel_size} on MIG instance {mig_profile}: tensor "
+                    "parallelism across MIG instances is not possible (use 1)",
+                )
+            )
+    return problems
+
+
+def _positive_int(value: Any, field: str) -> list[Problem]:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        return [(field, f"must be a positive integer, got {value!r}")]
+    return []
+
+
+def deployment_problems(
+    entry: Mapping[str, Any], *, pools: Mapping[str, str] | None
+) -> list[Problem]:
+    """Problems of one deployment given as fleet-file fields.
+
+    ``pools`` maps known pool names to their GPU type; None skips the check.
+    """
+    problems: list[Problem] = []
+    name = entry.get("name")
+    if not isinstance(name, str) or not SLUG.match(name):
+        problems.append(
+            ("name", f"must be a slug (letters, digits, - _), got {name!r}")
+        )
+    for field in ("model",):
+        if not isinstance(entry.get(field), str) or not entry.get(field):
+            problems.append((field, "is required"))
+    engine = entry.get("engine", "vllm")
+    if engine not in ENGINES:
+        problems.append(("engine", f"{engine!r} is not one of {', '.join(ENGINES)}"))
+    gpu_count = entry.get("gpu_count", 1)
+    tp = entry.get("tensor_parallel_size", 1)
+    problems += _positive_int(gpu_count, "gpu_count")
+    problems += _positive_int(tp, "tensor_parallel_size")
+    mig = entry.get("mig_profile") or ""
+    problems += gpu_problems(entry.get("gpu_type"), mig, tp)
+    if mig and isinstance(mig, str):
+        try:
+            mig_slices(mig)
+        except ValueError as exc:
+            problems.append(("mig_profile", str(exc)))
+    if (
+        not mig
+        and isinstance(tp, int)
+        and isinstance(gpu_count, int)
+        and not isinstance(tp, bool)
+        and tp > gpu_count
+    ):
+        problems.append(
+            (
+                "tensor_parallel_size",
+                f"{tp} is larger than gpu_count {gpu_count}: a replica cannot "
+                "span more GPUs than it has",
+            )
+        )
+    selector = entry.get("prometheus_selector") or ""
+    if not isinstance(selector, str):
+        problems.append(("prometheus_selector", f"must be a string, got {selector!r}"))
+    else:
+        try:
+            selector_parse(selector)
+        except SelectorError as exc:
+            problems.append(("prometheus_selector", f"{selector!r}: {exc}"))
+    problems += cost_rules_problems(entry.get("cost_rules"))
+    pool = entry.get("pool")
+    if pool and pools is not None:
+        if pool not in pools:
+            problems.append(
+                (
+                    "pool",
+                    f"{pool!r} is not a pool of this fleet "
+                    f"(pools: {', '.join(sorted(pools)) or 'none'})",
+                )
+            )
+        elif entry.get("gpu_type") in GPU_TYPES and pools[pool] != entry.get(
+            "gpu_type"
+        ):
+            problems.append(
+                (
+                    "pool",
+                    f"pool {pool!r} has {pools[pool]} GPUs, the deployment says "
+                    f"{entry.get('gpu_type')!r}",
+                )
+            )
+    slo = entry.get("slo") or {}
+    if not isinstance(slo, Mapping):
+        problems.append(("slo", f"must be a mapping, got {slo!r}"))
+    else:
+        for key in slo:
+            if key not in ("ttft_p95_ms", "itl_p95_ms"):
+                problems.append(
+                    (f"slo.{key}", "unknown (known: ttft_p95_ms, itl_p95_ms)")
+                )
+            else:
+                problems += _positive_int(slo[key], f"slo.{key}")
+    return problems
+
+
+def pool_problems(entry: Mapping[str, Any]) -> list[Problem]:
+    problems: list[Problem] = []
+    name = entry.get("name")
+    if not isinstance(name, str) or not SLUG.match(name):
+        problems.append(
+            ("name", f"must be a slug (letters, digits, - _), got {name!r}")
+        )
+    if not isinstance(entry.get("instance_type"), str) or not entry.get(
+        "instance_type"
+    ):
+        problems.append(("instance_type", "is required"))
+    gpu_type = entry.get("gpu_type")
+    if gpu_type not in GPU_TYPES:
+        problems.append(
+            (
+                "gpu_type",
+                f"{gpu_type!r} is not a known GPU type (known: {', '.join(GPU_TYPES)})",
+            )
+        )
+    problems += _positive_int(entry.get("gpus_per_node", 8), "gpus_per_node")
+    key = entry.get("allocation_key", "gpu_hours")
+    if key not in ALLOCATION_KEYS:
+        problems.append(
+            ("allocation_key", f"{key!r} is not one of {', '.join(ALLOCATION_KEYS)}")
+        )
+    problems += cost_rules_problems(entry.get("cost_rules"))
+    return problems
