@@ -2,16 +2,35 @@
 
 Amounts arrive as strings with about ten decimals and are kept as Decimal at
 that precision. Days are UTC; TimePeriod End is exclusive.
+
+Every request and every page costs $0.01, so the source plans its requests
+before it makes them (``plan()``) and counts each one it makes
+(``Batch.api_requests``). GetCostAndUsage has no boto3 paginator: pages are
+followed with NextPageToken. Throttling (LimitExceededException) is retried by
+botocore's "standard" retry mode. A window (one account, one calendar month
+or less) is collected whole before anything is yielded, and yielded as one
+batch that replaces the window: a restated day never shows both figures and a
+group that vanished in the restatement vanishes here too. A
+RequestChangedException (the data changed between pages) restarts the window.
+Credentials and the endpoint come from boto3's own chain (environment,
+profile, IAM role, ``AWS_ENDPOINT_URL``); nothing is stored.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from costapp.sources.base import CostRecord
+from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
+
+if TYPE_CHECKING:
+    from costapp.models import IngestRun
+
+logger = logging.getLogger(__name__)
 
 # Cost Explorer metric name -> CostRecord field.
 METRIC_FIELDS = {
@@ -112,3 +131,351 @@ def records_from_response(
             fields["currency"] = currency or "USD"
             records.append(CostRecord(**fields))
     return records
+
+
+NAME = "cost_explorer"
+DEFAULT_METRICS = (
+    "AmortizedCost",
+    "UnblendedCost",
+    "NetAmortizedCost",
+    "UsageQuantity",
+)
+HOURLY_DAYS = 14  # Cost Explorer keeps hourly data for the trailing 14 days
+MAX_RESTARTS = 3  # RequestChangedException restarts of one window
+DEFAULT_MAX_ATTEMPTS = 6
+
+# One filtered query per family when RECORD_TYPE cannot be grouped (two other
+# GroupBy keys are in use). The last family catches record types we do not
+# know by name, so the bill total is complete whatever AWS adds.
+FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (ours, tuple(k for k, v in RECORD_TYPES.items() if v == ours))
+    for ours in ("usage", "fee", "credit", "refund", "tax", "discount")
+)
+OTHER_FAMILY = ("other", ())
+ALLOWED_DIMENSIONS = {"SERVICE", "USAGE_TYPE", "RECORD_TYPE", "REGION", "RESOURCE_ID"}
+
+
+@dataclass(frozen=True)
+class Query:
+    """One planned GetCostAndUsage request (before pagination)."""
+
+    account_id: str
+    window: Window
+    record_family: str  # "" when RECORD_TYPE is grouped
+    request: dict[str, Any]
+
+
+def month_chunks(window: Window) -> list[Window]:
+    """The window cut at UTC month starts: a chunk never spans two billing
+    periods, so it replaces exactly one account-period's lines."""
+    chunks: list[Window] = []
+    start = window.start
+    while start < window.end:
+        first = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        nxt = (first + timedelta(days=32)).replace(day=1)
+        end = min(nxt, window.end)
+        chunks.append(Window(start, end))
+        start = end
+    return chunks
+
+
+def _time(value: datetime, granularity: str) -> str:
+    if granularity == "HOURLY":
+        return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.strftime("%Y-%m-%d")
+
+
+def _validate_group_by(group_by: Sequence[Mapping[str, str]]) -> list[dict[str, str]]:
+    out = []
+    for spec in group_by:
+        kind, key = spec.get("Type", ""), spec.get("Key", "")
+        if kind == "TAG":
+            if not key:
+                raise SourceError("group_by TAG needs a tag key", permanent=True)
+        elif kind != "DIMENSION" or key not in ALLOWED_DIMENSIONS:
+            raise SourceError(
+                f"group_by {kind}:{key} is not supported (DIMENSION "
+                f"{', '.join(sorted(ALLOWED_DIMENSIONS))} or TAG)",
+                permanent=True,
+            )
+        out.append({"Type": kind, "Key": key})
+    if len(out) > 2:
+        raise SourceError(
+            f"group_by has {len(out)} keys; Cost Explorer allows at most 2",
+            permanent=True,
+        )
+    return out
+
+
+class CostExplorerSource:
+    """GetCostAndUsage for some linked accounts over a window."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        *,
+        account_ids: Sequence[str],
+        granularity: str = "DAILY",
+        group_by: Sequence[Mapping[str, str]] = (
+            {"Type": "DIMENSION", "Key": "USAGE_TYPE"},
+        ),
+        filter: Mapping[str, Any] | None = None,
+        metrics: Sequence[str] = DEFAULT_METRICS,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        now: datetime | None = None,
+        client: Any = None,
+    ) -> None:
+        if not account_ids:
+            raise SourceError("no account to query (account_ids is empty)", True)
+        for account in account_ids:
+            if not (account.isdigit() and len(account) == 12):
+                raise SourceError(
+                    f"account_ids: {account!r} is not a 12-digit AWS account id",
+                    permanent=True,
+                )
+        if granularity not in {"DAILY", "HOURLY"}:
+            raise SourceError(
+                f"granularity {granularity!r}: use DAILY or HOURLY", permanent=True
+            )
+        unknown = [m for m in metrics if m not in METRIC_FIELDS]
+        if unknown:
+            raise SourceError(f"metrics: unknown {unknown}", permanent=True)
+        self.account_ids = list(account_ids)
+        self.granularity = granularity
+        groups = _validate_group_by(group_by)
+        if any(g["Key"] == "RECORD_TYPE" for g in groups):
+            self.families: list[tuple[str, tuple[str, ...]]] = [("", ())]
+        elif len(groups) < 2:
+            # A free GroupBy slot: group by RECORD_TYPE, one query does all.
+            groups.append({"Type": "DIMENSION", "Key": "RECORD_TYPE"})
+            self.families = [("", ())]
+        else:
+            self.families = [*FAMILIES, OTHER_FAMILY]
+        self.group_by = groups
+        self.filter = dict(filter) if filter else None
+        self.metrics = list(metrics)
+        self.max_attempts = max_attempts
+        self.now = now
+        self._client = client
+
+    # -- planning -----------------------------------------------------------
+
+    def _check_window(self, window: Window) -> None:
+        if self.granularity != "HOURLY":
+            return
+        now = self.now or datetime.now(UTC)
+        earliest = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(
+            days=HOURLY_DAYS
+        )
+        if window.start < earliest:
+            raise SourceError(
+                f"HOURLY granularity covers only the trailing {HOURLY_DAYS} days: "
+                f"window start {window.start:%Y-%m-%d %H:%M} is before "
+                f"{earliest:%Y-%m-%d %H:%M} UTC",
+                permanent=True,
+            )
+
+    def _filter(self, account_id: str, family: tuple[str, ...], name: str) -> dict:
+        parts: list[dict[str, Any]] = [
+            {"Dimensions": {"Key": "LINKED_ACCOUNT", "Values": [account_id]}}
+        ]
+        if name == "other":
+            known = [k for _, values in FAMILIES for k in values]
+            parts.append(
+                {"Not": {"Dimensions": {"Key": "RECORD_TYPE", "Values": known}}}
+            )
+        elif family:
+            parts.append({"Dimensions": {"Key": "RECORD_TYPE", "Values": list(family)}})
+        if self.filter:
+            parts.append(self.filter)
+        return parts[0] if len(parts) == 1 else {"And": parts}
+
+    def queries(self, window: Window) -> list[Query]:
+        self._check_window(window)
+        out = []
+        for account in self.account_ids:
+            for chunk in month_chunks(window):
+                for family_name, family in self.families:
+                    request = {
+                        "TimePeriod": {
+                            "Start": _time(chunk.start, self.granularity),
+                            "End": _time(chunk.end, self.granularity),
+                        },
+                        "Granularity": self.granularity,
+                        "Metrics": self.metrics,
+                        "GroupBy": self.group_by,
+                        "Filter": self._filter(account, family, family_name),
+                    }
+                    out.append(Query(account, chunk, family_name, request))
+        return out
+
+    def plan(self, window: Window) -> int:
+        """Requests planned (each $0.01), before any pagination."""
+        return len(self.queries(window))
+
+    # -- fetching -----------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import boto3
+            from botocore.config import Config
+
+            self._client = boto3.client(
+                "ce",
+                config=Config(
+                    retries={"mode": "standard", "max_attempts": self.max_attempts}
+                ),
+            )
+        return self._client
+
+    def _pages(self, query: Query) -> Iterator[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        token: str | None = None
+        while True:
+            kwargs = dict(query.request)
+            if token:
+                kwargs["NextPageToken"] = token
+            try:
+                page: dict[str, Any] = self.client.get_cost_and_usage(**kwargs)
+            except ClientError as exc:
+                raise _client_error(exc, query) from exc
+            except BotoCoreError as exc:
+                raise SourceError(f"Cost Explorer unreachable: {exc}") from exc
+            yield page
+            token = page.get("NextPageToken")
+            if not token:
+                return
+
+    def _collect(
+        self, account: str, queries: list[Query]
+    ) -> tuple[list[CostRecord], int]:
+        """All pages of all queries of one account-window, or a restart."""
+        requests = 0
+        last: SourceError | None = None
+        for attempt in range(MAX_RESTARTS + 1):
+            records: list[CostRecord] = []
+            try:
+                for query in queries:
+                    family = next(
+                        (v for n, v in self.families if n == query.record_family), ()
+                    )
+                    record_type = family[0] if family else None
+                    if query.record_family == "other":
+                        record_type = "Other"
+                    for page in self._pages(query):
+                        requests += 1
+                        records.extend(
+                            records_from_response(
+                                page,
+                                account_id=account,
+                                group_by=self.group_by,
+                                record_type=record_type,
+                            )
+                        )
+            except _RequestChanged as exc:
+                requests += 1  # the failed page was a request too
+                logger.info(
+                    "Cost Explorer data changed under account %s window %s "
+                    "(attempt %d): restarting the window",
+                    account,
+                    queries[0].window.start,
+                    attempt + 1,
+                )
+                last = exc
+                continue
+            return records, requests
+        raise SourceError(
+            f"Cost Explorer data kept changing for account {account} from "
+            f"{queries[0].window.start:%Y-%m-%d} ({MAX_RESTARTS + 1} tries): {last}"
+        )
+
+    def fetch(self, window: Window) -> Iterator[Batch]:
+        planned = self.queries(window)
+        groups: dict[tuple[str, datetime], list[Query]] = {}
+        for query in planned:
+            groups.setdefault((query.account_id, query.window.start), []).append(query)
+        granularity = "hour" if self.granularity == "HOURLY" else "day"
+        for (account, _), queries in groups.items():
+            records, requests = self._collect(account, queries)
+            chunk = queries[0].window
+            yield Batch(
+                records=list(_merge(records)),
+                replace=ReplaceScope(
+                    source=NAME,
+                    account_id=account,
+                    start=chunk.start,
+                    end=chunk.end,
+                    granularity=granularity,
+                ),
+                steps=len(queries),
+                api_requests=requests,
+            )
+
+
+class _RequestChanged(SourceError):
+    pass
+
+
+def _client_error(exc: Any, query: Query) -> SourceError:
+    error = exc.response.get("Error", {})
+    code = error.get("Code", "ClientError")
+    message = error.get("Message", str(exc))
+    where = f"account {query.account_id} {query.request['TimePeriod']}"
+    if code == "RequestChangedException":
+        return _RequestChanged(f"{code}: {message}")
+    permanent = code not in {"LimitExceededException", "ThrottlingException"}
+    return SourceError(
+        f"Cost Explorer {code} ({where}): {message}", permanent=permanent
+    )
+
+
+def _merge(records: Iterable[CostRecord]) -> Iterator[CostRecord]:
+    """One record per natural key.
+
+    Grouping by USAGE_TYPE with RECORD_TYPE mapped onto fewer record types
+    (DiscountedUsage and Usage are both "usage") can give two groups with
+    the same key: their amounts add up, since they are parts of one line.
+    """
+    merged: dict[tuple[Any, ...], CostRecord] = {}
+    for r in records:
+        key = (
+            r.account_id,
+            r.granularity,
+            r.period_start,
+            r.service,
+            r.usage_type,
+            r.record_type,
+            r.resource_id,
+            r.tag_key,
+            r.tag_value,
+            r.currency,
+        )
+        old = merged.get(key)
+        if old is None:
+            merged[key] = r
+            continue
+        values: dict[str, Any] = {}
+        for field in METRIC_FIELDS.values():
+            a, b = getattr(old, field), getattr(r, field)
+            values[field] = b if a is None else a if b is None else a + b
+        merged[key] = CostRecord(
+            **{**old.__dict__, **values, "estimated": old.estimated or r.estimated}
+        )
+    yield from merged.values()
+
+
+def source_from_run(run: IngestRun) -> CostExplorerSource:
+    params = run.params or {}
+    accounts = params.get("account_ids") or ([run.target] if run.target else [])
+    return CostExplorerSource(
+        account_ids=accounts,
+        granularity=params.get("granularity", "DAILY"),
+        group_by=params.get("group_by")
+        or ({"Type": "DIMENSION", "Key": "USAGE_TYPE"},),
+        filter=params.get("filter"),
+        metrics=params.get("metrics") or DEFAULT_METRICS,
+        max_attempts=int(params.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
+    )

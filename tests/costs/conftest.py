@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from tests.costs.ce_emulator import CostExplorerEmulator
+
+ACCOUNT = "111122223333"
+OTHER_ACCOUNT = "444455556666"
+
+
+@pytest.fixture(autouse=True)
+def dummy_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Never reach a real AWS account from a test, whatever the shell holds.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+
+
+@pytest.fixture
+def ce(monkeypatch: pytest.MonkeyPatch) -> Iterator[CostExplorerEmulator]:
+    emulator = CostExplorerEmulator(page_size=4)
+    url = emulator.start()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", url)
+    yield emulator
+    emulator.stop()
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def cost_lines() -> list[tuple[Any, ...]]:
+    """The bill as stored, without bookkeeping columns, sorted."""
+    from costapp.models import CostLine
+
+    return sorted(
+        CostLine.objects.values_list(
+            "source",
+            "account_id",
+            "granularity",
+            "period_start",
+            "service",
+            "usage_type",
+            "record_type",
+            "resource_id",
+            "tag_key",
+            "tag_value",
+            "region",
+            "currency",
+            "unblended_cost",
+            "amortized_cost",
+            "net_amortized_cost",
+            "billed_cost",
+            "effective_cost",
+            "list_cost",
+            "usage_quantity",
+            "usage_unit",
+            "estimated",
+        )
+    )
+
+
+def amounts_by_day(field: str = "amortized_cost") -> dict[tuple[str, str], Decimal]:
+    from costapp.models import CostLine
+
+    out: dict[tuple[str, str], Decimal] = {}
+    for line in CostLine.objects.all():
+        key = (line.period_start.strftime("%Y-%m-%dT%H"), line.usage_type)
+        out[key] = out.get(key, Decimal(0)) + getattr(line, field)
+    return out
