@@ -1,0 +1,73 @@
+"""Services that set up the demo: fleet, rate card, telemetry and bills, a user."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from django.contrib.auth.models import Group, User
+
+from costapp.fleet.fleetfile import FleetLoadResult, fleet_load
+from costapp.fleet.services import rate_card_seed
+from costapp.ingest import ingest_run_create, ingest_run_execute
+from costapp.models import IngestRun
+from costapp.sources.demo import DemoSource
+
+logger = logging.getLogger(__name__)
+
+DEMO_FLEET = Path(__file__).resolve().parent / "demo_fleet.yaml"
+DEMO_USERNAME = "demo"
+DEMO_GROUPS = ("tech lead", "finance")
+
+
+@dataclass(frozen=True)
+class DemoCredentials:
+    username: str
+    password: str | None  # None: the user existed and keeps its password
+
+
+def demo_fleet_load() -> FleetLoadResult:
+    return fleet_load(path=DEMO_FLEET)
+
+
+def demo_ingest(*, end: datetime, days: int = 90, seed: int = 7) -> IngestRun:
+    """Ingest the demo telemetry and bills through the normal ingest path."""
+    source = DemoSource(seed=seed, days=days, end=end)
+    run = ingest_run_create(
+        source="demo",
+        window=source.window,
+        target="demo fleet",
+        params={"seed": seed, "days": days},
+    )
+    return ingest_run_execute(run=run, source=source)
+
+
+def demo_user_ensure(*, reset_password: bool = False) -> DemoCredentials:
+    """The ``demo`` user in the tech lead and finance groups.
+
+    A new user gets a random password (returned once, to be printed); an
+    existing one keeps its password unless ``reset_password``.
+    """
+    user, created = User.objects.get_or_create(username=DEMO_USERNAME)
+    password = None
+    if created or reset_password or not user.has_usable_password():
+        password = secrets.token_urlsafe(12)
+        user.set_password(password)
+        user.save()
+    for name in DEMO_GROUPS:
+        group, _ = Group.objects.get_or_create(name=name)
+        user.groups.add(group)
+    return DemoCredentials(DEMO_USERNAME, password)
+
+
+__all__ = [
+    "DEMO_FLEET",
+    "DemoCredentials",
+    "demo_fleet_load",
+    "demo_ingest",
+    "demo_user_ensure",
+    "rate_card_seed",
+]

@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.servers import basehttp
+from django.core.wsgi import get_wsgi_application
+
+from costapp.fleet.demo import (
+    demo_fleet_load,
+    demo_ingest,
+    demo_user_ensure,
+    rate_card_seed,
+)
+from costapp.models import IngestRun
+
+
+class Command(BaseCommand):
+    help = (
+        "Set up the demo: migrate, load the demo fleet, seed the rate card, ingest "
+        "DAYS of demo telemetry and bills ending today (UTC), create the 'demo' "
+        "user; with --serve, serve the app."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--days", type=int, default=90)
+        parser.add_argument("--seed", type=int, default=7)
+        parser.add_argument("--serve", action="store_true", help="then serve the app")
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--force", action="store_true", help="ingest even if already loaded"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        days = options["days"]
+        if not 1 <= days <= 400:
+            raise CommandError(f"--days {days}: must be between 1 and 400")
+        call_command("migrate", interactive=False, verbosity=0)
+        demo_fleet_load()
+        rate_card_seed()
+        # The demo ends at today's UTC midnight: the last full day is yesterday.
+        end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        done = IngestRun.objects.filter(
+            source="demo",
+            status=IngestRun.SUCCEEDED,
+            window_end=end,
+            params__days=days,
+            params__seed=options["seed"],
+        ).exists()
+        if done and not options["force"]:
+            self.stdout.write(f"demo data for {days} days to {end:%Y-%m-%d} is loaded")
+        else:
+            started = time.perf_counter()
+            run = demo_ingest(end=end, days=days, seed=options["seed"])
+            if run.status != IngestRun.SUCCEEDED:
+                raise CommandError(f"demo ingest {run.status}: {run.error}")
+            self.stdout.write(
+                f"demo data: {run.rows_written} rows for {days} days to "
+                f"{end:%Y-%m-%d} in {time.perf_counter() - started:.1f} s"
+            )
+        credentials = demo_user_ensure(reset_password=True)
+        url = f"http://{options['host']}:{options['port']}/"
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"log in as  user: {credentials.username}  "
+                f"password: {credentials.password}"
+            )
+        )
+        if not options["serve"]:
+            return
+        if settings.DEBUG:
+            self.stdout.write(self.style.WARNING("DEBUG is on; the demo expects off"))
+        self.stdout.write(f"serving on {url} (Ctrl-C to stop)", ending="\n")
+        self.stdout.flush()
+        try:
+            basehttp.run(
+                options["host"],
+                options["port"],
+                get_wsgi_application(),
+                ipv6=False,
+                threading=True,
+                server_cls=basehttp.WSGIServer,
+            )
+        except KeyboardInterrupt:
+            pass
