@@ -627,6 +627,11 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "feasible": feasible,
         "reason": reason,
         "context_too_long": too_long,
+        # Step-model constants, for the simulation.
+        "t0_s": t0, "bw_eff": bw_eff, "f_dec": f_dec, "f_pre": f_pre, "p0_s": p0,
+        "dense_bytes": dense_bytes, "expert_bytes": expert_bytes,
+        "active_per_gpu": active_per_gpu, "attn_coef": attn_coef,
+        "experts": c["experts"], "top_k": c["top_k"], "block_size": block,
     }
 
 
@@ -803,3 +808,67 @@ def require_feasible(result: Result) -> Result:
     if not result.feasible:
         raise Infeasible(result.reason or "infeasible")
     return result
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """The closed form's step-time constants for one scenario (used by simulate)."""
+
+    t0_s: float
+    bw_eff: float
+    decode_flops: float
+    prefill_flops: float
+    p0_s: float
+    dense_bytes: float
+    expert_bytes: float
+    experts: float
+    top_k: float
+    kv_bytes_per_token: float
+    active_params_per_gpu: float
+    attn_coef: float
+    num_gpu_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+
+    def decode_step_s(self, batch: float, context: float) -> float:
+        return float(lat.decode_step_s(
+            np.asarray(float(batch)), np.asarray(float(context)),
+            dense_weight_bytes=np.asarray(self.dense_bytes),
+            expert_weight_bytes=np.asarray(self.expert_bytes),
+            experts=np.asarray(self.experts), top_k=np.asarray(self.top_k),
+            kv_bytes_per_token=np.asarray(self.kv_bytes_per_token),
+            active_params_per_gpu=np.asarray(self.active_params_per_gpu),
+            t0_s=np.asarray(self.t0_s), bw_eff=np.asarray(self.bw_eff),
+            decode_flops=np.asarray(self.decode_flops),
+        ))
+
+    def prefill_s(self, tokens: float) -> float:
+        return self.p0_s + self.prefill_work_s(tokens, 0.0)
+
+    def prefill_work_s(self, tokens: float, already: float) -> float:
+        """Compute time of a chunk of ``tokens`` after ``already`` prompt tokens."""
+        linear = tokens * 2.0 * self.active_params_per_gpu / self.prefill_flops
+        end = already + tokens
+        attention = (end * end - already * already) * self.attn_coef / self.prefill_flops
+        return linear + attention
+
+
+def step_model(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) -> StepModel:
+    models_by_name = (
+        {scenario.model.name: scenario.model} if isinstance(scenario.model, ModelSpec)
+        else {}
+    )
+    cols, _, _ = _columns(_frame_from([scenario]), calibrations, models_by_name)
+    out = {k: v[0] for k, v in _core(cols).items()}
+    return StepModel(
+        t0_s=float(out["t0_s"]), bw_eff=float(out["bw_eff"]),
+        decode_flops=float(out["f_dec"]), prefill_flops=float(out["f_pre"]),
+        p0_s=float(out["p0_s"]), dense_bytes=float(out["dense_bytes"]),
+        expert_bytes=float(out["expert_bytes"]), experts=float(out["experts"]),
+        top_k=float(out["top_k"]), kv_bytes_per_token=float(out["kv_bytes_per_token"]),
+        active_params_per_gpu=float(out["active_per_gpu"]),
+        attn_coef=float(out["attn_coef"]), num_gpu_blocks=int(out["num_gpu_blocks"]),
+        block_size=int(out["block_size"]), max_num_seqs=int(out["max_num_seqs"]),
+        max_num_batched_tokens=int(out["max_num_batched_tokens"]),
+    )

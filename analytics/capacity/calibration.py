@@ -1,0 +1,486 @@
+"""Calibration: versioned JSON records, and the three ways measurements come in.
+
+1. ``import_vllm_bench_serve`` / ``import_vllm_bench_latency``: result JSON of
+   ``vllm bench serve --save-result`` and ``vllm bench latency --output-json``
+   (the real engine, the main path);
+2. ``fit_from_telemetry``: hourly inter-token latency against mean running batch;
+3. ``hardware_constants_from_harness``: the file ``analytics.capacity.harness``
+   writes (HBM bandwidth, GEMM FLOP/s, attention grid), labelled as hardware
+   constants, not engine measurements.
+
+Every fit reports its error on its own points (MAPE, R²).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from analytics.capacity import latency as lat
+from analytics.capacity import memory as mem
+from analytics.capacity.calibration_types import (
+    ENGINE_MEASUREMENTS,
+    HARDWARE_CONSTANTS,
+    Calibration,
+    CalibrationKey,
+    FitQuality,
+)
+from analytics.capacity.catalog import ModelSpec, get_gpu, get_model
+from analytics.capacity.errors import InvalidInput
+from analytics.capacity.latency import LatencyParams
+
+SCHEMA_VERSION = 1
+SUPPORTED_SCHEMA_VERSIONS = {1}
+
+
+class CalibrationRefused(InvalidInput):
+    """The data cannot support a fit (too few points, too flat)."""
+
+
+# ---------------------------------------------------------------------------
+# Validation helpers: every message names the field path and the value
+# ---------------------------------------------------------------------------
+
+def _get(data: Mapping[str, Any], path: str) -> Any:
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise InvalidInput(path, None, "missing")
+        node = node[part]
+    return node
+
+
+def _positive(data: Mapping[str, Any], path: str, *, allow_zero: bool = False) -> float:
+    value = _get(data, path)
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok and math.isfinite(float(value)) and (value > 0 or (allow_zero and value == 0)):
+        return float(value)
+    limit = ">= 0" if allow_zero else "> 0"
+    raise InvalidInput(path, value, f"must be a finite number {limit}")
+
+
+def _optional_text(data: Mapping[str, Any], path: str) -> str | None:
+    try:
+        value = _get(data, path)
+    except InvalidInput:
+        return None
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(path, value, "must be a non-empty string or null")
+    return value
+
+
+def _key_from(data: Mapping[str, Any], prefix: str = "key") -> CalibrationKey:
+    gpu = _get(data, f"{prefix}.gpu")
+    if not isinstance(gpu, str) or not gpu:
+        raise InvalidInput(f"{prefix}.gpu", gpu, "must name a GPU")
+    get_gpu(gpu)  # raises naming the value when unknown
+    tp_value: Any
+    try:
+        tp_value = _get(data, f"{prefix}.tp")
+    except InvalidInput:
+        tp_value = None
+    if tp_value is not None and (not isinstance(tp_value, int) or tp_value < 1):
+        raise InvalidInput(f"{prefix}.tp", tp_value, "must be a positive integer")
+    return CalibrationKey(
+        gpu=gpu,
+        model=_optional_text(data, f"{prefix}.model"),
+        weight_dtype=_optional_text(data, f"{prefix}.weight_dtype"),
+        kv_dtype=_optional_text(data, f"{prefix}.kv_dtype"),
+        tp=tp_value,
+        engine_version=_optional_text(data, f"{prefix}.engine_version"),
+        mig_profile=_optional_text(data, f"{prefix}.mig_profile"),
+    )
+
+
+def calibration_from_dict(data: Mapping[str, Any]) -> Calibration:
+    """Validate a calibration document; refuses with the field path and value."""
+    if not isinstance(data, Mapping):
+        raise InvalidInput("<document>", type(data).__name__, "must be a JSON object")
+    version = data.get("schema_version")
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise InvalidInput(
+            "schema_version", version, f"supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}"
+        )
+    kind = data.get("kind")
+    if kind == HARDWARE_CONSTANTS:
+        return hardware_constants_from_harness(data)
+    if kind != ENGINE_MEASUREMENTS:
+        raise InvalidInput(
+            "kind", kind, f"must be '{ENGINE_MEASUREMENTS}' or '{HARDWARE_CONSTANTS}'"
+        )
+    key = _key_from(data)
+    if key.model is None:
+        raise InvalidInput("key.model", None, "engine measurements need the model")
+    get_model(key.model)
+    params = LatencyParams(
+        t0_s=_positive(data, "params.t0_s", allow_zero=True),
+        bw_eff_bytes_per_s=_positive(data, "params.bw_eff_bytes_per_s"),
+        decode_flops_eff=_positive(data, "params.decode_flops_eff"),
+        prefill_flops_eff=_positive(data, "params.prefill_flops_eff"),
+        p0_s=_positive(data, "params.p0_s", allow_zero=True),
+        itl_percentile_factor=_positive(data, "params.itl_percentile_factor")
+        if "itl_percentile_factor" in data.get("params", {}) else 1.0,
+    )
+    n_points = _get(data, "fit.n_points")
+    if not isinstance(n_points, int) or n_points < 1:
+        raise InvalidInput("fit.n_points", n_points, "must be a positive integer")
+    fit = FitQuality(
+        n_points=n_points,
+        mape=_optional_number(data, "fit.mape"),
+        r2=_optional_number(data, "fit.r2"),
+        method=str(data.get("fit", {}).get("method", "unknown")),
+    )
+    points = data.get("points", [])
+    if not isinstance(points, list):
+        raise InvalidInput("points", points, "must be a list")
+    return Calibration(
+        kind=ENGINE_MEASUREMENTS, key=key, params=params, fit=fit,
+        source=str(data.get("source", "")), schema_version=int(version),
+        points=tuple(dict(p) for p in points),
+    )
+
+
+def _optional_number(data: Mapping[str, Any], path: str) -> float | None:
+    try:
+        value = _get(data, path)
+    except InvalidInput:
+        return None
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(
+        float(value)
+    ):
+        raise InvalidInput(path, value, "must be a finite number or null")
+    return float(value)
+
+
+def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
+    params = asdict(cal.params)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": cal.kind,
+        "key": asdict(cal.key),
+        "params": {k: (None if isinstance(v, float) and math.isnan(v) else v)
+                   for k, v in params.items()},
+        "fit": cal.fit.as_dict(),
+        "source": cal.source,
+        "points": list(cal.points),
+    }
+
+
+def load_calibration(path: str | Path) -> Calibration:
+    """Read and validate one calibration file (either kind)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InvalidInput("<file>", str(path), f"not valid JSON: {exc.msg}") from exc
+    return calibration_from_dict(data)
+
+
+# ---------------------------------------------------------------------------
+# Fitting
+# ---------------------------------------------------------------------------
+
+def fit_errors(actual: np.ndarray, predicted: np.ndarray) -> tuple[float, float | None]:
+    actual = np.asarray(actual, dtype=float)
+    predicted = np.asarray(predicted, dtype=float)
+    mape = float(np.mean(np.abs(predicted - actual) / actual))
+    ss_tot = float(np.sum((actual - actual.mean()) ** 2))
+    r2 = None if len(actual) < 3 or ss_tot == 0 else 1 - float(
+        np.sum((actual - predicted) ** 2)
+    ) / ss_tot
+    return mape, r2
+
+
+def _setting(key: CalibrationKey, model: ModelSpec | None) -> dict[str, float]:
+    """Weights, KV bytes and active params per GPU for the calibrated setting."""
+    model = model or get_model(str(key.model))
+    gpu = get_gpu(key.gpu)
+    tp = key.tp or 1
+    version = mem.parse_engine_version(key.engine_version or "0.10.1")
+    kv_bytes = mem.kv_dtype_bytes(key.kv_dtype or "auto", version)
+    body, embed = mem.WEIGHT_DTYPES[(key.weight_dtype or "bf16").lower()]
+    embed_params = model.vocab * model.hidden * (1 if model.tie_embeddings else 2)
+    weights = float(mem.weights_bytes(model.params_total, embed_params,
+                                      model.vision_params, body, embed, tp))
+    share = 1.0
+    if key.mig_profile:
+        share = gpu.mig_profile(key.mig_profile).compute_slices / 7
+    return {
+        "weights": weights,
+        "expert": model.expert_params_total * body / tp,
+        "experts": float(model.num_experts),
+        "top_k": float(model.experts_per_token),
+        "kv": float(mem.kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,
+                                           tp, kv_bytes, model.kv_lora_rank,
+                                           model.qk_rope_head_dim)),
+        "active": model.params_active / tp,
+        "attn": 2.0 * model.layers * model.heads * model.head_dim / tp,
+        "peak": gpu.peak_bf16_flops * share,
+        "bw": gpu.hbm_bandwidth_bytes_per_s * share,
+    }
+
+
+def fit_decode(
+    points: pd.DataFrame, setting: Mapping[str, float]
+) -> tuple[float, float, float, str]:
+    """Fit t0, BW_eff and decode FLOP/s to (batch, context, step_s) points."""
+    b = points["batch"].to_numpy(float)
+    c = points["context"].to_numpy(float)
+    y = points["step_s"].to_numpy(float)
+    weights = setting["weights"] - setting["expert"] + setting["expert"] * (
+        lat.expert_fraction(b, np.full_like(b, setting["experts"]),
+                            np.full_like(b, setting["top_k"]))
+    )
+    memory_bytes = weights + b * c * setting["kv"]
+    compute = 2.0 * b * setting["active"]
+    roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
+    roof_bw = setting["bw"] * lat.BW_EFFICIENCY
+    if len(points) >= 3 and np.ptp(b) > 0:
+        coef, _ = nnls(np.column_stack([np.ones_like(b), memory_bytes, compute]), y)
+        t0, inv_bw, inv_f = coef
+        method = "nnls t0 + bytes/BW + flops/F"
+    elif len(points) >= 2 and np.ptp(b) > 0:
+        coef, _ = nnls(np.column_stack([np.ones_like(b), memory_bytes]), y - compute / roof_f)
+        t0, inv_bw = coef
+        inv_f = 1 / roof_f
+        method = "nnls t0 + bytes/BW (compute term from roofline)"
+    else:
+        inv_bw = 1 / roof_bw
+        inv_f = 1 / roof_f
+        t0 = max(0.0, float(np.mean(y - memory_bytes * inv_bw - compute * inv_f)))
+        method = "t0 only (bandwidth and compute from roofline)"
+    bw = 1 / inv_bw if inv_bw > 0 else roof_bw
+    flops = 1 / inv_f if inv_f > 0 else roof_f * 100  # compute term not visible
+    return float(t0), float(bw), float(flops), method
+
+
+def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    rows = []
+    for i, res in enumerate(results):
+        where = f"results[{i}]"
+        for name in ("completed", "duration", "output_throughput", "total_input_tokens",
+                     "total_output_tokens", "median_ttft_ms"):
+            if name not in res:
+                raise InvalidInput(f"{where}.{name}", None, "missing from bench result")
+        completed = _positive(res, "completed")
+        itl_name = "median_itl_ms" if "median_itl_ms" in res else "mean_tpot_ms"
+        step_ms = _positive(res, itl_name)
+        tpot_ms = float(res.get("mean_tpot_ms") or step_ms)
+        out_tp = _positive(res, "output_throughput")
+        mean_in = _positive(res, "total_input_tokens") / completed
+        mean_out = _positive(res, "total_output_tokens") / completed
+        # Little's law: sequences decoding at once = token rate x time per token.
+        batch = max(1.0, out_tp * tpot_ms / 1000.0)
+        rows.append({
+            "batch": batch, "context": mean_in + mean_out / 2, "step_s": step_ms / 1000,
+            "ttft_s": _positive(res, "median_ttft_ms") / 1000, "prompt": mean_in,
+            "p99_itl_ratio": float(res.get("p99_itl_ms", step_ms)) / step_ms,
+            "max_concurrency": res.get("max_concurrency"),
+            "request_rate": res.get("request_rate"),
+        })
+    if not rows:
+        raise CalibrationRefused("results", [], "no bench results given")
+    return pd.DataFrame(rows)
+
+
+def import_vllm_bench_serve(
+    results: Sequence[Mapping[str, Any]] | Mapping[str, Any],
+    *,
+    key: CalibrationKey,
+    model: ModelSpec | None = None,
+    source: str = "vllm bench serve",
+) -> Calibration:
+    """Engine calibration from one or more ``vllm bench serve`` result files."""
+    if isinstance(results, Mapping):
+        results = [results]
+    points = _bench_points(results)
+    setting = _setting(key, model)
+    t0, bw, f_dec, method = fit_decode(points, setting)
+    predicted = _predict_step(points, setting, t0, bw, f_dec)
+    mape, r2 = fit_errors(points["step_s"].to_numpy(), predicted)
+    # Prefill: TTFT at light load is one step plus the prompt's prefill.
+    light = points[points["batch"] <= 4]
+    f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
+    p0 = lat.PREFILL_OVERHEAD_S
+    if len(light):
+        work = (light["ttft_s"] - light["step_s"]).to_numpy()
+        n = light["prompt"].to_numpy()
+        flops_needed = n * 2 * setting["active"] + n * n * setting["attn"]
+        est = flops_needed / np.maximum(work - p0, 1e-6)
+        if np.all(work > p0):
+            f_pre = float(np.median(est))
+    params = LatencyParams(t0_s=t0, bw_eff_bytes_per_s=bw, decode_flops_eff=f_dec,
+                           prefill_flops_eff=f_pre, p0_s=p0)
+    return Calibration(
+        kind=ENGINE_MEASUREMENTS, key=key, params=params,
+        fit=FitQuality(len(points), mape, r2, method), source=source,
+        points=tuple(points[["batch", "context", "step_s", "ttft_s"]].to_dict("records")),
+    )
+
+
+def _predict_step(points: pd.DataFrame, setting: Mapping[str, float], t0: float,
+                  bw: float, f_dec: float) -> np.ndarray:
+    b = points["batch"].to_numpy(float)
+    c = points["context"].to_numpy(float)
+    n = len(b)
+    return lat.decode_step_s(
+        b, c, dense_weight_bytes=np.full(n, setting["weights"] - setting["expert"]),
+        expert_weight_bytes=np.full(n, setting["expert"]),
+        experts=np.full(n, setting["experts"]), top_k=np.full(n, setting["top_k"]),
+        kv_bytes_per_token=np.full(n, setting["kv"]),
+        active_params_per_gpu=np.full(n, setting["active"]), t0_s=np.full(n, t0),
+        bw_eff=np.full(n, bw), decode_flops=np.full(n, f_dec),
+    )
+
+
+def import_vllm_bench_latency(
+    result: Mapping[str, Any],
+    *,
+    key: CalibrationKey,
+    batch_size: int,
+    input_len: int,
+    output_len: int,
+    model: ModelSpec | None = None,
+    source: str = "vllm bench latency",
+) -> Calibration:
+    """Engine calibration from ``vllm bench latency --output-json`` (one batch run).
+
+    That file holds ``avg_latency``, ``latencies`` and ``percentiles`` but not the
+    batch size or lengths, which were command-line flags: pass them here.
+    """
+    avg = _positive(result, "avg_latency")
+    latencies = result.get("latencies")
+    if not isinstance(latencies, list) or not latencies:
+        raise InvalidInput("latencies", latencies, "must be a non-empty list")
+    if not isinstance(result.get("percentiles"), Mapping):
+        raise InvalidInput("percentiles", result.get("percentiles"), "must be an object")
+    setting = _setting(key, model)
+    # Prefill of the whole batch from the roofline; the rest is output_len steps.
+    f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
+    prefill = lat.PREFILL_OVERHEAD_S + batch_size * (
+        input_len * 2 * setting["active"] + input_len**2 * setting["attn"]
+    ) / f_pre
+    step = max(1e-6, (avg - prefill) / max(output_len, 1))
+    points = pd.DataFrame([{
+        "batch": float(batch_size), "context": input_len + output_len / 2, "step_s": step,
+    }])
+    t0, bw, f_dec, method = fit_decode(points, setting)
+    lat_arr = np.asarray(latencies, dtype=float)
+    steps = np.maximum((lat_arr - prefill) / max(output_len, 1), 1e-6)
+    predicted = _predict_step(points, setting, t0, bw, f_dec)
+    mape, r2 = fit_errors(steps, np.full_like(steps, predicted[0]))
+    params = LatencyParams(t0_s=t0, bw_eff_bytes_per_s=bw, decode_flops_eff=f_dec,
+                           prefill_flops_eff=f_pre, p0_s=lat.PREFILL_OVERHEAD_S)
+    return Calibration(
+        kind=ENGINE_MEASUREMENTS, key=key, params=params,
+        fit=FitQuality(len(lat_arr), mape, r2, method + "; one batch size"),
+        source=source, points=tuple(points.to_dict("records")),
+    )
+
+
+def fit_from_telemetry(
+    hourly: pd.DataFrame,
+    *,
+    key: CalibrationKey,
+    context_tokens: float,
+    model: ModelSpec | None = None,
+    min_points: int = 6,
+    min_batch_spread: float = 1.5,
+) -> Calibration:
+    """Fit ITL = a + b * batch to hourly telemetry; refuses data that is too flat.
+
+    ``hourly`` has columns ``mean_running_batch`` and ``itl_seconds`` (one row per
+    hour, e.g. from ``vllm:num_requests_running`` and the inter-token latency
+    histogram). A fleet that ran at one load all day says nothing about the slope.
+    """
+    for column in ("mean_running_batch", "itl_seconds"):
+        if column not in hourly:
+            raise InvalidInput(f"telemetry.{column}", None, "missing column")
+    data = hourly[["mean_running_batch", "itl_seconds"]].dropna()
+    data = data[(data["mean_running_batch"] > 0) & (data["itl_seconds"] > 0)]
+    if len(data) < min_points:
+        raise CalibrationRefused(
+            "telemetry.rows", len(data), f"need at least {min_points} hours with traffic"
+        )
+    b = data["mean_running_batch"].to_numpy(float)
+    y = data["itl_seconds"].to_numpy(float)
+    spread = float(b.max() / b.min())
+    if spread < min_batch_spread:
+        raise CalibrationRefused(
+            "telemetry.mean_running_batch", f"{b.min():.2f}..{b.max():.2f}",
+            f"too flat: running batch varies only {spread:.2f}x (need "
+            f">= {min_batch_spread}x) so the slope of ITL against batch is not "
+            "identifiable",
+        )
+    slope, intercept = np.polyfit(b, y, 1)
+    if slope <= 0:
+        raise CalibrationRefused(
+            "telemetry.itl_seconds", float(slope),
+            "ITL does not grow with batch in this data (slope <= 0): too noisy to fit",
+        )
+    predicted = intercept + slope * b
+    mape, r2 = fit_errors(y, predicted)
+    setting = _setting(key, model)
+    f_dec = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
+    per_seq_memory = slope - 2 * setting["active"] / f_dec
+    bw = (context_tokens * setting["kv"] / per_seq_memory if per_seq_memory > 0
+          else setting["bw"] * lat.BW_EFFICIENCY)
+    t0 = max(0.0, float(intercept - setting["weights"] / bw))
+    params = LatencyParams(t0_s=t0, bw_eff_bytes_per_s=float(bw), decode_flops_eff=f_dec,
+                           prefill_flops_eff=setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY,
+                           p0_s=lat.PREFILL_OVERHEAD_S)
+    return Calibration(
+        kind=ENGINE_MEASUREMENTS, key=key, params=params,
+        fit=FitQuality(len(data), mape, r2, "telemetry: ITL = a + b * running batch"),
+        source="telemetry",
+        points=tuple({"batch": float(bi), "step_s": float(yi)} for bi, yi in zip(b, y,
+                                                                              strict=True)),
+    )
+
+
+def hardware_constants_from_harness(data: Mapping[str, Any]) -> Calibration:
+    """Calibration of kind hardware_constants from the harness output document."""
+    if data.get("kind") != HARDWARE_CONSTANTS:
+        raise InvalidInput("kind", data.get("kind"), f"must be '{HARDWARE_CONSTANTS}'")
+    if data.get("schema_version") not in SUPPORTED_SCHEMA_VERSIONS:
+        raise InvalidInput("schema_version", data.get("schema_version"),
+                           f"supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}")
+    bw = _positive(data, "hbm_bandwidth_bytes_per_s")
+    flops = _positive(data, "gemm_flops")
+    attention = data.get("attention", [])
+    if not isinstance(attention, list):
+        raise InvalidInput("attention", attention, "must be a list")
+    mape = r2 = None
+    if len(attention) >= 3:
+        frame = pd.DataFrame(attention)
+        for column in ("batch", "context", "seconds"):
+            if column not in frame:
+                raise InvalidInput(f"attention[].{column}", None, "missing")
+        x = (frame["batch"] * frame["context"]).to_numpy(float)
+        y = frame["seconds"].to_numpy(float)
+        slope, intercept = np.polyfit(x, y, 1)
+        mape, r2 = fit_errors(y, intercept + slope * x)
+    gpu = data.get("gpu") or "cpu"
+    key = CalibrationKey(gpu=str(gpu), mig_profile=data.get("mig_profile"))
+    params = LatencyParams(
+        t0_s=float("nan"), bw_eff_bytes_per_s=bw, decode_flops_eff=flops * 0.7,
+        prefill_flops_eff=flops, p0_s=float("nan"),
+    )
+    return Calibration(
+        kind=HARDWARE_CONSTANTS, key=key, params=params,
+        fit=FitQuality(len(attention), mape, r2,
+                       "hardware constants: copy bandwidth, GEMM peak, attention ~ B*C"),
+        source=str(data.get("device", {}).get("name", "harness")) if isinstance(
+            data.get("device"), Mapping) else "harness",
+    )

@@ -1,0 +1,120 @@
+"""Search a configuration space: ranked feasible configurations, the reasons the
+others fail, and the Pareto front of cost against latency."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analytics.capacity.calibration_types import Calibration
+from analytics.capacity.engine import Scenario, evaluate_grid
+from analytics.capacity.errors import InvalidInput
+
+
+def p95_latency_s(frame: pd.DataFrame) -> pd.Series:
+    """End-to-end latency of a request at the SLA percentile step time."""
+    return (frame["ttft_ms"] + frame["output_tokens"] * frame["itl_at_percentile_ms"]) / 1e3
+
+
+def seed_weighted_objective(frame: pd.DataFrame) -> pd.Series:
+    """The playbook's score (seed 4.4): lower is better."""
+    return (
+        0.6 * p95_latency_s(frame)
+        + 0.3 * frame["gpu_memory_gb"] / 40.0
+        + 0.1 * frame["cost_per_1k_requests"] / 1.5
+    )
+
+
+OBJECTIVES: dict[str, Callable[[pd.DataFrame], pd.Series]] = {
+    "cost_per_1k_requests": lambda f: f["cost_per_1k_requests"],
+    "cost_per_1m_tokens": lambda f: f["cost_per_1m_tokens"],
+    "p95_latency_s": p95_latency_s,
+    "seed_weighted": seed_weighted_objective,
+}
+
+CONSTRAINTS = {
+    "max_ttft_ms": ("ttft_ms", "le"),
+    "max_itl_ms": ("itl_at_percentile_ms", "le"),
+    "max_gpus": ("gpus_needed", "le"),
+    "max_gpu_memory_gb": ("gpu_memory_gb", "le"),
+    "max_cost_per_1k_requests": ("cost_per_1k_requests", "le"),
+    "min_requests_per_s": ("max_requests_per_s_within_sla", "ge"),
+}
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    ranked: pd.DataFrame
+    infeasible: pd.DataFrame
+    pareto: pd.DataFrame
+
+
+def pareto_front(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Rows no other row beats on both x and y (lower is better on both)."""
+    ordered = frame.sort_values([x, y], kind="mergesort")
+    best = np.inf
+    keep = []
+    for idx, value in zip(ordered.index, ordered[y], strict=True):
+        if value < best:
+            keep.append(idx)
+            best = value
+    return ordered.loc[keep]
+
+
+def search(
+    space: Mapping[str, Sequence[Any]],
+    constraints: Mapping[str, float] | None = None,
+    objective: str | Callable[[pd.DataFrame], pd.Series] = "cost_per_1k_requests",
+    *,
+    base: Scenario,
+    calibrations: Sequence[Calibration] = (),
+) -> SearchResult:
+    names = {f.name for f in fields(Scenario)}
+    for key in space:
+        if key not in names:
+            raise InvalidInput(f"space.{key}", list(space[key]), "not a scenario field")
+    constraints = dict(constraints or {})
+    for key in constraints:
+        if key not in CONSTRAINTS:
+            raise InvalidInput(f"constraints.{key}", constraints[key],
+                               f"known: {sorted(CONSTRAINTS)}")
+    if isinstance(objective, str):
+        if objective not in OBJECTIVES:
+            raise InvalidInput("objective", objective, f"known: {sorted(OBJECTIVES)}")
+        score_fn = OBJECTIVES[objective]
+    else:
+        score_fn = objective
+    base_row = {f.name: getattr(base, f.name) for f in fields(Scenario)}
+    keys = list(space)
+    rows = [dict(base_row, **dict(zip(keys, combo, strict=True)))
+            for combo in itertools.product(*(space[k] for k in keys))]
+    frame = pd.DataFrame(rows)
+    # MIG rows cannot use TP > 1: drop them as infeasible rather than fail the search.
+    mig_tp = frame["mig_profile"].notna() & (frame["tp"] > 1)
+    refused = frame[mig_tp].assign(
+        feasible=False, reason="tensor parallelism across MIG instances is not possible"
+    )
+    result = evaluate_grid(frame[~mig_tp], calibrations=calibrations)
+    result["p95_latency_s"] = p95_latency_s(result)
+    ok = result["feasible"].to_numpy(bool)
+    for name, limit in constraints.items():
+        column, op = CONSTRAINTS[name]
+        values = result[column].to_numpy(float)
+        passes = values <= limit if op == "le" else values >= limit
+        failed = ok & ~passes
+        result.loc[failed, "reason"] = f"constraint {name}={limit} not met"
+        ok &= passes
+    result["feasible"] = ok
+    result["score"] = score_fn(result)
+    feasible = result[ok & result["score"].notna()].sort_values("score", kind="mergesort")
+    infeasible = pd.concat([result[~ok], refused], ignore_index=True)
+    front = pareto_front(
+        feasible.dropna(subset=["cost_per_1k_requests"]), "cost_per_1k_requests",
+        "p95_latency_s",
+    ) if len(feasible) else feasible
+    return SearchResult(feasible.reset_index(drop=True), infeasible, front)
