@@ -1,0 +1,524 @@
+"""Reads of the bill shared by the costs pages, the export and the overview.
+
+Bills are kept per line; allocation is computed on read with the pure
+``analytics.allocation`` (nothing allocated is stored, so a changed rule or a
+restated day never leaves a stale split behind).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Any, Literal
+
+from analytics.allocation import (
+    IDLE,
+    UNALLOCATED,
+    BillLine,
+    DayAllocation,
+    DayUsage,
+    Overhead,
+    PoolUsage,
+    Rule,
+    allocate_day,
+)
+from costapp.models import (
+    BillingPeriodSource,
+    CostLine,
+    Deployment,
+    DeploymentHour,
+    IngestRun,
+    Pool,
+    RateCard,
+)
+
+logger = logging.getLogger(__name__)
+
+Basis = Literal["amortized", "unblended", "net_amortized"]
+BASES: dict[str, str] = {
+    "amortized": "amortized (default)",
+    "unblended": "unblended",
+    "net_amortized": "net amortized",
+}
+DEFAULT_BASIS: Basis = "amortized"
+HOUR_UNITS = {"Hrs", "Hours", "Hour", "hours", "hour", "Hrs."}
+
+
+def basis_or_default(value: str | None) -> Basis:
+    return value if value in BASES else DEFAULT_BASIS  # type: ignore[return-value]
+
+
+def line_amount(line: CostLine, basis: Basis) -> Decimal:
+    """A line's cost in ``basis``. FOCUS lines carry BilledCost as unblended and
+    EffectiveCost as amortized; EffectiveCost already includes negotiated
+    discounts, so it also stands for net amortized when that is absent."""
+    if basis == "unblended":
+        value = line.unblended_cost
+    elif basis == "net_amortized":
+        value = (
+            line.net_amortized_cost
+            if line.net_amortized_cost is not None
+            else line.amortized_cost
+        )
+    else:
+        value = line.amortized_cost
+    return value if value is not None else Decimal(0)
+
+
+def utc_day_start(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+def _lines(start: date, end: date) -> Iterator[CostLine]:
+    """Lines of UTC days ``start``..``end`` (exclusive). Where an account-day
+    has daily lines, its hourly lines (the 14-day hourly pull) are left out so
+    the day is never counted twice."""
+    qs = CostLine.objects.filter(
+        period_start__gte=utc_day_start(start), period_start__lt=utc_day_start(end)
+    ).order_by("period_start", "account_id", "id")
+    daily: set[tuple[str, date]] = set(
+        (a, p.date())
+        for a, p in qs.filter(granularity="day").values_list(
+            "account_id", "period_start"
+        )
+    )
+    for line in qs.iterator(chunk_size=5000):
+        if (
+            line.granularity == "hour"
+            and (
+                line.account_id,
+                line.period_start.date(),
+            )
+            in daily
+        ):
+            continue
+        yield line
+
+
+@dataclass(frozen=True)
+class BillDay:
+    day: date
+    account_id: str
+    currency: str
+    total: Decimal
+    lines: int
+    estimated: bool
+    sources: tuple[str, ...]
+
+
+def bill_days(start: date, end: date, basis: Basis) -> list[BillDay]:
+    """Per UTC day, account and currency: the bill total and whether any of
+    its lines is still estimated."""
+    acc: dict[tuple[date, str, str], dict[str, Any]] = {}
+    for line in _lines(start, end):
+        key = (line.period_start.date(), line.account_id, line.currency)
+        slot = acc.setdefault(
+            key, {"total": Decimal(0), "lines": 0, "estimated": False, "src": set()}
+        )
+        slot["total"] += line_amount(line, basis)
+        slot["lines"] += 1
+        slot["estimated"] |= line.estimated
+        slot["src"].add(line.source)
+    return [
+        BillDay(
+            day,
+            account,
+            currency,
+            s["total"],
+            s["lines"],
+            s["estimated"],
+            tuple(sorted(s["src"])),
+        )
+        for (day, account, currency), s in sorted(acc.items(), reverse=True)
+    ]
+
+
+# -- rules ------------------------------------------------------------------
+
+
+def _one(item: Any) -> tuple[str, str, str] | None:
+    if not isinstance(item, dict) or len(item) != 1:
+        return None
+    ((kind, value),) = item.items()
+    return _match(kind, value)
+
+
+def _match(kind: str, value: Any) -> tuple[str, str, str] | None:
+    """(kind, value, tag_key) from one rule's JSON, or None if malformed."""
+    if kind == "tag" and isinstance(value, Mapping):
+        key, val = value.get("key"), value.get("value")
+        if isinstance(key, str) and isinstance(val, str) and key:
+            return "tag", val, key
+        return None
+    if kind in {"usage_type", "resource_id", "service"} and isinstance(value, str):
+        return (kind, value, "") if value else None
+    return None
+
+
+@dataclass(frozen=True)
+class Rules:
+    rules: tuple[Rule, ...]
+    overheads: tuple[Overhead, ...]
+    pools: tuple[Pool, ...]
+    members: Mapping[str, tuple[str, ...]]
+
+    @property
+    def tag_keys(self) -> list[str]:
+        keys = [r.tag_key for r in self.rules if r.kind == "tag"]
+        keys += [o.tag_key for o in self.overheads if o.kind == "tag"]
+        return list(dict.fromkeys(keys))
+
+
+def allocation_rules() -> Rules:
+    """Rules from Deployment.cost_rules and Pool.cost_rules (see docs/costs.md).
+
+    A pool's cost_rules may also declare shared overheads:
+    ``{"overhead": {"usage_type": "DataTransfer-Out-Bytes"}, "key": "requests"}``
+    (key gpu_hours | requests | cost; ``"scope": "all"`` spreads over every
+    deployment instead of the pool's). A malformed rule is skipped with a
+    warning: the fleet form validates rules when they are written.
+    """
+    rules: list[Rule] = []
+    overheads: list[Overhead] = []
+    pools = tuple(Pool.objects.order_by("name"))
+    members: dict[str, list[str]] = defaultdict(list)
+    for name, rule_json, pool_name in Deployment.objects.values_list(
+        "name", "cost_rules", "pool__name"
+    ):
+        if pool_name:
+            members[pool_name].append(name)
+        for item in rule_json or []:
+            parsed = _one(item)
+            if parsed is None:
+                logger.warning("deployment %s: cost rule %r skipped", name, item)
+                continue
+            kind, value, tag_key = parsed
+            rules.append(Rule(name, kind, value, tag_key))  # type: ignore[arg-type]
+    for pool in pools:
+        for item in pool.cost_rules or []:
+            if isinstance(item, dict) and "overhead" in item:
+                spec = item["overhead"]
+                parsed = _one(spec)
+                key = item.get("key", "gpu_hours")
+                if parsed is None or key not in {"gpu_hours", "requests", "cost"}:
+                    logger.warning("pool %s: overhead %r skipped", pool.name, item)
+                    continue
+                kind, value, tag_key = parsed
+                overheads.append(
+                    Overhead(
+                        kind,
+                        value,
+                        key,
+                        tag_key,  # type: ignore[arg-type]
+                        "" if item.get("scope") == "all" else pool.name,
+                    )
+                )
+                continue
+            parsed = _one(item)
+            if parsed is None:
+                logger.warning("pool %s: cost rule %r skipped", pool.name, item)
+                continue
+            kind, value, tag_key = parsed
+            rules.append(Rule(pool.name, kind, value, tag_key, pool=True))  # type: ignore[arg-type]
+    return Rules(
+        tuple(rules),
+        tuple(overheads),
+        pools,
+        {k: tuple(sorted(v)) for k, v in members.items()},
+    )
+
+
+# -- usage ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UsageDay:
+    gpu_hours: Decimal
+    requests: Decimal
+
+
+def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
+    """Measured GPU-hours (MIG already weighted) and finished requests per
+    deployment and UTC day, from DeploymentHour."""
+    acc: dict[tuple[str, date], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    rows = DeploymentHour.objects.filter(
+        hour__gte=utc_day_start(start), hour__lt=utc_day_start(end)
+    ).values_list(
+        "deployment__name", "hour", "gpu_seconds", "requests_stop", "requests_length"
+    )
+    for name, hour, gpu_s, stop, length in rows:
+        slot = acc[(name, hour.astimezone(UTC).date())]
+        slot[0] += gpu_s
+        slot[1] += stop + length
+    # Telemetry is float; six decimals of a GPU-hour (3.6 ms) is far below
+    # what it measures, and a fixed scale keeps the split reproducible.
+    return {
+        k: UsageDay(Decimal(f"{v[0] / 3600:.6f}"), Decimal(f"{v[1]:.0f}"))
+        for k, v in acc.items()
+    }
+
+
+# -- allocation ---------------------------------------------------------------
+
+
+def allocation_days(
+    start: date, end: date, basis: Basis
+) -> dict[tuple[str, date, str], DayAllocation]:
+    """(account, UTC day, currency) -> the day's allocation."""
+    rules = allocation_rules()
+    usage = usage_days(start, end)
+    by_day_usage: dict[date, DayUsage] = {}
+    grouped: dict[tuple[str, date, str], list[BillLine]] = defaultdict(list)
+    for line in _lines(start, end):
+        hours = (
+            line.usage_quantity
+            if line.usage_quantity is not None and line.usage_unit in HOUR_UNITS
+            else None
+        )
+        grouped[(line.account_id, line.period_start.date(), line.currency)].append(
+            BillLine(
+                key=str(line.pk),
+                amount=line_amount(line, basis),
+                usage_type=line.usage_type,
+                resource_id=line.resource_id,
+                tag_key=line.tag_key,
+                tag_value=line.tag_value,
+                service=line.service,
+                record_type=line.record_type,
+                usage_hours=hours,
+            )
+        )
+    pools = [
+        PoolUsage(
+            p.name,
+            key="requests" if p.allocation_key == "requests" else "gpu_hours",
+            gpus_per_node=p.gpus_per_node,
+            members=rules.members.get(p.name, ()),
+        )
+        for p in rules.pools
+    ]
+    out: dict[tuple[str, date, str], DayAllocation] = {}
+    for (account, day, currency), lines in grouped.items():
+        if day not in by_day_usage:
+            by_day_usage[day] = DayUsage(
+                gpu_hours={n: u.gpu_hours for (n, d), u in usage.items() if d == day},
+                requests={n: u.requests for (n, d), u in usage.items() if d == day},
+            )
+        out[(account, day, currency)] = allocate_day(
+            lines=lines,
+            rules=rules.rules,
+            pools=pools,
+            overheads=rules.overheads,
+            usage=by_day_usage[day],
+        )
+    return out
+
+
+def billed_deployment_days(
+    start: date, end: date, basis: Basis = DEFAULT_BASIS, currency: str = "USD"
+) -> dict[tuple[str, date], Decimal]:
+    """The allocated bill per deployment and UTC day (``end`` exclusive), only
+    for days that have a bill, only deployments that received a share. Pool
+    idle and unallocated amounts are not any deployment's. The overview uses
+    this to replace its provisional figure once the bill for a day arrives."""
+    out: dict[tuple[str, date], Decimal] = {}
+    for (_, day, cur), allocation in allocation_days(start, end, basis).items():
+        if cur != currency:
+            continue
+        for share in allocation.shares:
+            if share.target in {IDLE, UNALLOCATED}:
+                continue
+            key = (share.target, day)
+            out[key] = out.get(key, Decimal(0)) + share.amount
+    return out
+
+
+@dataclass(frozen=True)
+class ExportRow:
+    day: date
+    account_id: str
+    currency: str
+    target: str
+    pool: str
+    how: str
+    amount: Decimal
+
+
+def allocation_export_rows(start: date, end: date, basis: Basis) -> list[ExportRow]:
+    """Allocation per account, day, currency and target; per account-day the
+    amounts sum exactly to the bill."""
+    rows: list[ExportRow] = []
+    for (account, day, currency), allocation in sorted(
+        allocation_days(start, end, basis).items()
+    ):
+        acc: dict[tuple[str, str, str], Decimal] = {}
+        for s in allocation.shares:
+            k = (s.target, s.pool, s.how)
+            acc[k] = acc.get(k, Decimal(0)) + s.amount
+        rows.extend(
+            ExportRow(day, account, currency, target, pool, how, amount)
+            for (target, pool, how), amount in sorted(acc.items())
+        )
+    return rows
+
+
+# -- reconciliation -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReconciliationRow:
+    deployment: str
+    day: date
+    gpu_hours: Decimal
+    rate_per_gpu_hour: Decimal | None
+    provisional: Decimal | None
+    billed: Decimal | None  # None: no bill for the day yet
+    difference: Decimal | None  # billed - provisional
+
+    @property
+    def provisional_only(self) -> bool:
+        return self.billed is None
+
+
+def _rate_cards() -> list[RateCard]:
+    return list(RateCard.objects.order_by("-effective_from"))
+
+
+def gpu_hour_rate(
+    cards: Iterable[RateCard],
+    *,
+    gpu_type: str,
+    instance_type: str,
+    region: str,
+    day: date,
+) -> Decimal | None:
+    """$ per GPU-hour on ``day``: a contract price beats the list price; an
+    exact instance type and region beat a GPU-type-only card; then the latest
+    effective date."""
+    best: tuple[tuple[int, int, int, date], RateCard] | None = None
+    for card in cards:
+        if card.gpu_type != gpu_type or card.effective_from > day:
+            continue
+        if card.instance_type and instance_type and card.instance_type != instance_type:
+            continue
+        rank = (
+            int(card.kind == "contract"),
+            int(bool(card.instance_type) and card.instance_type == instance_type),
+            int(card.region == region),
+            card.effective_from,
+        )
+        if best is None or rank > best[0]:
+            best = (rank, card)
+    if best is None:
+        return None
+    card = best[1]
+    if card.unit == "instance_hour":
+        return card.price / max(1, card.gpus_per_unit)
+    return card.price
+
+
+def reconciliation_rows(
+    start: date, end: date, basis: Basis = DEFAULT_BASIS
+) -> list[ReconciliationRow]:
+    """Per deployment and day: provisional (measured GPU-hours x the rate card
+    that day; pool deployments priced at their pool's node type) beside the
+    bill's allocated cost and the difference. Days without a bill carry the
+    provisional figure only."""
+    usage = usage_days(start, end)
+    billed = billed_deployment_days(start, end, basis)
+    bill_dates = {b.day for b in bill_days(start, end, basis)}
+    cards = _rate_cards()
+    deployments = {d.name: d for d in Deployment.objects.select_related("pool")}
+    keys = sorted(set(usage) | set(billed), key=lambda k: (k[1], k[0]), reverse=True)
+    rows = []
+    for name, day in keys:
+        d = deployments.get(name)
+        if d is None:
+            continue
+        gpu_type = d.pool.gpu_type if d.pool else d.gpu_type
+        instance = (d.pool.instance_type if d.pool else d.instance_type) or ""
+        region = d.pool.region if d.pool else d.region
+        rate = gpu_hour_rate(
+            cards, gpu_type=gpu_type, instance_type=instance, region=region, day=day
+        )
+        hours = usage.get((name, day), UsageDay(Decimal(0), Decimal(0))).gpu_hours
+        provisional = hours * rate if rate is not None else None
+        bill = billed.get((name, day))
+        if bill is None and day in bill_dates:
+            bill = Decimal(0)  # the day is billed; nothing of it is this deployment's
+        diff = (
+            bill - provisional if bill is not None and provisional is not None else None
+        )
+        rows.append(ReconciliationRow(name, day, hours, rate, provisional, bill, diff))
+    return rows
+
+
+# -- runs and claims ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    run: IngestRun
+    days_total: int
+    days_done: int
+    percent: int
+
+
+def run_progress(run: IngestRun) -> RunProgress:
+    """Days done from the steps done: a Cost Explorer run commits one
+    account-month after another, each worth its planned requests."""
+    days_total = max(0, (run.window_end - run.window_start).days) or 1
+    if run.source != "cost_explorer" or not run.steps_total:
+        done = days_total if run.status == IngestRun.SUCCEEDED else 0
+        return RunProgress(run, days_total, done, 100 if done else 0)
+    from costapp.sources.base import SourceError, Window
+    from costapp.sources.cost_explorer import month_chunks, source_from_run
+
+    try:
+        per_chunk = len(source_from_run(run).families)
+    except SourceError:
+        per_chunk = 1
+    chunks = month_chunks(Window(run.window_start, run.window_end))
+    accounts = max(1, run.steps_total // max(1, per_chunk * len(chunks)))
+    steps, done_days = run.steps_done, 0
+    for _ in range(accounts):
+        for chunk in chunks:
+            if steps < per_chunk:
+                break
+            steps -= per_chunk
+            done_days += (chunk.end - chunk.start).days
+    total = days_total * accounts
+    return RunProgress(run, total, done_days, int(100 * done_days / total))
+
+
+def period_owner(account_id: str, month: date) -> BillingPeriodSource | None:
+    return BillingPeriodSource.objects.filter(
+        account_id=account_id, billing_period=month.replace(day=1)
+    ).first()
+
+
+def recent_runs(limit: int = 20) -> list[IngestRun]:
+    return list(IngestRun.objects.filter(source__in=["cost_explorer", "focus"])[:limit])
+
+
+def previous_month_estimated(today: date) -> bool:
+    first = today.replace(day=1)
+    prev = (first - timedelta(days=1)).replace(day=1)
+    return CostLine.objects.filter(
+        source="cost_explorer",
+        period_start__gte=utc_day_start(prev),
+        period_start__lt=utc_day_start(first),
+        estimated=True,
+    ).exists()
+
+
+def bill_total(start: date, end: date, basis: Basis) -> dict[str, Decimal]:
+    """Currency -> total, for sanity checks and the export footer."""
+    out: dict[str, Decimal] = {}
+    for b in bill_days(start, end, basis):
+        out[b.currency] = out.get(b.currency, Decimal(0)) + b.total
+    return out
