@@ -415,7 +415,8 @@ class DemoSource:
                         last_reset >= 0, padded[np.maximum(last_reset, 0)], 0.0
                     )
                     if not born:
-                        value = value + 1_000_000.0
+                        # Running since before the window, until it restarts.
+                        value = value + np.where(last_reset < 0, 1_000_000.0, 0.0)
                     for h, v in hourly_counter_increases(
                         ts, value[seen], born_in_window=born
                     ).items():

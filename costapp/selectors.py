@@ -1,0 +1,395 @@
+"""Reads shared by views, exports and the API.
+
+Cost per deployment-day has two clocks (PRODUCT.md). Until the bill for a day
+arrives the cost is *provisional*: measured GPU-hours (``gpu_seconds / 3600``,
+MIG already weighted by slices/7) times the rate card's $ per GPU-hour in force
+that day. Where an allocated bill exists for the deployment-day, the caller
+passes it as ``billed`` and it replaces the provisional figure (basis 'billed').
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import Decimal
+from typing import Literal
+
+import pandas as pd
+from django.conf import settings
+from django.db.models import Avg, Count, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from analytics.histograms import bucket_quantile, buckets_sum
+from analytics.unit_costs import (
+    daily_unit_costs,
+    relative_change,
+    totals_by_deployment,
+    truncation_share,
+    window_totals,
+)
+from costapp.models import Deployment, DeploymentHour, HistogramHour, RateCard
+
+QUANTUM = Decimal("1e-12")
+Basis = Literal["provisional", "billed"]
+# A hook for the bills area: (deployment name, UTC day) -> allocated bill.
+BilledCosts = Mapping[tuple[str, date], Decimal]
+
+
+@dataclass(frozen=True)
+class DeploymentDay:
+    deployment: str
+    day: date  # UTC day, as Cost Explorer's
+    requests_stop: float
+    requests_length: float
+    requests_aborted: float
+    prompt_tokens: float
+    generation_tokens: float
+    gpu_hours: float
+    replicas_mean: float
+    hours: int  # hours with telemetry
+    cost: Decimal | None  # None: no rate card for that day
+    basis: Basis
+    currency: str = "USD"
+
+    @property
+    def requests(self) -> float:
+        return self.requests_stop + self.requests_length
+
+    @property
+    def tokens(self) -> float:
+        return self.prompt_tokens + self.generation_tokens
+
+
+def display_today(now: datetime | None = None) -> date:
+    tz = zoneinfo.ZoneInfo(settings.DISPLAY_TIME_ZONE)
+    return (now or timezone.now()).astimezone(tz).date()
+
+
+def _utc(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+class RateBook:
+    """Rate card rows by GPU type, resolved to $ per GPU-hour for a day.
+
+    A contract price beats the list price; a row for the deployment's instance
+    type beats one without; the latest ``effective_from`` on or before the day
+    wins.
+    """
+
+    def __init__(self, rows: Iterable[RateCard]) -> None:
+        self._rows: dict[str, list[RateCard]] = defaultdict(list)
+        for row in rows:
+            self._rows[row.gpu_type].append(row)
+
+    def per_gpu_hour(
+        self, *, gpu_type: str, instance_type: str, region: str, day: date
+    ) -> tuple[Decimal, str] | None:
+        best: tuple[tuple[int, int, date], RateCard] | None = None
+        for row in self._rows.get(gpu_type, []):
+            if row.effective_from > day or row.region != region:
+                continue
+            if (
+                row.instance_type
+                and instance_type
+                and row.instance_type != instance_type
+            ):
+                continue
+            rank = (
+                int(row.kind == "contract"),
+                int(bool(row.instance_type)),
+                row.effective_from,
+            )
+            if best is None or rank > best[0]:
+                best = (rank, row)
+        if best is None:
+            return None
+        row = best[1]
+        price = Decimal(row.price)
+        if row.unit == "instance_hour":
+            price = price / Decimal(max(row.gpus_per_unit, 1))
+        return price, row.currency
+
+
+def rate_book() -> RateBook:
+    return RateBook(RateCard.objects.all())
+
+
+def deployment_day_costs(
+    start: date,
+    end: date,
+    *,
+    deployments: Iterable[str] | None = None,
+    billed: BilledCosts | None = None,
+) -> list[DeploymentDay]:
+    """Traffic and cost per deployment and UTC day in ``[start, end)``.
+
+    Days without telemetry have no row (missing is not zero). ``billed`` maps
+    (deployment, day) to the allocated bill; those days get basis 'billed'.
+    """
+    hours = DeploymentHour.objects.filter(hour__gte=_utc(start), hour__lt=_utc(end))
+    if deployments is not None:
+        hours = hours.filter(deployment__name__in=list(deployments))
+    grouped = (
+        hours.annotate(day=TruncDate("hour", tzinfo=UTC))
+        .values("deployment__name", "day")
+        .annotate(
+            stop=Sum("requests_stop"),
+            length=Sum("requests_length"),
+            aborted=Sum("requests_aborted"),
+            prompt=Sum("prompt_tokens"),
+            generation=Sum("generation_tokens"),
+            gpu_seconds=Sum("gpu_seconds"),
+            replicas=Avg("replicas_mean"),
+            n=Count("id"),
+        )
+        .order_by("deployment__name", "day")
+    )
+    fleet = {
+        d.name: d for d in Deployment.objects.select_related("pool").order_by("name")
+    }
+    book = rate_book()
+    billed = billed or {}
+    out: list[DeploymentDay] = []
+    for g in grouped:
+        name = g["deployment__name"]
+        day = g["day"]
+        dep = fleet[name]
+        gpu_hours = float(g["gpu_seconds"] or 0.0) / 3600.0
+        basis: Basis = "provisional"
+        currency = "USD"
+        cost: Decimal | None
+        if (name, day) in billed:
+            cost, basis = billed[(name, day)], "billed"
+        else:
+            instance_type = dep.instance_type or (
+                dep.pool.instance_type if dep.pool else ""
+            )
+            rate = book.per_gpu_hour(
+                gpu_type=dep.gpu_type,
+                instance_type=instance_type,
+                region=dep.region,
+                day=day,
+            )
+            if rate is None:
+                cost = None
+            else:
+                seconds = Decimal(repr(float(g["gpu_seconds"] or 0.0)))
+                cost = (seconds / Decimal(3600) * rate[0]).quantize(QUANTUM)
+                currency = rate[1]
+        out.append(
+            DeploymentDay(
+                deployment=name,
+                day=day,
+                requests_stop=float(g["stop"] or 0.0),
+                requests_length=float(g["length"] or 0.0),
+                requests_aborted=float(g["aborted"] or 0.0),
+                prompt_tokens=float(g["prompt"] or 0.0),
+                generation_tokens=float(g["generation"] or 0.0),
+                gpu_hours=gpu_hours,
+                replicas_mean=float(g["replicas"] or 0.0),
+                hours=int(g["n"]),
+                cost=cost,
+                basis=basis,
+                currency=currency,
+            )
+        )
+    return out
+
+
+def deployment_days_frame(rows: Iterable[DeploymentDay]) -> pd.DataFrame:
+    """Rows as a DataFrame with unit costs (analytics.unit_costs)."""
+    records = [
+        {
+            "deployment": r.deployment,
+            "day": r.day,
+            "cost": float(r.cost) if r.cost is not None else float("nan"),
+            "requests": r.requests,
+            "requests_stop": r.requests_stop,
+            "requests_length": r.requests_length,
+            "requests_aborted": r.requests_aborted,
+            "tokens": r.tokens,
+            "gpu_hours": r.gpu_hours,
+            "replicas_mean": r.replicas_mean,
+            "basis": r.basis,
+        }
+        for r in rows
+    ]
+    columns = [
+        "deployment",
+        "day",
+        "cost",
+        "requests",
+        "requests_stop",
+        "requests_length",
+        "requests_aborted",
+        "tokens",
+        "gpu_hours",
+        "replicas_mean",
+        "basis",
+    ]
+    frame = pd.DataFrame.from_records(records, columns=columns)
+    return daily_unit_costs(frame)
+
+
+@dataclass(frozen=True)
+class Kpi:
+    label: str
+    value: float
+    previous: float
+    change: float  # relative, NaN when not comparable
+    unit: Literal["usd", "usd_unit", "count"]
+
+
+@dataclass(frozen=True)
+class DeploymentSummary:
+    name: str
+    team: str
+    gpu: str
+    requests_7d: float
+    cost_7d: float
+    cost_per_1k_7d: float
+    cost_per_1k_baseline: float  # the 28 days before the last 7
+    cost_per_1k_change: float
+    cost_per_1m_tokens_7d: float
+    gpu_hours_7d: float
+    truncation_share: float
+
+
+@dataclass(frozen=True)
+class Overview:
+    start: date
+    end: date  # exclusive
+    days: pd.DataFrame  # one row per deployment-day, with unit costs
+    kpis: list[Kpi]
+    deployments: list[DeploymentSummary]
+    basis: set[str]
+
+
+def overview_read(*, today: date, days: int = 90) -> Overview:
+    """Everything the overview shows, for the ``days`` days before ``today``."""
+    end = today
+    start = end - timedelta(days=days)
+    frame = deployment_days_frame(deployment_day_costs(start, end))
+    last7 = frame[frame["day"] >= end - timedelta(days=7)]
+    prev7 = frame[
+        (frame["day"] >= end - timedelta(days=14))
+        & (frame["day"] < end - timedelta(days=7))
+    ]
+    base28 = frame[
+        (frame["day"] >= end - timedelta(days=35))
+        & (frame["day"] < end - timedelta(days=7))
+    ]
+    cur, prev = window_totals(last7), window_totals(prev7)
+    kpis = [
+        Kpi("Spend, last 7 days", cur.cost, prev.cost,
+            relative_change(cur.cost, prev.cost), "usd"),
+        Kpi("$ per 1k requests", cur.cost_per_1k_requests,
+            prev.cost_per_1k_requests,
+            relative_change(cur.cost_per_1k_requests, prev.cost_per_1k_requests),
+            "usd_unit"),
+        Kpi("$ per 1M tokens", cur.cost_per_1m_tokens, prev.cost_per_1m_tokens,
+            relative_change(cur.cost_per_1m_tokens, prev.cost_per_1m_tokens),
+            "usd_unit"),
+        Kpi("Requests, last 7 days", cur.requests, prev.requests,
+            relative_change(cur.requests, prev.requests), "count"),
+    ]  # fmt: skip
+    sums = ("cost", "requests", "tokens", "gpu_hours", "requests_stop",
+            "requests_length")  # fmt: skip
+    week = totals_by_deployment(last7, sum_columns=sums).set_index("deployment")
+    base = totals_by_deployment(base28).set_index("deployment")
+    summaries = []
+    for dep in Deployment.objects.order_by("name"):
+        w = week.loc[dep.name] if dep.name in week.index else None
+        b = base.loc[dep.name] if dep.name in base.index else None
+        nan = float("nan")
+        per_1k = float(w["cost_per_1k_requests"]) if w is not None else nan
+        per_1k_base = float(b["cost_per_1k_requests"]) if b is not None else nan
+        summaries.append(
+            DeploymentSummary(
+                name=dep.name,
+                team=dep.team,
+                gpu=f"{dep.gpu_type} MIG {dep.mig_profile}"
+                if dep.mig_profile
+                else f"{dep.tensor_parallel_size}× {dep.gpu_type}",  # noqa: RUF001
+                requests_7d=float(w["requests"]) if w is not None else 0.0,
+                cost_7d=float(w["cost"]) if w is not None else 0.0,
+                cost_per_1k_7d=per_1k,
+                cost_per_1k_baseline=per_1k_base,
+                cost_per_1k_change=relative_change(per_1k, per_1k_base),
+                cost_per_1m_tokens_7d=float(w["cost_per_1m_tokens"])
+                if w is not None
+                else nan,
+                gpu_hours_7d=float(w["gpu_hours"]) if w is not None else 0.0,
+                truncation_share=truncation_share(
+                    float(w["requests_stop"]), float(w["requests_length"])
+                )
+                if w is not None
+                else nan,
+            )
+        )
+    return Overview(
+        start=start,
+        end=end,
+        days=frame,
+        kpis=kpis,
+        deployments=summaries,
+        basis=set(frame["basis"].unique()) if len(frame) else set(),
+    )
+
+
+def latency_daily_percentiles(
+    deployment: Deployment,
+    *,
+    start: date,
+    end: date,
+    metric: str,
+    quantiles: tuple[float, ...] = (0.5, 0.95),
+) -> dict[date, tuple[float | None, ...]]:
+    """Per UTC day: percentiles from the day's summed hourly buckets."""
+    by_day: dict[date, list[tuple[list[float | None], list[float]]]] = defaultdict(list)
+    rows = HistogramHour.objects.filter(
+        deployment=deployment, metric=metric, hour__gte=_utc(start), hour__lt=_utc(end)
+    ).values_list("hour", "bounds", "cumulative_counts")
+    for hour, bounds, counts in rows:
+        by_day[hour.astimezone(UTC).date()].append((bounds, counts))
+    out: dict[date, tuple[float | None, ...]] = {}
+    for day in sorted(by_day):
+        summed = buckets_sum(by_day[day])
+        out[day] = tuple(
+            bucket_quantile(q, summed) if summed is not None else None
+            for q in quantiles
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class DeploymentDetail:
+    deployment: Deployment
+    start: date
+    end: date
+    days: pd.DataFrame  # unit costs, requests by reason, GPU-hours, replicas
+    ttft: dict[date, tuple[float | None, ...]]  # p50, p95 in seconds
+    itl: dict[date, tuple[float | None, ...]]
+
+
+def deployment_detail_read(
+    deployment: Deployment, *, today: date, days: int = 90
+) -> DeploymentDetail:
+    end = today
+    start = end - timedelta(days=days)
+    frame = deployment_days_frame(
+        deployment_day_costs(start, end, deployments=[deployment.name])
+    )
+    return DeploymentDetail(
+        deployment=deployment,
+        start=start,
+        end=end,
+        days=frame,
+        ttft=latency_daily_percentiles(deployment, start=start, end=end, metric="ttft"),
+        itl=latency_daily_percentiles(deployment, start=start, end=end, metric="itl"),
+    )
