@@ -1,0 +1,147 @@
+"""Pure helpers for reading a long window of raw samples in safe pieces.
+
+Prometheus refuses a range query of more than 11,000 points per series and any
+query that would load more than ``query.max-samples`` samples. A histogram over
+many pods hits the second limit long before the first, so a chunk is sized by
+both: ``series x chunk / scrape interval`` samples at most.
+
+Chunks are half-open on the left, ``(a, b]``, in integer milliseconds (the
+resolution of Prometheus timestamps); a sample sitting exactly on an edge could
+come back from both neighbours (Prometheus 2 range selectors are closed on both
+ends), so merging keeps the first copy of each timestamp.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+HOUR_MS = 3_600_000
+
+
+@dataclass(frozen=True)
+class Chunk:
+    after_ms: int  # exclusive
+    until_ms: int  # inclusive
+
+    @property
+    def range_ms(self) -> int:
+        return self.until_ms - self.after_ms
+
+
+class BudgetTooSmall(ValueError):
+    pass
+
+
+def chunk_length_ms(
+    *,
+    series: int,
+    interval_s: float,
+    max_points: int,
+    max_samples: int,
+    longest_ms: int,
+) -> int:
+    """The longest chunk whose raw samples stay within both limits."""
+    if interval_s <= 0:
+        raise ValueError(f"scrape interval must be positive, got {interval_s}")
+    by_points = max_points * interval_s * 1000
+    by_samples = max_samples / max(series, 1) * interval_s * 1000
+    length = math.floor(min(by_points, by_samples, longest_ms))
+    if length < interval_s * 1000:
+        raise BudgetTooSmall(
+            f"{series} series do not fit a sample budget of {max_samples} "
+            f"even for one scrape interval ({interval_s:g} s)"
+        )
+    return length
+
+
+def chunks(after_ms: int, until_ms: int, length_ms: int) -> list[Chunk]:
+    """Contiguous ``(a, b]`` chunks covering ``(after_ms, until_ms]``."""
+    if length_ms <= 0:
+        raise ValueError(f"chunk length must be positive, got {length_ms}")
+    out: list[Chunk] = []
+    a = after_ms
+    while a < until_ms:
+        b = min(a + length_ms, until_ms)
+        out.append(Chunk(a, b))
+        a = b
+    return out
+
+
+def samples_estimate(*, series: int, range_ms: int, interval_s: float) -> int:
+    """Samples a range selector loads: one per scrape per series, plus the edge."""
+    return series * (int(range_ms / (interval_s * 1000)) + 1)
+
+
+def pack(counts: dict[str, int], limit: int) -> list[list[str]]:
+    """Group names so that each group has at most ``limit`` series (a name with
+    more than ``limit`` series gets a group of its own)."""
+    groups: list[list[str]] = []
+    current: list[str] = []
+    total = 0
+    for name in sorted(counts, key=lambda n: (-counts[n], n)):
+        n = counts[name]
+        if current and total + n > limit:
+            groups.append(current)
+            current, total = [], 0
+        current.append(name)
+        total += n
+    if current:
+        groups.append(current)
+    return groups
+
+
+def merge_samples(
+    parts: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenate chunk results of one series; sort; drop repeated timestamps."""
+    if not parts:
+        return np.empty(0), np.empty(0)
+    t = np.concatenate([np.asarray(p[0], dtype=float) for p in parts])
+    v = np.concatenate([np.asarray(p[1], dtype=float) for p in parts])
+    order = np.argsort(t, kind="stable")
+    t, v = t[order], v[order]
+    keep = np.ones(t.size, dtype=bool)
+    keep[1:] = t[1:] != t[:-1]
+    return t[keep], v[keep]
+
+
+def scrape_interval(series_times: Sequence[npt.ArrayLike], default: float) -> float:
+    """Median spacing of samples across series (scrape interval as observed)."""
+    diffs = [np.diff(np.asarray(t, dtype=float)) for t in series_times]
+    flat = np.concatenate(diffs) if diffs else np.empty(0)
+    flat = flat[flat > 0]
+    if flat.size == 0:
+        return default
+    return float(np.median(flat))
+
+
+def slot_totals(
+    series: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]], interval_s: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Across series, per scrape slot: (slot time s, sum, max, number of series).
+
+    Gauges of several replicas are scraped at slightly different instants; a
+    slot groups the samples of one scrape round so that "running requests of
+    the deployment" is the sum over replicas at one moment.
+    """
+    if not series:
+        empty = np.empty(0)
+        return empty, empty, empty, empty
+    t = np.concatenate([np.asarray(s[0], dtype=float) for s in series])
+    v = np.concatenate([np.asarray(s[1], dtype=float) for s in series])
+    slots = np.round(t / interval_s).astype(np.int64)
+    unique, index = np.unique(slots, return_inverse=True)
+    sums = np.bincount(index, weights=v, minlength=unique.size)
+    counts = np.bincount(index, minlength=unique.size).astype(float)
+    maxes = np.full(unique.size, -np.inf)
+    np.maximum.at(maxes, index, v)
+    # The slot's time is its earliest sample, so a slot never moves a sample
+    # into the next hour.
+    times = np.full(unique.size, np.inf)
+    np.minimum.at(times, index, t)
+    return times, sums, maxes, counts
