@@ -406,7 +406,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _first_bad(frame: pd.DataFrame, name: str, mask: np.ndarray) -> Any:
-    return frame[name].to_numpy()[np.flatnonzero(mask)[0]]
+    value = frame[name].to_numpy()[np.flatnonzero(mask)[0]]
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _validate_numbers(frame: pd.DataFrame, c: Mapping[str, np.ndarray]) -> None:

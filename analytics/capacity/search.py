@@ -112,7 +112,8 @@ def search(
     result["feasible"] = ok
     result["score"] = score_fn(result)
     feasible = result[ok & result["score"].notna()].sort_values("score", kind="mergesort")
-    infeasible = pd.concat([result[~ok], refused], ignore_index=True)
+    infeasible = (pd.concat([result[~ok], refused], ignore_index=True) if len(refused)
+                  else result[~ok].reset_index(drop=True))
     front = pareto_front(
         feasible.dropna(subset=["cost_per_1k_requests"]), "cost_per_1k_requests",
         "p95_latency_s",

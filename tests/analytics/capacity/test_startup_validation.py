@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from analytics.capacity.validation import (
+    error_summary,
+    load_startup_figures,
+    startup_table,
+)
+
+DATA = Path(__file__).parent / "data" / "startup_figures.json"
+
+
+def test_the_memory_model_reproduces_vllm_start_up_figures_within_5_percent_median() -> None:
+    rows = load_startup_figures(DATA)
+    assert len(rows) >= 12
+    table = startup_table(rows)
+    assert set(table["generation"]) == {"v0", "v1"}
+    assert float(np.median(table["abs_error"])) <= 0.05
+    summary = error_summary(table)
+    assert summary.loc["all", "rows"] == len(rows)
+
+
+def test_no_startup_row_uses_figures_read_from_the_log() -> None:
+    forbidden = {"weights_gib", "activation_gib", "kv_cache_gib", "non_torch_gib",
+                 "total_gpu_memory_gib"}
+    for row in load_startup_figures(DATA):
+        assert not forbidden & set(row), row["id"]
