@@ -19,7 +19,19 @@ from analytics.capacity.search import search
 from analytics.capacity.simulate import poisson_arrivals, simulate
 
 __all__ = [
-    "CapacityError", "Comparison", "Infeasible", "InvalidInput", "Result", "Scenario",
-    "compare", "compare_mig_layouts", "evaluate", "evaluate_grid", "place_layout",
-    "poisson_arrivals", "search", "simulate", "step_model",
+    "CapacityError",
+    "Comparison",
+    "Infeasible",
+    "InvalidInput",
+    "Result",
+    "Scenario",
+    "compare",
+    "compare_mig_layouts",
+    "evaluate",
+    "evaluate_grid",
+    "place_layout",
+    "poisson_arrivals",
+    "search",
+    "simulate",
+    "step_model",
 ]

@@ -43,7 +43,9 @@ def _clean(value: Any) -> Any:
 
 def run(document: Any) -> tuple[int, dict[str, Any]]:
     if not isinstance(document, dict):
-        raise InvalidInput("<document>", type(document).__name__, "must be a JSON object")
+        raise InvalidInput(
+            "<document>", type(document).__name__, "must be a JSON object"
+        )
     doc = dict(document)
     paths = doc.pop("calibrations", []) or []
     if not isinstance(paths, list):
@@ -69,25 +71,49 @@ def run(document: Any) -> tuple[int, dict[str, Any]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m analytics.capacity")
-    parser.add_argument("scenario", nargs="?", help="scenario JSON file (default stdin)")
+    parser.add_argument(
+        "scenario", nargs="?", help="scenario JSON file (default stdin)"
+    )
     args = parser.parse_args(argv)
     try:
-        text = (open(args.scenario, encoding="utf-8").read() if args.scenario
-                else sys.stdin.read())
+        text = (
+            open(args.scenario, encoding="utf-8").read()
+            if args.scenario
+            else sys.stdin.read()
+        )
         try:
             document = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise InvalidInput("<document>", text[:40], f"not valid JSON: {exc.msg}") from exc
+            raise InvalidInput(
+                "<document>", text[:40], f"not valid JSON: {exc.msg}"
+            ) from exc
         code, out = run(document)
     except InvalidInput as exc:
-        json.dump({"error": "invalid_input", "field": exc.field,
-                   "value": _clean(exc.value) if isinstance(exc.value, int | float | str)
-                   else repr(exc.value), "message": str(exc)}, sys.stdout, indent=2)
+        json.dump(
+            {
+                "error": "invalid_input",
+                "field": exc.field,
+                "value": _clean(exc.value)
+                if isinstance(exc.value, int | float | str)
+                else repr(exc.value),
+                "message": str(exc),
+            },
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
         return EXIT_INVALID
     except OSError as exc:
-        json.dump({"error": "invalid_input", "field": "scenario", "value": args.scenario,
-                   "message": str(exc)}, sys.stdout, indent=2)
+        json.dump(
+            {
+                "error": "invalid_input",
+                "field": "scenario",
+                "value": args.scenario,
+                "message": str(exc),
+            },
+            sys.stdout,
+            indent=2,
+        )
         sys.stdout.write("\n")
         return EXIT_INVALID
     json.dump(out, sys.stdout, indent=2)

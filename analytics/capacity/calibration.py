@@ -49,6 +49,7 @@ class CalibrationRefused(InvalidInput):
 # Validation helpers: every message names the field path and the value
 # ---------------------------------------------------------------------------
 
+
 def _get(data: Mapping[str, Any], path: str) -> Any:
     node: Any = data
     for part in path.split("."):
@@ -61,7 +62,11 @@ def _get(data: Mapping[str, Any], path: str) -> Any:
 def _positive(data: Mapping[str, Any], path: str, *, allow_zero: bool = False) -> float:
     value = _get(data, path)
     ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if ok and math.isfinite(float(value)) and (value > 0 or (allow_zero and value == 0)):
+    if (
+        ok
+        and math.isfinite(float(value))
+        and (value > 0 or (allow_zero and value == 0))
+    ):
         return float(value)
     limit = ">= 0" if allow_zero else "> 0"
     raise InvalidInput(path, value, f"must be a finite number {limit}")
@@ -129,7 +134,8 @@ def calibration_from_dict(data: Mapping[str, Any]) -> Calibration:
         prefill_flops_eff=_positive(data, "params.prefill_flops_eff"),
         p0_s=_positive(data, "params.p0_s", allow_zero=True),
         itl_percentile_factor=_positive(data, "params.itl_percentile_factor")
-        if "itl_percentile_factor" in data.get("params", {}) else 1.0,
+        if "itl_percentile_factor" in data.get("params", {})
+        else 1.0,
     )
     n_points = _get(data, "fit.n_points")
     if not isinstance(n_points, int) or n_points < 1:
@@ -144,8 +150,12 @@ def calibration_from_dict(data: Mapping[str, Any]) -> Calibration:
     if not isinstance(points, list):
         raise InvalidInput("points", points, "must be a list")
     return Calibration(
-        kind=ENGINE_MEASUREMENTS, key=key, params=params, fit=fit,
-        source=str(data.get("source", "")), schema_version=int(version),
+        kind=ENGINE_MEASUREMENTS,
+        key=key,
+        params=params,
+        fit=fit,
+        source=str(data.get("source", "")),
+        schema_version=int(version),
         points=tuple(dict(p) for p in points),
     )
 
@@ -157,8 +167,10 @@ def _optional_number(data: Mapping[str, Any], path: str) -> float | None:
         return None
     if value is None:
         return None
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(
-        float(value)
+    if (
+        not isinstance(value, int | float)
+        or isinstance(value, bool)
+        or not math.isfinite(float(value))
     ):
         raise InvalidInput(path, value, "must be a finite number or null")
     return float(value)
@@ -170,8 +182,10 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "kind": cal.kind,
         "key": asdict(cal.key),
-        "params": {k: (None if isinstance(v, float) and math.isnan(v) else v)
-                   for k, v in params.items()},
+        "params": {
+            k: (None if isinstance(v, float) and math.isnan(v) else v)
+            for k, v in params.items()
+        },
         "fit": cal.fit.as_dict(),
         "source": cal.source,
         "points": list(cal.points),
@@ -191,14 +205,17 @@ def load_calibration(path: str | Path) -> Calibration:
 # Fitting
 # ---------------------------------------------------------------------------
 
+
 def fit_errors(actual: np.ndarray, predicted: np.ndarray) -> tuple[float, float | None]:
     actual = np.asarray(actual, dtype=float)
     predicted = np.asarray(predicted, dtype=float)
     mape = float(np.mean(np.abs(predicted - actual) / actual))
     ss_tot = float(np.sum((actual - actual.mean()) ** 2))
-    r2 = None if len(actual) < 3 or ss_tot == 0 else 1 - float(
-        np.sum((actual - predicted) ** 2)
-    ) / ss_tot
+    r2 = (
+        None
+        if len(actual) < 3 or ss_tot == 0
+        else 1 - float(np.sum((actual - predicted) ** 2)) / ss_tot
+    )
     return mape, r2
 
 
@@ -211,8 +228,11 @@ def _setting(key: CalibrationKey, model: ModelSpec | None) -> dict[str, float]:
     kv_bytes = mem.kv_dtype_bytes(key.kv_dtype or "auto", version)
     body, embed = mem.WEIGHT_DTYPES[(key.weight_dtype or "bf16").lower()]
     embed_params = model.vocab * model.hidden * (1 if model.tie_embeddings else 2)
-    weights = float(mem.weights_bytes(model.params_total, embed_params,
-                                      model.vision_params, body, embed, tp))
+    weights = float(
+        mem.weights_bytes(
+            model.params_total, embed_params, model.vision_params, body, embed, tp
+        )
+    )
     share = 1.0
     if key.mig_profile:
         share = gpu.mig_profile(key.mig_profile).compute_slices / 7
@@ -221,9 +241,17 @@ def _setting(key: CalibrationKey, model: ModelSpec | None) -> dict[str, float]:
         "expert": model.expert_params_total * body / tp,
         "experts": float(model.num_experts),
         "top_k": float(model.experts_per_token),
-        "kv": float(mem.kv_bytes_per_token(model.layers, model.kv_heads, model.head_dim,
-                                           tp, kv_bytes, model.kv_lora_rank,
-                                           model.qk_rope_head_dim)),
+        "kv": float(
+            mem.kv_bytes_per_token(
+                model.layers,
+                model.kv_heads,
+                model.head_dim,
+                tp,
+                kv_bytes,
+                model.kv_lora_rank,
+                model.qk_rope_head_dim,
+            )
+        ),
         "active": model.params_active / tp,
         "attn": 2.0 * model.layers * model.heads * model.head_dim / tp,
         "peak": gpu.peak_bf16_flops * share,
@@ -238,9 +266,17 @@ def fit_decode(
     b = points["batch"].to_numpy(float)
     c = points["context"].to_numpy(float)
     y = points["step_s"].to_numpy(float)
-    weights = setting["weights"] - setting["expert"] + setting["expert"] * (
-        lat.expert_fraction(b, np.full_like(b, setting["experts"]),
-                            np.full_like(b, setting["top_k"]))
+    weights = (
+        setting["weights"]
+        - setting["expert"]
+        + setting["expert"]
+        * (
+            lat.expert_fraction(
+                b,
+                np.full_like(b, setting["experts"]),
+                np.full_like(b, setting["top_k"]),
+            )
+        )
     )
     memory_bytes = weights + b * c * setting["kv"]
     compute = 2.0 * b * setting["active"]
@@ -251,7 +287,9 @@ def fit_decode(
         t0, inv_bw, inv_f = coef
         method = "nnls t0 + bytes/BW + flops/F"
     elif len(points) >= 2 and np.ptp(b) > 0:
-        coef, _ = nnls(np.column_stack([np.ones_like(b), memory_bytes]), y - compute / roof_f)
+        coef, _ = nnls(
+            np.column_stack([np.ones_like(b), memory_bytes]), y - compute / roof_f
+        )
         t0, inv_bw = coef
         inv_f = 1 / roof_f
         method = "nnls t0 + bytes/BW (compute term from roofline)"
@@ -269,8 +307,14 @@ def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = []
     for i, res in enumerate(results):
         where = f"results[{i}]"
-        for name in ("completed", "duration", "output_throughput", "total_input_tokens",
-                     "total_output_tokens", "median_ttft_ms"):
+        for name in (
+            "completed",
+            "duration",
+            "output_throughput",
+            "total_input_tokens",
+            "total_output_tokens",
+            "median_ttft_ms",
+        ):
             if name not in res:
                 raise InvalidInput(f"{where}.{name}", None, "missing from bench result")
         completed = _positive(res, "completed")
@@ -282,13 +326,18 @@ def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         mean_out = _positive(res, "total_output_tokens") / completed
         # Little's law: sequences decoding at once = token rate x time per token.
         batch = max(1.0, out_tp * tpot_ms / 1000.0)
-        rows.append({
-            "batch": batch, "context": mean_in + mean_out / 2, "step_s": step_ms / 1000,
-            "ttft_s": _positive(res, "median_ttft_ms") / 1000, "prompt": mean_in,
-            "p99_itl_ratio": float(res.get("p99_itl_ms", step_ms)) / step_ms,
-            "max_concurrency": res.get("max_concurrency"),
-            "request_rate": res.get("request_rate"),
-        })
+        rows.append(
+            {
+                "batch": batch,
+                "context": mean_in + mean_out / 2,
+                "step_s": step_ms / 1000,
+                "ttft_s": _positive(res, "median_ttft_ms") / 1000,
+                "prompt": mean_in,
+                "p99_itl_ratio": float(res.get("p99_itl_ms", step_ms)) / step_ms,
+                "max_concurrency": res.get("max_concurrency"),
+                "request_rate": res.get("request_rate"),
+            }
+        )
     if not rows:
         raise CalibrationRefused("results", [], "no bench results given")
     return pd.DataFrame(rows)
@@ -320,27 +369,47 @@ def import_vllm_bench_serve(
         est = flops_needed / np.maximum(work - p0, 1e-6)
         if np.all(work > p0):
             f_pre = float(np.median(est))
-    params = LatencyParams(t0_s=t0, bw_eff_bytes_per_s=bw, decode_flops_eff=f_dec,
-                           prefill_flops_eff=f_pre, p0_s=p0)
+    params = LatencyParams(
+        t0_s=t0,
+        bw_eff_bytes_per_s=bw,
+        decode_flops_eff=f_dec,
+        prefill_flops_eff=f_pre,
+        p0_s=p0,
+    )
     return Calibration(
-        kind=ENGINE_MEASUREMENTS, key=key, params=params,
-        fit=FitQuality(len(points), mape, r2, method), source=source,
-        points=tuple(points[["batch", "context", "step_s", "ttft_s"]].to_dict("records")),
+        kind=ENGINE_MEASUREMENTS,
+        key=key,
+        params=params,
+        fit=FitQuality(len(points), mape, r2, method),
+        source=source,
+        points=tuple(
+            points[["batch", "context", "step_s", "ttft_s"]].to_dict("records")
+        ),
     )
 
 
-def _predict_step(points: pd.DataFrame, setting: Mapping[str, float], t0: float,
-                  bw: float, f_dec: float) -> np.ndarray:
+def _predict_step(
+    points: pd.DataFrame,
+    setting: Mapping[str, float],
+    t0: float,
+    bw: float,
+    f_dec: float,
+) -> np.ndarray:
     b = points["batch"].to_numpy(float)
     c = points["context"].to_numpy(float)
     n = len(b)
     return lat.decode_step_s(
-        b, c, dense_weight_bytes=np.full(n, setting["weights"] - setting["expert"]),
+        b,
+        c,
+        dense_weight_bytes=np.full(n, setting["weights"] - setting["expert"]),
         expert_weight_bytes=np.full(n, setting["expert"]),
-        experts=np.full(n, setting["experts"]), top_k=np.full(n, setting["top_k"]),
+        experts=np.full(n, setting["experts"]),
+        top_k=np.full(n, setting["top_k"]),
         kv_bytes_per_token=np.full(n, setting["kv"]),
-        active_params_per_gpu=np.full(n, setting["active"]), t0_s=np.full(n, t0),
-        bw_eff=np.full(n, bw), decode_flops=np.full(n, f_dec),
+        active_params_per_gpu=np.full(n, setting["active"]),
+        t0_s=np.full(n, t0),
+        bw_eff=np.full(n, bw),
+        decode_flops=np.full(n, f_dec),
     )
 
 
@@ -364,28 +433,47 @@ def import_vllm_bench_latency(
     if not isinstance(latencies, list) or not latencies:
         raise InvalidInput("latencies", latencies, "must be a non-empty list")
     if not isinstance(result.get("percentiles"), Mapping):
-        raise InvalidInput("percentiles", result.get("percentiles"), "must be an object")
+        raise InvalidInput(
+            "percentiles", result.get("percentiles"), "must be an object"
+        )
     setting = _setting(key, model)
     # Prefill of the whole batch from the roofline; the rest is output_len steps.
     f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
-    prefill = lat.PREFILL_OVERHEAD_S + batch_size * (
-        input_len * 2 * setting["active"] + input_len**2 * setting["attn"]
-    ) / f_pre
+    prefill = (
+        lat.PREFILL_OVERHEAD_S
+        + batch_size
+        * (input_len * 2 * setting["active"] + input_len**2 * setting["attn"])
+        / f_pre
+    )
     step = max(1e-6, (avg - prefill) / max(output_len, 1))
-    points = pd.DataFrame([{
-        "batch": float(batch_size), "context": input_len + output_len / 2, "step_s": step,
-    }])
+    points = pd.DataFrame(
+        [
+            {
+                "batch": float(batch_size),
+                "context": input_len + output_len / 2,
+                "step_s": step,
+            }
+        ]
+    )
     t0, bw, f_dec, method = fit_decode(points, setting)
     lat_arr = np.asarray(latencies, dtype=float)
     steps = np.maximum((lat_arr - prefill) / max(output_len, 1), 1e-6)
     predicted = _predict_step(points, setting, t0, bw, f_dec)
     mape, r2 = fit_errors(steps, np.full_like(steps, predicted[0]))
-    params = LatencyParams(t0_s=t0, bw_eff_bytes_per_s=bw, decode_flops_eff=f_dec,
-                           prefill_flops_eff=f_pre, p0_s=lat.PREFILL_OVERHEAD_S)
+    params = LatencyParams(
+        t0_s=t0,
+        bw_eff_bytes_per_s=bw,
+        decode_flops_eff=f_dec,
+        prefill_flops_eff=f_pre,
+        p0_s=lat.PREFILL_OVERHEAD_S,
+    )
     return Calibration(
-        kind=ENGINE_MEASUREMENTS, key=key, params=params,
+        kind=ENGINE_MEASUREMENTS,
+        key=key,
+        params=params,
         fit=FitQuality(len(lat_arr), mape, r2, method + "; one batch size"),
-        source=source, points=tuple(points.to_dict("records")),
+        source=source,
+        points=tuple(points.to_dict("records")),
     )
 
 
@@ -411,14 +499,17 @@ def fit_from_telemetry(
     data = data[(data["mean_running_batch"] > 0) & (data["itl_seconds"] > 0)]
     if len(data) < min_points:
         raise CalibrationRefused(
-            "telemetry.rows", len(data), f"need at least {min_points} hours with traffic"
+            "telemetry.rows",
+            len(data),
+            f"need at least {min_points} hours with traffic",
         )
     b = data["mean_running_batch"].to_numpy(float)
     y = data["itl_seconds"].to_numpy(float)
     spread = float(b.max() / b.min())
     if spread < min_batch_spread:
         raise CalibrationRefused(
-            "telemetry.mean_running_batch", f"{b.min():.2f}..{b.max():.2f}",
+            "telemetry.mean_running_batch",
+            f"{b.min():.2f}..{b.max():.2f}",
             f"too flat: running batch varies only {spread:.2f}x (need "
             f">= {min_batch_spread}x) so the slope of ITL against batch is not "
             "identifiable",
@@ -426,7 +517,8 @@ def fit_from_telemetry(
     slope, intercept = np.polyfit(b, y, 1)
     if slope <= 0:
         raise CalibrationRefused(
-            "telemetry.itl_seconds", float(slope),
+            "telemetry.itl_seconds",
+            float(slope),
             "ITL does not grow with batch in this data (slope <= 0): too noisy to fit",
         )
     predicted = intercept + slope * b
@@ -434,18 +526,29 @@ def fit_from_telemetry(
     setting = _setting(key, model)
     f_dec = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
     per_seq_memory = slope - 2 * setting["active"] / f_dec
-    bw = (context_tokens * setting["kv"] / per_seq_memory if per_seq_memory > 0
-          else setting["bw"] * lat.BW_EFFICIENCY)
+    bw = (
+        context_tokens * setting["kv"] / per_seq_memory
+        if per_seq_memory > 0
+        else setting["bw"] * lat.BW_EFFICIENCY
+    )
     t0 = max(0.0, float(intercept - setting["weights"] / bw))
-    params = LatencyParams(t0_s=t0, bw_eff_bytes_per_s=float(bw), decode_flops_eff=f_dec,
-                           prefill_flops_eff=setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY,
-                           p0_s=lat.PREFILL_OVERHEAD_S)
+    params = LatencyParams(
+        t0_s=t0,
+        bw_eff_bytes_per_s=float(bw),
+        decode_flops_eff=f_dec,
+        prefill_flops_eff=setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY,
+        p0_s=lat.PREFILL_OVERHEAD_S,
+    )
     return Calibration(
-        kind=ENGINE_MEASUREMENTS, key=key, params=params,
+        kind=ENGINE_MEASUREMENTS,
+        key=key,
+        params=params,
         fit=FitQuality(len(data), mape, r2, "telemetry: ITL = a + b * running batch"),
         source="telemetry",
-        points=tuple({"batch": float(bi), "step_s": float(yi)} for bi, yi in zip(b, y,
-                                                                              strict=True)),
+        points=tuple(
+            {"batch": float(bi), "step_s": float(yi)}
+            for bi, yi in zip(b, y, strict=True)
+        ),
     )
 
 
@@ -454,8 +557,11 @@ def hardware_constants_from_harness(data: Mapping[str, Any]) -> Calibration:
     if data.get("kind") != HARDWARE_CONSTANTS:
         raise InvalidInput("kind", data.get("kind"), f"must be '{HARDWARE_CONSTANTS}'")
     if data.get("schema_version") not in SUPPORTED_SCHEMA_VERSIONS:
-        raise InvalidInput("schema_version", data.get("schema_version"),
-                           f"supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}")
+        raise InvalidInput(
+            "schema_version",
+            data.get("schema_version"),
+            f"supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}",
+        )
     bw = _positive(data, "hbm_bandwidth_bytes_per_s")
     flops = _positive(data, "gemm_flops")
     attention = data.get("attention", [])
@@ -474,13 +580,23 @@ def hardware_constants_from_harness(data: Mapping[str, Any]) -> Calibration:
     gpu = data.get("gpu") or "cpu"
     key = CalibrationKey(gpu=str(gpu), mig_profile=data.get("mig_profile"))
     params = LatencyParams(
-        t0_s=float("nan"), bw_eff_bytes_per_s=bw, decode_flops_eff=flops * 0.7,
-        prefill_flops_eff=flops, p0_s=float("nan"),
+        t0_s=float("nan"),
+        bw_eff_bytes_per_s=bw,
+        decode_flops_eff=flops * 0.7,
+        prefill_flops_eff=flops,
+        p0_s=float("nan"),
     )
     return Calibration(
-        kind=HARDWARE_CONSTANTS, key=key, params=params,
-        fit=FitQuality(len(attention), mape, r2,
-                       "hardware constants: copy bandwidth, GEMM peak, attention ~ B*C"),
-        source=str(data.get("device", {}).get("name", "harness")) if isinstance(
-            data.get("device"), Mapping) else "harness",
+        kind=HARDWARE_CONSTANTS,
+        key=key,
+        params=params,
+        fit=FitQuality(
+            len(attention),
+            mape,
+            r2,
+            "hardware constants: copy bandwidth, GEMM peak, attention ~ B*C",
+        ),
+        source=str(data.get("device", {}).get("name", "harness"))
+        if isinstance(data.get("device"), Mapping)
+        else "harness",
     )

@@ -39,8 +39,12 @@ class FitQuality:
     method: str
 
     def as_dict(self) -> dict[str, object]:
-        return {"n_points": self.n_points, "mape": self.mape, "r2": self.r2,
-                "method": self.method}
+        return {
+            "n_points": self.n_points,
+            "mape": self.mape,
+            "r2": self.r2,
+            "method": self.method,
+        }
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,8 @@ class GpuSpec:
 def _read_json(filename: str) -> Any:
     text = (
         resources.files("analytics.capacity")
-        .joinpath("data").joinpath(filename)
+        .joinpath("data")
+        .joinpath(filename)
         .read_text(encoding="utf-8")
     )
     return json.loads(text)

@@ -176,8 +176,9 @@ def _resolve_static(
     version = mem.parse_engine_version(combo["engine_version"], combo.get("engine"))
     weight_dtype = str(combo["weight_dtype"]).lower()
     if weight_dtype not in mem.WEIGHT_DTYPES:
-        raise InvalidInput("weight_dtype", combo["weight_dtype"],
-                           f"known: {sorted(mem.WEIGHT_DTYPES)}")
+        raise InvalidInput(
+            "weight_dtype", combo["weight_dtype"], f"known: {sorted(mem.WEIGHT_DTYPES)}"
+        )
     kv_dtype = str(combo["kv_dtype"]).lower()
     kv_bytes = mem.kv_dtype_bytes(kv_dtype, version)
     if kv_dtype == "auto" and weight_dtype == "fp32":  # pragma: no cover - no fp32
@@ -187,7 +188,8 @@ def _resolve_static(
     if mig_name:
         if int(tp) > 1:
             raise InvalidInput(
-                "tp", int(tp),
+                "tp",
+                int(tp),
                 "tensor parallelism across MIG instances is not possible: "
                 "instances share no NVLink/P2P path, so one replica must fit one "
                 "instance",
@@ -212,7 +214,9 @@ def _resolve_static(
     fp8_compute = weight_dtype == "fp8" and gpu.peak_fp8_flops
     peak = float(gpu.peak_fp8_flops if fp8_compute else gpu.peak_bf16_flops)
     if weight_dtype == "fp8" and not gpu.peak_fp8_flops:
-        warnings.append(f"{gpu.name} has no fp8 tensor cores: fp8 weights run weight-only")
+        warnings.append(
+            f"{gpu.name} has no fp8 tensor cores: fp8 weights run weight-only"
+        )
 
     # Which layers cache the whole context, for sliding-window models.
     window_layers = model.sliding_window_layers
@@ -234,8 +238,14 @@ def _resolve_static(
     eager = False  # filled per row (enforce_eager is numeric)
     del eager
     cal, cal_notes = _find_calibration(
-        calibrations, model=model, gpu=gpu, mig_profile=mig_name, tp=int(tp),
-        weight_dtype=weight_dtype, kv_dtype=kv_dtype, engine_version=version.text,
+        calibrations,
+        model=model,
+        gpu=gpu,
+        mig_profile=mig_name,
+        tp=int(tp),
+        weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
+        engine_version=version.text,
     )
     warnings.extend(cal_notes)
     if mig_name and (cal is None or cal.kind != ENGINE_MEASUREMENTS):
@@ -260,7 +270,8 @@ def _resolve_static(
         "generation_v1": version.generation == "v1",
         "old_v0": version.tuple < (0, 7, 0) and version.generation == "v0",
         "graphs_counted": version.generation == "v1" and version.tuple >= (0, 11, 0),
-        "big_board": (total_memory >= 70 * mem.GiB) and not gpu.name.startswith("A100")
+        "big_board": (total_memory >= 70 * mem.GiB)
+        and not gpu.name.startswith("A100")
         and not mig_name,
         "total_memory": total_memory,
         "gpu_share": share,
@@ -286,7 +297,8 @@ def _resolve_static(
         "body_bytes": body_bytes,
         "embed_bytes": embed_bytes,
         "dequant_scratch": float(model.vocab * model.hidden * 2)
-        if weight_dtype == "gguf_q8" else 0.0,
+        if weight_dtype == "gguf_q8"
+        else 0.0,
         "bw": bw,
         "peak_flops": peak * share,
         "max_position": model.max_position,
@@ -317,7 +329,8 @@ def _frame_from(scenarios: Any) -> pd.DataFrame:
     else:
         rows = [
             {f.name: getattr(s, f.name) for f in fields(Scenario)}
-            if isinstance(s, Scenario) else dict(s)
+            if isinstance(s, Scenario)
+            else dict(s)
             for s in scenarios
         ]
         frame = pd.DataFrame(rows)
@@ -339,8 +352,10 @@ def _columns(
     models_by_name: Mapping[str, ModelSpec],
 ) -> tuple[dict[str, np.ndarray], list[dict[str, Any]], np.ndarray]:
     """Per-row numpy columns; static fields are resolved once per distinct combo."""
-    keys = frame[list(_STATIC_KEYS)].astype(object).where(
-        frame[list(_STATIC_KEYS)].notna(), None
+    keys = (
+        frame[list(_STATIC_KEYS)]
+        .astype(object)
+        .where(frame[list(_STATIC_KEYS)].notna(), None)
     )
     combo_tuples = list(map(tuple, keys.to_numpy()))
     uniques: dict[tuple[Any, ...], int] = {}
@@ -355,7 +370,8 @@ def _columns(
         resolved.append(_resolve_static(values, calibrations))
     cols: dict[str, np.ndarray] = {}
     numeric_static = [
-        k for k, v in resolved[0].items()
+        k
+        for k, v in resolved[0].items()
         if isinstance(v, bool | int | float | np.integer | np.floating)
     ]
     for key in numeric_static:
@@ -363,7 +379,9 @@ def _columns(
         cols[key] = table[index]
     cols["tp"] = frame["tp"].to_numpy(dtype=np.float64)
 
-    def num(name: str, *, allow_none: bool = False, default: float = np.nan) -> np.ndarray:
+    def num(
+        name: str, *, allow_none: bool = False, default: float = np.nan
+    ) -> np.ndarray:
         series = frame[name]
         if allow_none:
             series = series.where(series.notna(), default)
@@ -374,8 +392,12 @@ def _columns(
             raise InvalidInput(name, bad, "must be a number") from exc
 
     for name in (
-        "gpu_memory_utilization", "block_size", "prompt_tokens", "output_tokens",
-        "itl_sla_ms", "sla_percentile",
+        "gpu_memory_utilization",
+        "block_size",
+        "prompt_tokens",
+        "output_tokens",
+        "itl_sla_ms",
+        "sla_percentile",
     ):
         cols[name] = num(name)
     cols["max_model_len"] = num("max_model_len", allow_none=True)
@@ -385,13 +407,17 @@ def _columns(
     cols["target_rps"] = num("target_requests_per_s", allow_none=True)
     cols["price"] = num("gpu_hour_price", allow_none=True)
     cols["enforce_eager"] = np.array(
-        [bool(v) if v is not None and v == v else False for v in frame["enforce_eager"]],
+        [
+            bool(v) if v is not None and v == v else False
+            for v in frame["enforce_eager"]
+        ],
         dtype=bool,
     )
     chunked = frame["enable_chunked_prefill"]
     cols["chunked_given"] = chunked.notna().to_numpy()
-    cols["chunked_value"] = np.array([bool(v) if v is not None and v == v else False
-                                      for v in chunked], dtype=bool)
+    cols["chunked_value"] = np.array(
+        [bool(v) if v is not None and v == v else False for v in chunked], dtype=bool
+    )
     cols["offline"] = (frame["usage_context"].astype(str) == "offline").to_numpy()
     _validate_numbers(frame, cols)
     return cols, resolved, index
@@ -412,20 +438,31 @@ def _first_bad(frame: pd.DataFrame, name: str, mask: np.ndarray) -> Any:
 
 def _validate_numbers(frame: pd.DataFrame, c: Mapping[str, np.ndarray]) -> None:
     checks = [
-        ("gpu_memory_utilization", ~((c["gpu_memory_utilization"] > 0)
-                                     & (c["gpu_memory_utilization"] <= 1)),
-         "must be in (0, 1]"),
-        ("block_size", ~np.isin(c["block_size"], [1, 8, 16, 32, 64, 128, 256])
-         , "must be one of 8, 16, 32, 64, 128 (vLLM block sizes)"),
+        (
+            "gpu_memory_utilization",
+            ~((c["gpu_memory_utilization"] > 0) & (c["gpu_memory_utilization"] <= 1)),
+            "must be in (0, 1]",
+        ),
+        (
+            "block_size",
+            ~np.isin(c["block_size"], [1, 8, 16, 32, 64, 128, 256]),
+            "must be one of 8, 16, 32, 64, 128 (vLLM block sizes)",
+        ),
         ("prompt_tokens", ~(c["prompt_tokens"] >= 1), "must be >= 1"),
         ("output_tokens", ~(c["output_tokens"] >= 1), "must be >= 1"),
         ("itl_sla_ms", ~(c["itl_sla_ms"] > 0), "must be > 0"),
-        ("sla_percentile", ~((c["sla_percentile"] > 0) & (c["sla_percentile"] < 1)),
-         "must be in (0, 1), e.g. 0.95"),
+        (
+            "sla_percentile",
+            ~((c["sla_percentile"] > 0) & (c["sla_percentile"] < 1)),
+            "must be in (0, 1), e.g. 0.95",
+        ),
         ("max_model_len", c["max_model_len"] < 16, "must be >= 16 when given"),
         ("max_num_seqs", c["max_num_seqs"] < 1, "must be >= 1 when given"),
-        ("max_num_batched_tokens", c["max_num_batched_tokens"] < 1,
-         "must be >= 1 when given"),
+        (
+            "max_num_batched_tokens",
+            c["max_num_batched_tokens"] < 1,
+            "must be >= 1 when given",
+        ),
         ("target_requests_per_s", c["target_rps"] <= 0, "must be > 0 when given"),
         ("gpu_hour_price", c["price"] < 0, "must be >= 0 when given"),
     ]
@@ -437,6 +474,7 @@ def _validate_numbers(frame: pd.DataFrame, c: Mapping[str, np.ndarray]) -> None:
 # ---------------------------------------------------------------------------
 # The arithmetic, on arrays
 # ---------------------------------------------------------------------------
+
 
 def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tp = c["tp"]
@@ -458,16 +496,26 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     default_mbt = mem.default_batched_tokens(
         v1, big, c["offline"], chunked, max_model_len, old_v0
     )
-    mbt = np.where(np.isnan(c["max_num_batched_tokens"]), default_mbt,
-                   c["max_num_batched_tokens"])
+    mbt = np.where(
+        np.isnan(c["max_num_batched_tokens"]), default_mbt, c["max_num_batched_tokens"]
+    )
 
     kv_tok = mem.kv_bytes_per_token(
-        c["layers"], c["kv_heads"], c["head_dim"], tp, c["kv_dtype_bytes"],
-        c["kv_lora_rank"], c["rope_dim"],
+        c["layers"],
+        c["kv_heads"],
+        c["head_dim"],
+        tp,
+        c["kv_dtype_bytes"],
+        c["kv_lora_rank"],
+        c["rope_dim"],
     )
     weights = mem.weights_bytes(
-        c["params_total"], c["embed_params"], c["vision_params"], c["body_bytes"],
-        c["embed_bytes"], tp,
+        c["params_total"],
+        c["embed_params"],
+        c["vision_params"],
+        c["body_bytes"],
+        c["embed_bytes"],
+        tp,
     )
     sampled = np.minimum(max_num_seqs, mbt)
     activation = mem.peak_activation_bytes(
@@ -509,16 +557,16 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     t0 = np.where(np.isnan(c["cal_t0"]), roof_t0, c["cal_t0"])
     bw_eff = np.where(np.isnan(c["cal_bw"]), c["bw"] * lat.BW_EFFICIENCY, c["cal_bw"])
     peak = c["peak_flops"]
-    f_dec = np.where(np.isnan(c["cal_fdec"]), peak * lat.DECODE_FLOPS_EFFICIENCY,
-                     c["cal_fdec"])
-    f_pre = np.where(np.isnan(c["cal_fpre"]), peak * lat.PREFILL_FLOPS_EFFICIENCY,
-                     c["cal_fpre"])
+    f_dec = np.where(
+        np.isnan(c["cal_fdec"]), peak * lat.DECODE_FLOPS_EFFICIENCY, c["cal_fdec"]
+    )
+    f_pre = np.where(
+        np.isnan(c["cal_fpre"]), peak * lat.PREFILL_FLOPS_EFFICIENCY, c["cal_fpre"]
+    )
     p0 = np.where(np.isnan(c["cal_p0"]), lat.PREFILL_OVERHEAD_S, c["cal_p0"])
     pct_factor = c["cal_pct"]
 
-    expert_bytes = (
-        c["expert_params"] * c["body_bytes"] / tp
-    )
+    expert_bytes = c["expert_params"] * c["body_bytes"] / tp
     dense_bytes = weights - expert_bytes
     active_per_gpu = c["params_active"] / tp
     attn_coef = 2.0 * layers * c["heads"] * c["head_dim"] / tp
@@ -526,15 +574,25 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
     def t_dec(batch: np.ndarray) -> np.ndarray:
         return lat.decode_step_s(
-            batch, context, dense_weight_bytes=dense_bytes,
-            expert_weight_bytes=expert_bytes, experts=c["experts"], top_k=c["top_k"],
-            kv_bytes_per_token=kv_tok, active_params_per_gpu=active_per_gpu,
-            t0_s=t0, bw_eff=bw_eff, decode_flops=f_dec,
+            batch,
+            context,
+            dense_weight_bytes=dense_bytes,
+            expert_weight_bytes=expert_bytes,
+            experts=c["experts"],
+            top_k=c["top_k"],
+            kv_bytes_per_token=kv_tok,
+            active_params_per_gpu=active_per_gpu,
+            t0_s=t0,
+            bw_eff=bw_eff,
+            decode_flops=f_dec,
         )
 
     prefill_full = lat.prefill_s(
-        prompt, active_params_per_gpu=active_per_gpu, attn_flops_per_token2=attn_coef,
-        prefill_flops=f_pre, p0_s=p0,
+        prompt,
+        active_params_per_gpu=active_per_gpu,
+        attn_flops_per_token2=attn_coef,
+        prefill_flops=f_pre,
+        p0_s=p0,
     )
     prefill_work = prefill_full - p0
     chunk = np.maximum(np.minimum(prompt, mbt), 1.0)
@@ -629,10 +687,18 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "reason": reason,
         "context_too_long": too_long,
         # Step-model constants, for the simulation.
-        "t0_s": t0, "bw_eff": bw_eff, "f_dec": f_dec, "f_pre": f_pre, "p0_s": p0,
-        "dense_bytes": dense_bytes, "expert_bytes": expert_bytes,
-        "active_per_gpu": active_per_gpu, "attn_coef": attn_coef,
-        "experts": c["experts"], "top_k": c["top_k"], "block_size": block,
+        "t0_s": t0,
+        "bw_eff": bw_eff,
+        "f_dec": f_dec,
+        "f_pre": f_pre,
+        "p0_s": p0,
+        "dense_bytes": dense_bytes,
+        "expert_bytes": expert_bytes,
+        "active_per_gpu": active_per_gpu,
+        "attn_coef": attn_coef,
+        "experts": c["experts"],
+        "top_k": c["top_k"],
+        "block_size": block,
     }
 
 
@@ -647,15 +713,18 @@ _REASONS = {
 
 
 def _opt(value: float) -> float | None:
-    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+    return (
+        None
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else float(value)
+    )
 
 
-def evaluate(
-    scenario: Scenario, *, calibrations: Sequence[Calibration] = ()
-) -> Result:
+def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) -> Result:
     """Capacity, latency and cost of one scenario."""
     models_by_name = (
-        {scenario.model.name: scenario.model} if isinstance(scenario.model, ModelSpec)
+        {scenario.model.name: scenario.model}
+        if isinstance(scenario.model, ModelSpec)
         else {}
     )
     frame = _frame_from([scenario])
@@ -789,7 +858,9 @@ def compare(
     results: list[Result] = []
     all_deltas: list[tuple[Delta, ...]] = []
     for variant in variants:
-        scenario = variant if isinstance(variant, Scenario) else replace(base, **variant)
+        scenario = (
+            variant if isinstance(variant, Scenario) else replace(base, **variant)
+        )
         res = evaluate(scenario, calibrations=calibrations)
         results.append(res)
         deltas = []
@@ -833,16 +904,21 @@ class StepModel:
     max_num_batched_tokens: int
 
     def decode_step_s(self, batch: float, context: float) -> float:
-        return float(lat.decode_step_s(
-            np.asarray(float(batch)), np.asarray(float(context)),
-            dense_weight_bytes=np.asarray(self.dense_bytes),
-            expert_weight_bytes=np.asarray(self.expert_bytes),
-            experts=np.asarray(self.experts), top_k=np.asarray(self.top_k),
-            kv_bytes_per_token=np.asarray(self.kv_bytes_per_token),
-            active_params_per_gpu=np.asarray(self.active_params_per_gpu),
-            t0_s=np.asarray(self.t0_s), bw_eff=np.asarray(self.bw_eff),
-            decode_flops=np.asarray(self.decode_flops),
-        ))
+        return float(
+            lat.decode_step_s(
+                np.asarray(float(batch)),
+                np.asarray(float(context)),
+                dense_weight_bytes=np.asarray(self.dense_bytes),
+                expert_weight_bytes=np.asarray(self.expert_bytes),
+                experts=np.asarray(self.experts),
+                top_k=np.asarray(self.top_k),
+                kv_bytes_per_token=np.asarray(self.kv_bytes_per_token),
+                active_params_per_gpu=np.asarray(self.active_params_per_gpu),
+                t0_s=np.asarray(self.t0_s),
+                bw_eff=np.asarray(self.bw_eff),
+                decode_flops=np.asarray(self.decode_flops),
+            )
+        )
 
     def prefill_s(self, tokens: float) -> float:
         return self.p0_s + self.prefill_work_s(tokens, 0.0)
@@ -851,25 +927,37 @@ class StepModel:
         """Compute time of a chunk of ``tokens`` after ``already`` prompt tokens."""
         linear = tokens * 2.0 * self.active_params_per_gpu / self.prefill_flops
         end = already + tokens
-        attention = (end * end - already * already) * self.attn_coef / self.prefill_flops
+        attention = (
+            (end * end - already * already) * self.attn_coef / self.prefill_flops
+        )
         return linear + attention
 
 
-def step_model(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) -> StepModel:
+def step_model(
+    scenario: Scenario, *, calibrations: Sequence[Calibration] = ()
+) -> StepModel:
     models_by_name = (
-        {scenario.model.name: scenario.model} if isinstance(scenario.model, ModelSpec)
+        {scenario.model.name: scenario.model}
+        if isinstance(scenario.model, ModelSpec)
         else {}
     )
     cols, _, _ = _columns(_frame_from([scenario]), calibrations, models_by_name)
     out = {k: v[0] for k, v in _core(cols).items()}
     return StepModel(
-        t0_s=float(out["t0_s"]), bw_eff=float(out["bw_eff"]),
-        decode_flops=float(out["f_dec"]), prefill_flops=float(out["f_pre"]),
-        p0_s=float(out["p0_s"]), dense_bytes=float(out["dense_bytes"]),
-        expert_bytes=float(out["expert_bytes"]), experts=float(out["experts"]),
-        top_k=float(out["top_k"]), kv_bytes_per_token=float(out["kv_bytes_per_token"]),
+        t0_s=float(out["t0_s"]),
+        bw_eff=float(out["bw_eff"]),
+        decode_flops=float(out["f_dec"]),
+        prefill_flops=float(out["f_pre"]),
+        p0_s=float(out["p0_s"]),
+        dense_bytes=float(out["dense_bytes"]),
+        expert_bytes=float(out["expert_bytes"]),
+        experts=float(out["experts"]),
+        top_k=float(out["top_k"]),
+        kv_bytes_per_token=float(out["kv_bytes_per_token"]),
         active_params_per_gpu=float(out["active_per_gpu"]),
-        attn_coef=float(out["attn_coef"]), num_gpu_blocks=int(out["num_gpu_blocks"]),
-        block_size=int(out["block_size"]), max_num_seqs=int(out["max_num_seqs"]),
+        attn_coef=float(out["attn_coef"]),
+        num_gpu_blocks=int(out["num_gpu_blocks"]),
+        block_size=int(out["block_size"]),
+        max_num_seqs=int(out["max_num_seqs"]),
         max_num_batched_tokens=int(out["max_num_batched_tokens"]),
     )

@@ -38,11 +38,15 @@ def _timeit(fn: Callable[[], Any], sync: Callable[[], None], repeats: int) -> fl
     return times[len(times) // 2]
 
 
-def measure(device: str = "cuda", *, tiny: bool = False, repeats: int = 5) -> dict[str, Any]:
-    import torch  # noqa: PLC0415 - optional dependency, only on the measuring host
+def measure(
+    device: str = "cuda", *, tiny: bool = False, repeats: int = 5
+) -> dict[str, Any]:
+    import torch
 
     if device == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda asked for but torch.cuda.is_available() is False")
+        raise SystemExit(
+            "--device cuda asked for but torch.cuda.is_available() is False"
+        )
     dev = torch.device(device)
 
     def sync() -> None:
@@ -55,7 +59,7 @@ def measure(device: str = "cuda", *, tiny: bool = False, repeats: int = 5) -> di
     dst = torch.empty_like(src)
     copy_s = _timeit(lambda: dst.copy_(src), sync, repeats)
     bandwidth = 2 * copy_bytes / copy_s
-    del src, dst
+    src = dst = None  # free before the GEMM buffers
 
     gemm_dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     n = 256 if tiny else 8192
@@ -63,7 +67,7 @@ def measure(device: str = "cuda", *, tiny: bool = False, repeats: int = 5) -> di
     b = torch.randn(n, n, dtype=gemm_dtype, device=dev)
     gemm_s = _timeit(lambda: a @ b, sync, repeats)
     gemm_flops = 2 * n**3 / gemm_s
-    del a, b
+    a = b = None
 
     heads, head_dim = (4, 32) if tiny else (32, 128)
     batches = (1, 2, 4) if tiny else (1, 8, 32, 64)
@@ -73,7 +77,9 @@ def measure(device: str = "cuda", *, tiny: bool = False, repeats: int = 5) -> di
     for batch in batches:
         for context in contexts:
             q = torch.randn(batch, heads, 1, head_dim, dtype=attn_dtype, device=dev)
-            k = torch.randn(batch, heads, context, head_dim, dtype=attn_dtype, device=dev)
+            k = torch.randn(
+                batch, heads, context, head_dim, dtype=attn_dtype, device=dev
+            )
             v = torch.randn_like(k)
             seconds = _timeit(
                 lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(
@@ -85,14 +91,20 @@ def measure(device: str = "cuda", *, tiny: bool = False, repeats: int = 5) -> di
             grid.append({"batch": batch, "context": context, "seconds": seconds})
             del q, k, v
 
-    name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor()
+    name = (
+        torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor()
+    )
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "hardware_constants",
         "note": "hardware constants from a PyTorch micro-benchmark, not engine "
         "measurements",
-        "device": {"type": dev.type, "name": name or "cpu",
-                   "torch": torch.__version__, "python": platform.python_version()},
+        "device": {
+            "type": dev.type,
+            "name": name or "cpu",
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
         "tiny": tiny,
         "hbm_bandwidth_bytes_per_s": bandwidth,
         "gemm_flops": gemm_flops,
@@ -108,8 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="where to write the JSON")
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--tiny", action="store_true", help="small shapes (tests)")
-    parser.add_argument("--gpu-name", default=None,
-                        help="catalogue GPU name to file the constants under")
+    parser.add_argument(
+        "--gpu-name",
+        default=None,
+        help="catalogue GPU name to file the constants under",
+    )
     parser.add_argument("--mig-profile", default=None)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
@@ -117,8 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     doc["gpu"] = args.gpu_name or ("cpu" if args.device == "cpu" else None)
     doc["mig_profile"] = args.mig_profile
     Path(args.out).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args.out}: {doc['hbm_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
-          f"{doc['gemm_flops'] / 1e12:.2f} TFLOP/s ({doc['gemm_dtype']})", file=sys.stderr)
+    print(
+        f"wrote {args.out}: {doc['hbm_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s, "
+        f"{doc['gemm_flops'] / 1e12:.2f} TFLOP/s ({doc['gemm_dtype']})",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -36,7 +36,9 @@ class LatencyParams:
     itl_percentile_factor: float = 1.0
 
 
-def expert_fraction(batch: np.ndarray, experts: np.ndarray, top_k: np.ndarray) -> np.ndarray:
+def expert_fraction(
+    batch: np.ndarray, experts: np.ndarray, top_k: np.ndarray
+) -> np.ndarray:
     """Expected share of a layer's experts that a batch of B tokens touches."""
     safe_e = np.maximum(experts, 1)
     frac = 1.0 - np.power(1.0 - np.minimum(top_k, safe_e) / safe_e, batch)

@@ -76,7 +76,9 @@ _VERSION = re.compile(r"^v?(\d+)\.(\d+)(?:\.(\d+))?")
 def parse_engine_version(text: str, engine: str | None = None) -> EngineVersion:
     match = _VERSION.match(str(text).strip())
     if not match:
-        raise InvalidInput("engine_version", text, "expected a vLLM version like 0.10.1")
+        raise InvalidInput(
+            "engine_version", text, "expected a vLLM version like 0.10.1"
+        )
     major, minor = int(match.group(1)), int(match.group(2))
     patch = int(match.group(3) or 0)
     default = "v1" if (major, minor) >= (0, 8) else "v0"
@@ -96,7 +98,9 @@ def kv_dtype_bytes(kv_dtype: str, version: EngineVersion) -> float:
         raise InvalidInput("kv_dtype", kv_dtype, f"known: {sorted(KV_DTYPE_BYTES)}")
     if key == "int8" and version.tuple < (0, 10, 0):
         raise InvalidInput(
-            "kv_dtype", kv_dtype, f"int8 KV cache is not available in vLLM {version.text}"
+            "kv_dtype",
+            kv_dtype,
+            f"int8 KV cache is not available in vLLM {version.text}",
         )
     return KV_DTYPE_BYTES[key]
 
@@ -148,7 +152,9 @@ def default_batched_tokens(
     max_model_len: np.ndarray,
     old_v0: np.ndarray,
 ) -> np.ndarray:
-    v1 = np.where(big_board, np.where(offline, 16384, 8192), np.where(offline, 8192, 2048))
+    v1 = np.where(
+        big_board, np.where(offline, 16384, 8192), np.where(offline, 8192, 2048)
+    )
     v0_chunked = np.where(old_v0, 512, 2048)
     v0 = np.where(chunked, v0_chunked, np.maximum(max_model_len, 2048))
     return np.where(generation_v1, v1, v0).astype(np.float64)

@@ -74,7 +74,9 @@ def place_layout(gpu: GpuSpec | str, layout: Sequence[str]) -> tuple[Placement, 
         Placement(
             profile=profiles[i].name,
             start=chosen[i],
-            memory_slices=tuple(range(chosen[i], chosen[i] + profiles[i].memory_slices)),
+            memory_slices=tuple(
+                range(chosen[i], chosen[i] + profiles[i].memory_slices)
+            ),
             compute_slices=profiles[i].compute_slices,
         )
         for i in range(len(profiles))
@@ -118,8 +120,11 @@ def compare_mig_layouts(
         try:
             placements = place_layout(gpu, layout)
         except Infeasible as exc:
-            reports.append(LayoutReport(tuple(layout), False, exc.reason, (), (), 0.0,
-                                        7, price, None))
+            reports.append(
+                LayoutReport(
+                    tuple(layout), False, exc.reason, (), (), 0.0, 7, price, None
+                )
+            )
             continue
         results = tuple(
             evaluate(replace(deployment, gpu=gpu, mig_profile=p.profile, tp=1))
@@ -128,6 +133,9 @@ def compare_mig_layouts(
         rps = sum(r.max_requests_per_s_within_sla for r in results if r.feasible)
         idle = 7 - sum(p.compute_slices for p in placements)
         cost = price / (rps * 3600) * 1000 if price is not None and rps > 0 else None
-        reports.append(LayoutReport(tuple(layout), True, None, placements, results, rps,
-                                    idle, price, cost))
+        reports.append(
+            LayoutReport(
+                tuple(layout), True, None, placements, results, rps, idle, price, cost
+            )
+        )
     return tuple(reports)

@@ -18,7 +18,9 @@ from analytics.capacity.errors import InvalidInput
 
 def p95_latency_s(frame: pd.DataFrame) -> pd.Series:
     """End-to-end latency of a request at the SLA percentile step time."""
-    return (frame["ttft_ms"] + frame["output_tokens"] * frame["itl_at_percentile_ms"]) / 1e3
+    return (
+        frame["ttft_ms"] + frame["output_tokens"] * frame["itl_at_percentile_ms"]
+    ) / 1e3
 
 
 def seed_weighted_objective(frame: pd.DataFrame) -> pd.Series:
@@ -81,8 +83,9 @@ def search(
     constraints = dict(constraints or {})
     for key in constraints:
         if key not in CONSTRAINTS:
-            raise InvalidInput(f"constraints.{key}", constraints[key],
-                               f"known: {sorted(CONSTRAINTS)}")
+            raise InvalidInput(
+                f"constraints.{key}", constraints[key], f"known: {sorted(CONSTRAINTS)}"
+            )
     if isinstance(objective, str):
         if objective not in OBJECTIVES:
             raise InvalidInput("objective", objective, f"known: {sorted(OBJECTIVES)}")
@@ -91,8 +94,10 @@ def search(
         score_fn = objective
     base_row = {f.name: getattr(base, f.name) for f in fields(Scenario)}
     keys = list(space)
-    rows = [dict(base_row, **dict(zip(keys, combo, strict=True)))
-            for combo in itertools.product(*(space[k] for k in keys))]
+    rows = [
+        dict(base_row, **dict(zip(keys, combo, strict=True)))
+        for combo in itertools.product(*(space[k] for k in keys))
+    ]
     frame = pd.DataFrame(rows)
     # MIG rows cannot use TP > 1: drop them as infeasible rather than fail the search.
     mig_tp = frame["mig_profile"].notna() & (frame["tp"] > 1)
@@ -111,11 +116,21 @@ def search(
         ok &= passes
     result["feasible"] = ok
     result["score"] = score_fn(result)
-    feasible = result[ok & result["score"].notna()].sort_values("score", kind="mergesort")
-    infeasible = (pd.concat([result[~ok], refused], ignore_index=True) if len(refused)
-                  else result[~ok].reset_index(drop=True))
-    front = pareto_front(
-        feasible.dropna(subset=["cost_per_1k_requests"]), "cost_per_1k_requests",
-        "p95_latency_s",
-    ) if len(feasible) else feasible
+    feasible = result[ok & result["score"].notna()].sort_values(
+        "score", kind="mergesort"
+    )
+    infeasible = (
+        pd.concat([result[~ok], refused], ignore_index=True)
+        if len(refused)
+        else result[~ok].reset_index(drop=True)
+    )
+    front = (
+        pareto_front(
+            feasible.dropna(subset=["cost_per_1k_requests"]),
+            "cost_per_1k_requests",
+            "p95_latency_s",
+        )
+        if len(feasible)
+        else feasible
+    )
     return SearchResult(feasible.reset_index(drop=True), infeasible, front)

@@ -46,8 +46,9 @@ def poisson_arrivals(rate_per_s: float, duration_s: float, seed: int = 0) -> np.
     return np.sort(rng.uniform(0.0, duration_s, n))
 
 
-def _weighted_percentiles(values: np.ndarray, weights: np.ndarray,
-                          qs: tuple[float, ...]) -> list[float]:
+def _weighted_percentiles(
+    values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]
+) -> list[float]:
     if len(values) == 0 or weights.sum() == 0:
         return [float("nan")] * len(qs)
     order = np.argsort(values)
@@ -113,7 +114,9 @@ def simulate(
             preemptions += 1
             run_idx = np.fromiter(running, dtype=np.int64, count=len(running))
             dec = run_idx[prefilled[run_idx] >= to_prefill[run_idx]]
-            need = int(np.maximum(0, -(-(prefilled[dec] + 1) // bs) - blocks[dec]).sum())
+            need = int(
+                np.maximum(0, -(-(prefilled[dec] + 1) // bs) - blocks[dec]).sum()
+            )
         n_dec = len(dec)
         budget = budget_cap - n_dec
         # 2. prefill chunks: running first, then admit waiting.
@@ -166,8 +169,12 @@ def simulate(
             if prefilled[r] >= to_prefill[r] and generated[r] == 0:
                 first_token[r] = now
                 generated[r] = 1  # the prefill step samples the first token
-        touched = np.concatenate([dec, np.fromiter((r for r, _ in chunks),
-                                                   dtype=np.int64, count=len(chunks))])
+        touched = np.concatenate(
+            [
+                dec,
+                np.fromiter((r for r, _ in chunks), dtype=np.int64, count=len(chunks)),
+            ]
+        )
         new_blocks = -(-prefilled[touched] // bs)
         grow = np.maximum(new_blocks - blocks[touched], 0)
         free_blocks -= int(grow.sum())
@@ -187,7 +194,9 @@ def simulate(
     durations = np.asarray(step_durations) * 1000
     decodes = np.asarray(step_decodes, dtype=float)
     itl = _weighted_percentiles(durations, decodes, (0.5, 0.95, 0.99))
-    itl_mean = float((durations * decodes).sum() / decodes.sum()) if decodes.sum() else np.nan
+    itl_mean = (
+        float((durations * decodes).sum() / decodes.sum()) if decodes.sum() else np.nan
+    )
     sim_time = now if now > 0 else 1.0
     tokens = float(outputs[ok].sum())
 
@@ -199,9 +208,15 @@ def simulate(
         duration_s=float(sim_time),
         throughput_tokens_per_s=tokens / sim_time,
         requests_per_s=float(ok.sum()) / sim_time,
-        ttft_p50_ms=pct(ttft, 50), ttft_p95_ms=pct(ttft, 95), ttft_p99_ms=pct(ttft, 99),
-        itl_mean_ms=itl_mean, itl_p50_ms=itl[0], itl_p95_ms=itl[1], itl_p99_ms=itl[2],
-        e2e_p50_ms=pct(e2e, 50), e2e_p95_ms=pct(e2e, 95),
+        ttft_p50_ms=pct(ttft, 50),
+        ttft_p95_ms=pct(ttft, 95),
+        ttft_p99_ms=pct(ttft, 99),
+        itl_mean_ms=itl_mean,
+        itl_p50_ms=itl[0],
+        itl_p95_ms=itl[1],
+        itl_p99_ms=itl[2],
+        e2e_p50_ms=pct(e2e, 50),
+        e2e_p95_ms=pct(e2e, 95),
         preemptions=preemptions,
         mean_running_batch=batch_time / sim_time,
         steps=len(step_durations),

@@ -40,30 +40,36 @@ def startup_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         expected = row["expected"]
         if "num_gpu_blocks" in expected:
             metric, actual, predicted = (
-                "num_gpu_blocks", expected["num_gpu_blocks"], result.num_gpu_blocks
+                "num_gpu_blocks",
+                expected["num_gpu_blocks"],
+                result.num_gpu_blocks,
             )
         else:
             metric, actual, predicted = (
-                "kv_cache_tokens", expected["kv_cache_tokens"], result.kv_cache_tokens
+                "kv_cache_tokens",
+                expected["kv_cache_tokens"],
+                result.kv_cache_tokens,
             )
-        out.append({
-            "id": row["id"],
-            "generation": result.scenario.engine or "",
-            "gpu": row["gpu"],
-            "model": row["model"],
-            "weight_dtype": scenario.weight_dtype,
-            "kv_dtype": scenario.kv_dtype,
-            "tp": scenario.tp,
-            "gpu_memory_utilization": scenario.gpu_memory_utilization,
-            "max_model_len": scenario.max_model_len,
-            "engine_version": scenario.engine_version,
-            "metric": metric,
-            "actual": actual,
-            "predicted": predicted,
-            "error": (predicted - actual) / actual,
-            "thin": bool(row.get("thin", False)),
-            "source": row["source"],
-        })
+        out.append(
+            {
+                "id": row["id"],
+                "generation": result.scenario.engine or "",
+                "gpu": row["gpu"],
+                "model": row["model"],
+                "weight_dtype": scenario.weight_dtype,
+                "kv_dtype": scenario.kv_dtype,
+                "tp": scenario.tp,
+                "gpu_memory_utilization": scenario.gpu_memory_utilization,
+                "max_model_len": scenario.max_model_len,
+                "engine_version": scenario.engine_version,
+                "metric": metric,
+                "actual": actual,
+                "predicted": predicted,
+                "error": (predicted - actual) / actual,
+                "thin": bool(row.get("thin", False)),
+                "source": row["source"],
+            }
+        )
     table = pd.DataFrame(out)
     table["abs_error"] = table["error"].abs()
     return table

@@ -25,8 +25,14 @@ from analytics.capacity.errors import InvalidInput
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[3]
-KEY = CalibrationKey(gpu="L40S", model="Qwen3-8B", weight_dtype="bf16", kv_dtype="auto",
-                     tp=1, engine_version="0.10.1")
+KEY = CalibrationKey(
+    gpu="L40S",
+    model="Qwen3-8B",
+    weight_dtype="bf16",
+    kv_dtype="auto",
+    tp=1,
+    engine_version="0.10.1",
+)
 
 
 def _bench(name: str) -> dict:
@@ -40,20 +46,33 @@ def test_a_vllm_bench_serve_result_file_imports_and_reports_its_fit() -> None:
     assert cal.fit.n_points == 1 and cal.fit.mape is not None
     # Little's law: 125.8 tok/s x 27.9 ms = 3.5 sequences decoding at once.
     assert cal.points[0]["batch"] == pytest.approx(125.79 * 0.02791, rel=1e-3)
-    result = evaluate(Scenario(model="Qwen3-8B", gpu="L40S", max_model_len=4096,
-                               prompt_tokens=200, output_tokens=128),
-                      calibrations=[cal])
+    result = evaluate(
+        Scenario(
+            model="Qwen3-8B",
+            gpu="L40S",
+            max_model_len=4096,
+            prompt_tokens=200,
+            output_tokens=128,
+        ),
+        calibrations=[cal],
+    )
     assert result.calibration.kind == "engine_measurements"
     assert result.calibration.fit["mape"] == cal.fit.mape
 
 
-def test_several_bench_runs_fit_bandwidth_and_compute_with_error_on_their_points() -> None:
+def test_several_bench_runs_fit_bandwidth_and_compute_with_error_on_their_points() -> (
+    None
+):
     base = _bench("vllm_bench_serve_qwen3_vl_8b_1qps.json")
     runs = []
     # Same file shape at higher concurrency (synthetic values for the fit).
     for scale, itl in ((1, 27.3), (4, 29.0), (16, 34.0), (48, 47.0)):
-        run = dict(base, output_throughput=scale * 1000 / itl, mean_tpot_ms=itl,
-                   median_itl_ms=itl)
+        run = dict(
+            base,
+            output_throughput=scale * 1000 / itl,
+            mean_tpot_ms=itl,
+            median_itl_ms=itl,
+        )
         runs.append(run)
     cal = import_vllm_bench_serve(runs, key=KEY)
     assert cal.fit.n_points == 4 and cal.fit.r2 is not None and cal.fit.r2 > 0.9
@@ -61,8 +80,13 @@ def test_several_bench_runs_fit_bandwidth_and_compute_with_error_on_their_points
 
 
 def test_a_vllm_bench_latency_file_imports_with_the_flags_it_was_run_with() -> None:
-    cal = import_vllm_bench_latency(_bench("vllm_bench_latency_format.json"), key=KEY,
-                                    batch_size=8, input_len=512, output_len=128)
+    cal = import_vllm_bench_latency(
+        _bench("vllm_bench_latency_format.json"),
+        key=KEY,
+        batch_size=8,
+        input_len=512,
+        output_len=128,
+    )
     assert cal.fit.n_points == 10 and cal.params.t0_s >= 0
 
 
@@ -81,8 +105,9 @@ def test_an_unknown_schema_version_is_refused() -> None:
 
 
 def test_a_calibration_round_trips_through_its_json_form() -> None:
-    cal = import_vllm_bench_serve([_bench("vllm_bench_serve_qwen3_vl_8b_1qps.json")],
-                                  key=KEY)
+    cal = import_vllm_bench_serve(
+        [_bench("vllm_bench_serve_qwen3_vl_8b_1qps.json")], key=KEY
+    )
     again = calibration_from_dict(json.loads(json.dumps(calibration_to_dict(cal))))
     assert again.params == cal.params and again.key == cal.key
 
@@ -97,19 +122,39 @@ def test_telemetry_fit_recovers_the_slope_and_reports_r2() -> None:
 
 
 def test_telemetry_that_is_too_flat_is_refused_with_a_reason() -> None:
-    frame = pd.DataFrame({"mean_running_batch": [20, 21, 20.5, 20, 21, 20.2],
-                          "itl_seconds": [0.02, 0.021, 0.02, 0.0205, 0.021, 0.02]})
+    frame = pd.DataFrame(
+        {
+            "mean_running_batch": [20, 21, 20.5, 20, 21, 20.2],
+            "itl_seconds": [0.02, 0.021, 0.02, 0.0205, 0.021, 0.02],
+        }
+    )
     with pytest.raises(CalibrationRefused, match="too flat"):
         fit_from_telemetry(frame, key=KEY, context_tokens=1000)
 
 
-def test_the_harness_runs_on_cpu_and_writes_a_file_the_engine_loads(tmp_path: Path) -> None:
-    pytest.importorskip("torch", reason="torch is needed: pip install -r requirements-harness.txt")
+def test_the_harness_runs_on_cpu_and_writes_a_file_the_engine_loads(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip(
+        "torch", reason="torch is needed: pip install -r requirements-harness.txt"
+    )
     out = tmp_path / "constants.json"
     subprocess.run(
-        [sys.executable, "-m", "analytics.capacity.harness", "--out", str(out),
-         "--device", "cpu", "--tiny", "--repeats", "2"],
-        check=True, cwd=ROOT, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "analytics.capacity.harness",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--tiny",
+            "--repeats",
+            "2",
+        ],
+        check=True,
+        cwd=ROOT,
+        timeout=300,
     )
     doc = json.loads(out.read_text())
     assert doc["kind"] == "hardware_constants" and doc["gemm_dtype"] == "float32"
@@ -117,14 +162,23 @@ def test_the_harness_runs_on_cpu_and_writes_a_file_the_engine_loads(tmp_path: Pa
     assert cal.kind == "hardware_constants" and cal.fit.n_points == 9
     # File it under a catalogue GPU to see the engine use and label it.
     filed = replace(cal, key=replace(cal.key, gpu="L4"))
-    result = evaluate(Scenario(model="Llama-3.2-1B", gpu="L4", max_model_len=2048),
-                      calibrations=[filed])
+    result = evaluate(
+        Scenario(model="Llama-3.2-1B", gpu="L4", max_model_len=2048),
+        calibrations=[filed],
+    )
     assert result.calibration.kind == "hardware_constants"
 
 
 def test_the_harness_module_imports_without_torch() -> None:
-    code = ("import sys; sys.modules['torch'] = None; "
-            "import analytics.capacity.harness as h; print(h.SCHEMA_VERSION)")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    code = (
+        "import sys; sys.modules['torch'] = None; "
+        "import analytics.capacity.harness as h; print(h.SCHEMA_VERSION)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr

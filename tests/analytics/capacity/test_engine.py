@@ -14,9 +14,16 @@ from analytics.capacity import Scenario, compare, evaluate, evaluate_grid, searc
 from analytics.capacity.errors import InvalidInput
 
 ROOT = Path(__file__).resolve().parents[3]
-BASE = Scenario(model="Llama-3.1-8B", gpu="H100-SXM", max_model_len=8192,
-                prompt_tokens=512, output_tokens=256, itl_sla_ms=50,
-                gpu_hour_price=6.88, target_requests_per_s=40)
+BASE = Scenario(
+    model="Llama-3.1-8B",
+    gpu="H100-SXM",
+    max_model_len=8192,
+    prompt_tokens=512,
+    output_tokens=256,
+    itl_sla_ms=50,
+    gpu_hour_price=6.88,
+    target_requests_per_s=40,
+)
 
 
 def test_uncalibrated_predictions_say_they_are_roofline() -> None:
@@ -27,21 +34,32 @@ def test_uncalibrated_predictions_say_they_are_roofline() -> None:
 
 
 def test_the_grid_gives_the_same_numbers_as_the_single_path() -> None:
-    scenarios = [replace(BASE, kv_dtype=k, gpu=g, tp=t)
-                 for k in ("auto", "fp8") for g in ("H100-SXM", "A100-80GB", "L40S")
-                 for t in (1, 2)]
+    scenarios = [
+        replace(BASE, kv_dtype=k, gpu=g, tp=t)
+        for k in ("auto", "fp8")
+        for g in ("H100-SXM", "A100-80GB", "L40S")
+        for t in (1, 2)
+    ]
     grid = evaluate_grid(scenarios)
     for i, scenario in enumerate(scenarios):
         single = evaluate(scenario)
         assert grid.loc[i, "kv_cache_tokens"] == single.kv_cache_tokens
         assert grid.loc[i, "batch_size"] == single.batch_size
         assert grid.loc[i, "cost_per_1k_requests"] == pytest.approx(
-            single.cost_per_1k_requests)
+            single.cost_per_1k_requests
+        )
 
 
 def test_the_grid_keeps_infeasible_rows_with_a_reason() -> None:
-    grid = evaluate_grid(pd.DataFrame({"model": ["Llama-3.1-70B", "Llama-3.2-1B"],
-                                       "gpu": ["L4", "L4"], "max_model_len": [4096, 4096]}))
+    grid = evaluate_grid(
+        pd.DataFrame(
+            {
+                "model": ["Llama-3.1-70B", "Llama-3.2-1B"],
+                "gpu": ["L4", "L4"],
+                "max_model_len": [4096, 4096],
+            }
+        )
+    )
     assert list(grid["feasible"]) == [False, True]
     assert "exceed" in grid.loc[0, "reason"]
 
@@ -51,7 +69,8 @@ def test_replicas_and_cost_follow_the_target_traffic() -> None:
     assert result.replicas == int(np.ceil(40 / result.max_requests_per_s_within_sla))
     assert result.cost_per_hour == pytest.approx(6.88 * result.replicas)
     assert result.cost_per_1k_requests == pytest.approx(
-        result.cost_per_hour / (40 * 3600) * 1000)
+        result.cost_per_hour / (40 * 3600) * 1000
+    )
 
 
 def test_moe_step_time_grows_as_the_batch_touches_more_experts() -> None:
@@ -77,8 +96,12 @@ def test_invalid_input_names_the_field_and_the_value() -> None:
 
 
 def test_search_ranks_feasible_configs_and_explains_the_rest() -> None:
-    space = {"gpu": ["H100-SXM", "A100-80GB", "L40S", "L4"], "tp": [1, 2],
-             "kv_dtype": ["auto", "fp8"], "model": ["Llama-3.1-8B", "Llama-3.1-70B"]}
+    space = {
+        "gpu": ["H100-SXM", "A100-80GB", "L40S", "L4"],
+        "tp": [1, 2],
+        "kv_dtype": ["auto", "fp8"],
+        "model": ["Llama-3.1-8B", "Llama-3.1-70B"],
+    }
     found = search(space, {"max_ttft_ms": 800}, "cost_per_1k_requests", base=BASE)
     assert len(found.ranked) > 0 and len(found.infeasible) > 0
     assert found.ranked["score"].is_monotonic_increasing
@@ -88,30 +111,59 @@ def test_search_ranks_feasible_configs_and_explains_the_rest() -> None:
 
 
 def test_search_offers_the_seed_weighted_objective() -> None:
-    found = search({"kv_dtype": ["auto", "fp8"], "max_num_batched_tokens": [512, 2048]},
-                   None, "seed_weighted", base=BASE)
+    found = search(
+        {"kv_dtype": ["auto", "fp8"], "max_num_batched_tokens": [512, 2048]},
+        None,
+        "seed_weighted",
+        base=BASE,
+    )
     row = found.ranked.iloc[0]
-    expected = (0.6 * row["p95_latency_s"] + 0.3 * row["gpu_memory_gb"] / 40
-                + 0.1 * row["cost_per_1k_requests"] / 1.5)
+    expected = (
+        0.6 * row["p95_latency_s"]
+        + 0.3 * row["gpu_memory_gb"] / 40
+        + 0.1 * row["cost_per_1k_requests"] / 1.5
+    )
     assert row["score"] == pytest.approx(expected)
 
 
 def _cli(document: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "analytics.capacity"],
-                          input=json.dumps(document), capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "analytics.capacity"],
+        input=json.dumps(document),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
 
 
 def test_cli_writes_stable_fields_and_exits_0() -> None:
-    done = _cli({"model": "Llama-3.1-8B", "gpu": "H100-SXM", "max_model_len": 8192,
-                 "gpu_hour_price": 6.88})
+    done = _cli(
+        {
+            "model": "Llama-3.1-8B",
+            "gpu": "H100-SXM",
+            "max_model_len": 8192,
+            "gpu_hour_price": 6.88,
+        }
+    )
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
-    for name in ("kv_bytes_per_token", "weights_bytes", "kv_cache_memory_bytes",
-                 "num_gpu_blocks", "kv_cache_tokens", "max_concurrency",
-                 "decode_step_ms", "throughput_tokens_per_s",
-                 "max_requests_per_s_within_sla", "gpus_needed",
-                 "cost_per_1k_requests", "cost_per_1m_tokens", "calibration", "warnings"):
+    for name in (
+        "kv_bytes_per_token",
+        "weights_bytes",
+        "kv_cache_memory_bytes",
+        "num_gpu_blocks",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "decode_step_ms",
+        "throughput_tokens_per_s",
+        "max_requests_per_s_within_sla",
+        "gpus_needed",
+        "cost_per_1k_requests",
+        "cost_per_1m_tokens",
+        "calibration",
+        "warnings",
+    ):
         assert name in out
 
 

@@ -19,27 +19,91 @@ from analytics.capacity.mig import compare_mig_layouts, is_valid_layout, place_l
 # Profile letters: S = 1g (one memory slice), D = 1g with two memory slices,
 # two = 2g, three = 3g, four = 4g, seven = 7g.
 NAMES = {
-    "A100-40GB": {"S": "1g.5gb", "D": "1g.10gb", "2": "2g.10gb", "3": "3g.20gb",
-                  "4": "4g.20gb", "7": "7g.40gb"},
-    "A100-80GB": {"S": "1g.10gb", "D": "1g.20gb", "2": "2g.20gb", "3": "3g.40gb",
-                  "4": "4g.40gb", "7": "7g.80gb"},
-    "H100-SXM": {"S": "1g.10gb", "D": "1g.20gb", "2": "2g.20gb", "3": "3g.40gb",
-                 "4": "4g.40gb", "7": "7g.80gb"},
-    "H200": {"S": "1g.18gb", "D": "1g.35gb", "2": "2g.35gb", "3": "3g.71gb",
-             "4": "4g.71gb", "7": "7g.141gb"},
+    "A100-40GB": {
+        "S": "1g.5gb",
+        "D": "1g.10gb",
+        "2": "2g.10gb",
+        "3": "3g.20gb",
+        "4": "4g.20gb",
+        "7": "7g.40gb",
+    },
+    "A100-80GB": {
+        "S": "1g.10gb",
+        "D": "1g.20gb",
+        "2": "2g.20gb",
+        "3": "3g.40gb",
+        "4": "4g.40gb",
+        "7": "7g.80gb",
+    },
+    "H100-SXM": {
+        "S": "1g.10gb",
+        "D": "1g.20gb",
+        "2": "2g.20gb",
+        "3": "3g.40gb",
+        "4": "4g.40gb",
+        "7": "7g.80gb",
+    },
+    "H200": {
+        "S": "1g.18gb",
+        "D": "1g.35gb",
+        "2": "2g.35gb",
+        "3": "3g.71gb",
+        "4": "4g.71gb",
+        "7": "7g.141gb",
+    },
 }
 
 # Maximal layouts (left half of memory | right half), as the guide draws them.
 MAXIMAL = [
     "7",
-    "4 3", "4 2S", "4 2D", "4 SSS", "4 SSD", "4 DD",
-    "3 3", "3 2S", "3 2D", "3 SSS", "3 SSD", "3 DD",
-    "22 3", "22 2S", "22 2D", "22 SSS", "22 SSD", "22 DD",
-    "2SS 3", "2SS 2S", "2SS 2D", "2SS SSS", "2SS SSD", "2SS DD",
-    "2D 3", "2D 2S", "2D 2D", "2D SSS", "2D SSD", "2D DD",
-    "DD 3", "DD 2S", "DD 2D", "DD SSS", "DD SSD", "DD DD",
-    "DSS 3", "DSS 2S", "DSS 2D", "DSS SSS", "DSS SSD", "DSS DD",
-    "SSSS 3", "SSSS 2S", "SSSS 2D", "SSSS SSS", "SSSS SSD", "SSSS DD",
+    "4 3",
+    "4 2S",
+    "4 2D",
+    "4 SSS",
+    "4 SSD",
+    "4 DD",
+    "3 3",
+    "3 2S",
+    "3 2D",
+    "3 SSS",
+    "3 SSD",
+    "3 DD",
+    "22 3",
+    "22 2S",
+    "22 2D",
+    "22 SSS",
+    "22 SSD",
+    "22 DD",
+    "2SS 3",
+    "2SS 2S",
+    "2SS 2D",
+    "2SS SSS",
+    "2SS SSD",
+    "2SS DD",
+    "2D 3",
+    "2D 2S",
+    "2D 2D",
+    "2D SSS",
+    "2D SSD",
+    "2D DD",
+    "DD 3",
+    "DD 2S",
+    "DD 2D",
+    "DD SSS",
+    "DD SSD",
+    "DD DD",
+    "DSS 3",
+    "DSS 2S",
+    "DSS 2D",
+    "DSS SSS",
+    "DSS SSD",
+    "DSS DD",
+    "SSSS 3",
+    "SSSS 2S",
+    "SSSS 2D",
+    "SSSS SSS",
+    "SSSS SSD",
+    "SSSS DD",
 ]
 
 
@@ -69,7 +133,9 @@ def _all_multisets(max_items: int = 7) -> list[Counter[str]]:
 
 
 @pytest.mark.parametrize("gpu", sorted(NAMES))
-def test_every_profile_combination_is_accepted_exactly_when_nvidia_lists_it(gpu: str) -> None:
+def test_every_profile_combination_is_accepted_exactly_when_nvidia_lists_it(
+    gpu: str,
+) -> None:
     names = NAMES[gpu]
     mismatches = []
     for combo in _all_multisets():
@@ -87,26 +153,43 @@ def test_three_g_starts_only_at_memory_slice_0_or_4() -> None:
 
 def test_a_layout_needing_eight_compute_slices_is_refused_with_the_reason() -> None:
     reports = compare_mig_layouts(
-        "A100-80GB", [["4g.40gb", "4g.40gb"]],
-        Scenario(model="Llama-3.2-3B", gpu="A100-80GB", max_model_len=4096,
-                 gpu_hour_price=4.0),
+        "A100-80GB",
+        [["4g.40gb", "4g.40gb"]],
+        Scenario(
+            model="Llama-3.2-3B",
+            gpu="A100-80GB",
+            max_model_len=4096,
+            gpu_hour_price=4.0,
+        ),
     )
     assert not reports[0].valid and "compute slices" in (reports[0].reason or "")
 
 
 def test_it_refuses_tp_across_mig_instances() -> None:
     with pytest.raises(InvalidInput, match="tp"):
-        evaluate(Scenario(model="Llama-3.1-8B", gpu="A100-80GB", mig_profile="3g.40gb",
-                          tp=2))
+        evaluate(
+            Scenario(model="Llama-3.1-8B", gpu="A100-80GB", mig_profile="3g.40gb", tp=2)
+        )
 
 
 def test_layout_comparison_reports_capacity_per_instance_and_cost_per_1k() -> None:
-    deployment = Scenario(model="Llama-3.2-3B", gpu="A100-80GB", max_model_len=4096,
-                          prompt_tokens=256, output_tokens=128, itl_sla_ms=80,
-                          gpu_hour_price=3.43)
+    deployment = Scenario(
+        model="Llama-3.2-3B",
+        gpu="A100-80GB",
+        max_model_len=4096,
+        prompt_tokens=256,
+        output_tokens=128,
+        itl_sla_ms=80,
+        gpu_hour_price=3.43,
+    )
     reports = compare_mig_layouts(
-        "A100-80GB", [["7g.80gb"], ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"],
-                      ["3g.40gb", "3g.40gb"]], deployment,
+        "A100-80GB",
+        [
+            ["7g.80gb"],
+            ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"],
+            ["3g.40gb", "3g.40gb"],
+        ],
+        deployment,
     )
     assert all(r.valid for r in reports)
     mixed = reports[1]
@@ -117,8 +200,14 @@ def test_layout_comparison_reports_capacity_per_instance_and_cost_per_1k() -> No
 
 
 def test_a_mig_instance_carries_its_compute_share_of_the_gpu_price() -> None:
-    result = evaluate(Scenario(model="Llama-3.2-1B", gpu="A100-80GB",
-                               mig_profile="3g.40gb", max_model_len=4096,
-                               gpu_hour_price=7.0))
+    result = evaluate(
+        Scenario(
+            model="Llama-3.2-1B",
+            gpu="A100-80GB",
+            mig_profile="3g.40gb",
+            max_model_len=4096,
+            gpu_hour_price=7.0,
+        )
+    )
     assert result.gpu_share_per_replica == pytest.approx(3 / 7)
     assert result.cost_per_hour == pytest.approx(3.0)

@@ -13,7 +13,9 @@ from analytics.capacity.validation import (
 DATA = Path(__file__).parent / "data" / "startup_figures.json"
 
 
-def test_the_memory_model_reproduces_vllm_start_up_figures_within_5_percent_median() -> None:
+def test_the_memory_model_reproduces_vllm_start_up_figures_within_5_percent_median() -> (
+    None
+):
     rows = load_startup_figures(DATA)
     assert len(rows) >= 12
     table = startup_table(rows)
@@ -24,7 +26,12 @@ def test_the_memory_model_reproduces_vllm_start_up_figures_within_5_percent_medi
 
 
 def test_no_startup_row_uses_figures_read_from_the_log() -> None:
-    forbidden = {"weights_gib", "activation_gib", "kv_cache_gib", "non_torch_gib",
-                 "total_gpu_memory_gib"}
+    forbidden = {
+        "weights_gib",
+        "activation_gib",
+        "kv_cache_gib",
+        "non_torch_gib",
+        "total_gpu_memory_gib",
+    }
     for row in load_startup_figures(DATA):
         assert not forbidden & set(row), row["id"]
