@@ -1,0 +1,241 @@
+"""Plotly figure builders: data in, figure JSON (a plain dict) out.
+
+Pages embed the dict with ``json_script`` and call ``Plotly.newPlot``; nothing
+here touches the database or formats money for tables.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import date
+from typing import Any
+
+import pandas as pd
+
+PALETTE = (
+    "#2563eb", "#d97706", "#059669", "#7c3aed", "#dc2626", "#0891b2", "#65a30d",
+    "#db2777", "#475569", "#ca8a04",
+)  # fmt: skip
+FONT = {"family": 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif'}
+
+
+def _clean(values: Iterable[Any]) -> list[float | None]:
+    """NaN and None become null, so plotly draws a gap (missing is not zero)."""
+    out: list[float | None] = []
+    for v in values:
+        if v is None:
+            out.append(None)
+            continue
+        f = float(v)
+        out.append(None if math.isnan(f) else f)
+    return out
+
+
+def _days(values: Iterable[date]) -> list[str]:
+    return [d.isoformat() for d in values]
+
+
+def _layout(title: str, y_title: str, *, tickprefix: str = "", **extra: Any) -> dict:
+    layout: dict[str, Any] = {
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "font": FONT,
+        "margin": {"l": 64, "r": 16, "t": 44, "b": 40},
+        "height": 340,
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.15},
+        "xaxis": {"type": "date", "gridcolor": "#eef2f7"},
+        "yaxis": {
+            "title": {"text": y_title},
+            "tickprefix": tickprefix,
+            "rangemode": "tozero",
+            "gridcolor": "#eef2f7",
+        },
+        "plot_bgcolor": "#fff",
+        "paper_bgcolor": "#fff",
+    }
+    layout.update(extra)
+    return layout
+
+
+def cost_per_1k_daily(frame: pd.DataFrame) -> dict[str, Any]:
+    """One line per deployment: daily $ per 1k requests."""
+    traces = []
+    for i, (name, rows) in enumerate(frame.sort_values("day").groupby("deployment")):
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": str(name),
+                "x": _days(rows["day"]),
+                "y": _clean(rows["cost_per_1k_requests"]),
+                "line": {"width": 2, "color": PALETTE[i % len(PALETTE)]},
+                "hovertemplate": "%{y:$,.3f} per 1k<extra>%{fullData.name}</extra>",
+                "connectgaps": False,
+            }
+        )
+    layout = _layout("Cost per 1k requests, daily", "$ per 1k requests (log)",
+                     tickprefix="$")  # fmt: skip
+    # Deployments differ by two orders of magnitude: a log axis keeps each
+    # line's movement visible.
+    layout["yaxis"]["type"] = "log"
+    layout["yaxis"].update(_log_ticks(frame["cost_per_1k_requests"]))
+    return {"data": traces, "layout": layout}
+
+
+def _log_ticks(values: Iterable[Any]) -> dict[str, Any]:
+    """1-2-5 ticks labelled in dollars across the data's range."""
+    finite = [v for v in _clean(values) if v is not None and v > 0]
+    if not finite:
+        return {}
+    low, high = min(finite), max(finite)
+    ticks = []
+    for exponent in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1):
+        for m in (1, 2, 5):
+            tick = m * 10.0**exponent
+            if low / 2.5 <= tick <= high * 2.5:
+                ticks.append(tick)
+    return {
+        "tickvals": ticks,
+        "ticktext": [f"${t:,.2f}" if t >= 0.1 else f"${t:.3g}" for t in ticks],
+        "tickprefix": "",
+    }
+
+
+def unit_costs_daily(frame: pd.DataFrame) -> dict[str, Any]:
+    """$ per 1k requests (left axis) and $ per 1M tokens (right axis)."""
+    rows = frame.sort_values("day")
+    layout = _layout("Unit costs, daily", "$ per 1k requests", tickprefix="$")
+    # Two stacked panels: overlaid axes would draw the two lines on top of
+    # each other whenever tokens per request is steady.
+    layout["yaxis"]["domain"] = [0.55, 1.0]
+    layout["yaxis2"] = {
+        "title": {"text": "$ per 1M tokens"},
+        "domain": [0.0, 0.45],
+        "anchor": "x",
+        "tickprefix": "$",
+        "rangemode": "tozero",
+        "gridcolor": "#eef2f7",
+    }
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "$ per 1k requests",
+                "x": _days(rows["day"]),
+                "y": _clean(rows["cost_per_1k_requests"]),
+                "line": {"color": PALETTE[0]},
+                "marker": {"size": 4},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "$ per 1M tokens",
+                "x": _days(rows["day"]),
+                "y": _clean(rows["cost_per_1m_tokens"]),
+                "yaxis": "y2",
+                "line": {"color": PALETTE[1]},
+                "marker": {"size": 4},
+            },
+        ],
+        "layout": layout,
+    }
+
+
+def requests_by_reason_daily(frame: pd.DataFrame) -> dict[str, Any]:
+    rows = frame.sort_values("day")
+    x = _days(rows["day"])
+    series = (
+        ("stop", "requests_stop", PALETTE[2]),
+        ("length (truncated)", "requests_length", PALETTE[1]),
+        ("abort (not a request; tokens still cost)", "requests_aborted", PALETTE[4]),
+    )
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "name": name,
+                "x": x,
+                "y": _clean(rows[column]),
+                "marker": {"color": color},
+            }
+            for name, column, color in series
+        ],
+        "layout": _layout(
+            "Finished requests by finished_reason, daily", "requests", barmode="stack"
+        ),
+    }
+
+
+def capacity_daily(frame: pd.DataFrame) -> dict[str, Any]:
+    rows = frame.sort_values("day")
+    layout = _layout("Measured GPU-hours and replicas, daily", "GPU-hours")
+    layout["yaxis2"] = {
+        "title": {"text": "replicas (mean)"},
+        "overlaying": "y",
+        "side": "right",
+        "rangemode": "tozero",
+        "showgrid": False,
+    }
+    layout["margin"]["r"] = 64
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "name": "GPU-hours",
+                "x": _days(rows["day"]),
+                "y": _clean(rows["gpu_hours"]),
+                "marker": {"color": "#93c5fd"},
+            },
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": "replicas",
+                "x": _days(rows["day"]),
+                "y": _clean(rows["replicas_mean"]),
+                "yaxis": "y2",
+                "line": {"color": PALETTE[3]},
+            },
+        ],
+        "layout": layout,
+    }
+
+
+def latency_daily(
+    ttft: Mapping[date, Sequence[float | None]],
+    itl: Mapping[date, Sequence[float | None]],
+) -> dict[str, Any]:
+    """TTFT and ITL p50/p95 in milliseconds, from summed buckets per day."""
+
+    def ms(values: Mapping[date, Sequence[float | None]], i: int) -> list:
+        seconds = (v[i] for v in values.values())
+        return _clean(None if x is None else x * 1000 for x in seconds)
+
+    traces = []
+    for label, data, color, axis in (
+        ("TTFT", ttft, PALETTE[0], "y"),
+        ("ITL", itl, PALETTE[2], "y2"),
+    ):
+        for i, (q, dash) in enumerate((("p50", "dot"), ("p95", "solid"))):
+            traces.append(
+                {
+                    "type": "scatter",
+                    "mode": "lines",
+                    "name": f"{label} {q}",
+                    "x": _days(data.keys()),
+                    "y": ms(data, i),
+                    "yaxis": axis,
+                    "line": {"color": color, "dash": dash},
+                }
+            )
+    layout = _layout("Latency from histogram buckets, daily", "TTFT (ms)")
+    layout["yaxis2"] = {
+        "title": {"text": "ITL (ms)"},
+        "overlaying": "y",
+        "side": "right",
+        "rangemode": "tozero",
+        "showgrid": False,
+    }
+    layout["margin"]["r"] = 64
+    return {"data": traces, "layout": layout}

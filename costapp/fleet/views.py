@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+
+from costapp import charts
+from costapp.fleet import formatting as fmt
+from costapp.models import Deployment
+from costapp.selectors import deployment_detail_read, display_today
+
+
+def deployment_list(request: HttpRequest) -> HttpResponse:
+    deployments = Deployment.objects.select_related("pool").order_by("name")
+    return render(request, "fleet/deployment_list.html", {"deployments": deployments})
+
+
+def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
+    deployment = get_object_or_404(Deployment.objects.select_related("pool"), name=name)
+    detail = deployment_detail_read(deployment, today=display_today())
+    figures = {
+        "unit-costs": charts.unit_costs_daily(detail.days),
+        "requests": charts.requests_by_reason_daily(detail.days),
+        "capacity": charts.capacity_daily(detail.days),
+        "latency": charts.latency_daily(detail.ttft, detail.itl),
+    }
+    return render(
+        request,
+        "fleet/deployment_detail.html",
+        {
+            "d": deployment,
+            "start": detail.start,
+            "end": detail.end,
+            "figures": figures,
+            "has_data": not detail.days.empty,
+            "slo_ttft": fmt.number(deployment.slo_ttft_p95_ms, 0)
+            if deployment.slo_ttft_p95_ms
+            else None,
+            "slo_itl": fmt.number(deployment.slo_itl_p95_ms, 0)
+            if deployment.slo_itl_p95_ms
+            else None,
+        },
+    )

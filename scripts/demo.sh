@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The README's first command: a living dashboard on a laptop with only Python.
+# Creates .venv from requirements.txt if it is missing, then sets up the demo
+# (SQLite, tasks in-process, the demo fleet as the only source) and serves it.
+# Extra arguments go to `manage.py demo`, e.g. scripts/demo.sh --port 8080.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "creating .venv and installing requirements.txt (first run only)..."
+  "$PYTHON" -m venv .venv
+  .venv/bin/python -m pip install --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -r requirements.txt
+fi
+
+export COSTAPP_DEMO=true
+export DEBUG=${DEBUG:-false}
+exec .venv/bin/python manage.py demo --serve "$@"

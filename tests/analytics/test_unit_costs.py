@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analytics.unit_costs import (
+    MIN_REQUESTS,
+    daily_unit_costs,
+    per_1k_requests,
+    per_1m_tokens,
+    relative_change,
+    totals_by_deployment,
+    truncation_share,
+    window_totals,
+)
+
+
+def test_cost_per_1k_requests_is_cost_over_requests_times_1000() -> None:
+    assert per_1k_requests(12.5, 50_000) == 0.25
+    assert per_1m_tokens(12.5, 5_000_000) == 2.5
+
+
+def test_it_never_divides_by_zero_requests() -> None:
+    assert math.isnan(per_1k_requests(10.0, 0))
+    frame = daily_unit_costs(
+        pd.DataFrame({"cost": [10.0, 10.0], "requests": [0.0, 1e6], "tokens": [0, 0]})
+    )
+    assert math.isnan(frame["cost_per_1k_requests"][0])
+    assert frame["cost_per_1k_requests"][1] == 0.01
+    assert math.isnan(frame["cost_per_1m_tokens"][1])
+
+
+def test_days_under_the_minimum_volume_have_no_unit_cost() -> None:
+    assert math.isnan(per_1k_requests(5.0, MIN_REQUESTS - 1))
+    assert per_1k_requests(5.0, MIN_REQUESTS) == 5.0 / MIN_REQUESTS * 1000
+
+
+def test_window_unit_costs_are_ratios_of_sums_not_means_of_ratios() -> None:
+    days = pd.DataFrame(
+        {"cost": [10.0, 30.0], "requests": [10_000.0, 10_000.0], "tokens": [1e6, 3e6]}
+    )
+    totals = window_totals(days)
+    assert totals.cost_per_1k_requests == 2.0
+    assert totals.cost_per_1m_tokens == 10.0
+
+
+def test_totals_by_deployment_sum_each_deployment() -> None:
+    days = pd.DataFrame(
+        {
+            "deployment": ["a", "a", "b"],
+            "cost": [1.0, 2.0, 4.0],
+            "requests": [1000.0, 2000.0, 500.0],
+            "tokens": [1e6, 1e6, 1e6],
+        }
+    )
+    out = totals_by_deployment(days).set_index("deployment")
+    assert out.loc["a", "cost_per_1k_requests"] == 1.0
+    assert out.loc["b", "cost_per_1m_tokens"] == 4.0
+    assert totals_by_deployment(days.iloc[0:0]).empty
+
+
+def test_truncation_share_and_relative_change() -> None:
+    assert truncation_share(90, 10) == 0.1
+    assert math.isnan(truncation_share(0, 0))
+    assert relative_change(1.4, 1.0) == 1.4 / 1.0 - 1
+    assert math.isnan(relative_change(1.0, 0.0))
+
+
+@given(
+    cost=st.floats(0, 1e7, allow_nan=False),
+    requests=st.floats(0, 1e9, allow_nan=False),
+)
+def test_unit_costs_are_never_negative_and_scale_with_cost(
+    cost: float, requests: float
+) -> None:
+    value = per_1k_requests(cost, requests)
+    if requests < MIN_REQUESTS:
+        assert math.isnan(value)
+    else:
+        assert value >= 0
+        assert per_1k_requests(2 * cost, requests) == 2 * value or value == 0

@@ -1,0 +1,244 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from costapp.fleet.demo import demo_fleet_load, demo_ingest, demo_user_ensure
+from costapp.fleet.services import rate_card_seed
+from costapp.models import (
+    CostLine,
+    Deployment,
+    DeploymentHour,
+    DeviceHour,
+    EngineDiscovery,
+    HistogramHour,
+    IngestRun,
+    Pool,
+    RateCard,
+)
+from costapp.selectors import (
+    deployment_day_costs,
+    deployment_days_frame,
+    latency_daily_percentiles,
+    overview_read,
+)
+from costapp.sources.demo import DemoEvents, DemoSource
+
+END = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
+DAYS = 35  # covers the holiday, the scrape gap and the incident
+EVENTS = DemoEvents.for_end(END)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
+
+
+def _wipe() -> None:
+    for model in (CostLine, DeviceHour, HistogramHour, DeploymentHour, EngineDiscovery):
+        model.objects.all().delete()
+    IngestRun.objects.all().delete()
+    Deployment.objects.all().delete()
+    Pool.objects.all().delete()
+    RateCard.objects.all().delete()
+
+
+@pytest.fixture(scope="module")
+def demo(
+    django_db_setup: None, django_db_blocker: pytest.FixtureRequest
+) -> Iterator[IngestRun]:
+    """One demo load shared by the read-only tests of this module."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        _wipe()
+        demo_fleet_load()
+        rate_card_seed()
+        run = demo_ingest(end=END, days=DAYS)
+        yield run
+        _wipe()
+
+
+def _dump() -> dict[str, list[tuple]]:
+    """Every demo table, minus what records a run (which run wrote, when)."""
+    skip = {"id", "run_id", "fetched_at", "created_at", "updated_at"}
+    out = {}
+    for model in (
+        CostLine,
+        DeploymentHour,
+        DeviceHour,
+        HistogramHour,
+        EngineDiscovery,
+        Deployment,
+        Pool,
+        RateCard,
+    ):
+        columns = [
+            f.column for f in model._meta.concrete_fields if f.column not in skip
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT {', '.join(columns)} FROM {model._meta.db_table} "
+                f"ORDER BY {', '.join(columns[:4])}"
+            )
+            out[model._meta.db_table] = [tuple(map(str, row)) for row in cursor]
+    return out
+
+
+def test_loading_the_demo_twice_leaves_identical_rows() -> None:
+    _wipe()
+    demo_fleet_load()
+    rate_card_seed()
+    first = demo_ingest(end=END, days=8)
+    assert first.status == IngestRun.SUCCEEDED, first.error
+    before = _dump()
+    demo_fleet_load()
+    rate_card_seed()
+    second = demo_ingest(end=END, days=8)
+    assert second.status == IngestRun.SUCCEEDED, second.error
+    assert _dump() == before
+    assert sum(len(rows) for rows in before.values()) > 10_000
+
+
+def test_the_generator_is_deterministic_and_reads_no_clock() -> None:
+    a = DemoSource(seed=3, days=2, end=END)
+    b = DemoSource(seed=3, days=2, end=END + timedelta(hours=5))  # same UTC day
+    assert [x.records for x in a.fetch(a.window)] == [
+        x.records for x in b.fetch(b.window)
+    ]
+    c = DemoSource(seed=4, days=2, end=END)
+    assert [x.records for x in a.fetch(a.window)] != [
+        x.records for x in c.fetch(c.window)
+    ]
+
+
+def _chat_days() -> dict[date, dict]:
+    frame = deployment_days_frame(
+        deployment_day_costs(
+            (END - timedelta(days=DAYS)).date(), END.date(), deployments=["chat"]
+        )
+    )
+    return {row["day"]: row for row in frame.to_dict("records")}
+
+
+def test_the_incident_raises_chats_cost_per_1k_by_about_40_percent(
+    demo: IngestRun,
+) -> None:
+    days = _chat_days()
+    first_full = (EVENTS.incident_start + timedelta(days=1)).date()
+    last_full = (EVENTS.incident_end - timedelta(days=1)).date()
+    assert (last_full - first_full).days >= 1
+    day = first_full
+    while day <= last_full:
+        now, before = days[day], days[day - timedelta(days=7)]
+        assert now["requests"] == pytest.approx(before["requests"], rel=0.10)
+        ratio = now["cost_per_1k_requests"] / before["cost_per_1k_requests"]
+        assert 1.25 < ratio < 1.6, (day, ratio)
+        assert now["gpu_hours"] / before["gpu_hours"] == pytest.approx(ratio, rel=0.1)
+        day += timedelta(days=1)
+
+
+def test_the_incident_worsens_inter_token_latency(demo: IngestRun) -> None:
+    chat = Deployment.objects.get(name="chat")
+    itl = latency_daily_percentiles(
+        chat, start=(END - timedelta(days=DAYS)).date(), end=END.date(), metric="itl"
+    )
+    inside = (EVENTS.incident_start + timedelta(days=1)).date()
+    assert itl[inside][1] > 1.15 * itl[inside - timedelta(days=7)][1]
+
+
+def test_the_holiday_dips_traffic_and_raises_unit_cost(demo: IngestRun) -> None:
+    days = _chat_days()
+    holiday, normal = days[EVENTS.holiday], days[EVENTS.holiday - timedelta(days=7)]
+    assert holiday["requests"] < 0.6 * normal["requests"]
+    assert holiday["cost_per_1k_requests"] > 1.1 * normal["cost_per_1k_requests"]
+
+
+def test_the_scrape_gap_leaves_hours_without_rows_and_the_jump_after_it(
+    demo: IngestRun,
+) -> None:
+    chat = Deployment.objects.get(name="chat")
+    hours = dict(
+        DeploymentHour.objects.filter(
+            deployment=chat,
+            hour__gte=EVENTS.gap_start - timedelta(hours=2),
+            hour__lte=EVENTS.gap_end + timedelta(hours=1),
+        ).values_list("hour", "requests_stop")
+    )
+    gap = EVENTS.gap_start
+    while gap < EVENTS.gap_end:
+        assert gap not in hours
+        gap += timedelta(hours=1)
+    # The counters kept counting during the gap: the first hour after it
+    # carries the jump.
+    after = hours[EVENTS.gap_end]
+    assert after > 3 * hours[EVENTS.gap_start - timedelta(hours=1)]
+
+
+def test_pods_restart_and_mig_rows_follow_dcgm(demo: IngestRun) -> None:
+    mig = DeviceHour.objects.filter(deployment__name="code-assist")
+    assert mig.exists()
+    assert not mig.exclude(gpu_util_mean=None).exists()
+    row = mig.first()
+    assert row is not None
+    sibling = DeviceHour.objects.filter(
+        hostname=row.hostname, gpu_uuid=row.gpu_uuid, hour=row.hour
+    ).exclude(gpu_instance_id=row.gpu_instance_id)
+    # MIG instances on one GPU repeat the parent's power.
+    assert {s.power_w_mean for s in sibling} <= {row.power_w_mean}
+    hour = DeploymentHour.objects.filter(deployment__name="code-assist").first()
+    assert hour is not None
+    assert hour.gpu_seconds == pytest.approx(
+        hour.replicas_mean * 3600 * 3 / 7, rel=0.02
+    )
+
+
+def test_bills_come_through_the_cost_explorer_parser(demo: IngestRun) -> None:
+    lines = CostLine.objects.filter(source="demo")
+    assert lines.filter(tag_key="costapp:workload", tag_value="p5-chat").exists()
+    assert lines.filter(estimated=True).values("period_start").distinct().count() == 2
+    fee = lines.get(record_type="fee")
+    assert fee.period_start.day == 1 and fee.unblended_cost > 0
+    assert fee.amortized_cost == 0
+    assert lines.filter(record_type="credit", amortized_cost__lt=0).exists()
+    # The pool's bill is whole nodes at the list price; the provisional cost
+    # (measured GPU-hours) is at most that: the rest is idle or unscraped.
+    day = (END - timedelta(days=3)).replace(tzinfo=UTC)
+    bill = lines.get(
+        period_start=day,
+        service="Amazon Elastic Compute Cloud - Compute",
+        tag_value="p5-chat",
+    )
+    assert bill.unblended_cost == bill.usage_quantity * Decimal("55.04")
+    provisional = next(
+        r.cost
+        for r in deployment_day_costs(day.date(), day.date() + timedelta(days=1))
+        if r.deployment == "chat"
+    )
+    assert provisional is not None
+    assert Decimal("0.8") * bill.unblended_cost < provisional <= bill.unblended_cost
+
+
+def test_the_overview_reads_kpis_and_a_row_per_deployment(demo: IngestRun) -> None:
+    data = overview_read(today=END.date(), days=DAYS)
+    assert data.kpis[0].label == "Spend, last 7 days"
+    assert {s.name for s in data.deployments} == {
+        "chat",
+        "classify",
+        "code-assist",
+        "moderation",
+        "summarize",
+    }
+    chat = next(s for s in data.deployments if s.name == "chat")
+    assert chat.cost_7d > 0 and 0 < chat.truncation_share < 0.1
+    assert data.basis == {"provisional"}
+
+
+def test_the_demo_user_is_a_tech_lead_and_in_finance() -> None:
+    credentials = demo_user_ensure()
+    assert credentials.password
+    from django.contrib.auth.models import User
+
+    user = User.objects.get(username="demo")
+    assert user.check_password(credentials.password)
+    assert set(user.groups.values_list("name", flat=True)) >= {"tech lead", "finance"}
+    assert demo_user_ensure().password is None  # reused, password kept
