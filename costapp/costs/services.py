@@ -22,6 +22,7 @@ from django.utils import timezone
 from costapp.costs.selectors import allocation_rules, previous_month_estimated
 from costapp.ingest import CE_REQUEST_PRICE, batch_write, ingest_run_create
 from costapp.models import BillingPeriodSource, IngestRun
+from costapp.models.costs import SOURCES
 from costapp.sources.base import SourceError, Window
 from costapp.sources.cost_explorer import CostExplorerSource, month_chunks
 from costapp.sources.focus import FocusSource, period_batch
@@ -80,7 +81,9 @@ def billing_periods_claim(
                     account_id=account_id, billing_period=month
                 )
         if claim.source != source:
-            raise PeriodClaimed(_claim_message(claim, source))
+            raise PeriodClaimed(
+                _claim_message(claim, dict(SOURCES).get(source, source))
+            )
         claims.append(claim)
     return claims
 

@@ -1,5 +1,15 @@
 from __future__ import annotations
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from costapp.costs import views
+
+app_name = "costs"
+urlpatterns = [
+    path("", views.bills, name="bills"),
+    path("reconciliation/", views.reconciliation, name="reconciliation"),
+    path("export.csv", views.export_csv, name="export"),
+    path("backfill/", views.backfill, name="backfill"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("focus/", views.focus_import, name="focus_import"),
+]

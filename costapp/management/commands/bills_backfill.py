@@ -1,0 +1,73 @@
+"""Backfill Cost Explorer for accounts over a window, with a cost plan first."""
+
+from __future__ import annotations
+
+from datetime import date
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from costapp.costs.services import (
+    BillsError,
+    bills_backfill_plan,
+    bills_backfill_start,
+)
+from costapp.models import IngestRun
+
+
+def _date(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise CommandError(f"{value!r} is not a date (YYYY-MM-DD)") from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Plan and run a Cost Explorer backfill (end exclusive). Each request and "
+        "page costs $0.01; above COST_EXPLORER_BUDGET_USD it needs --yes."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--account", action="append", required=True)
+        parser.add_argument("--start", required=True, type=_date)
+        parser.add_argument("--end", required=True, type=_date)
+        parser.add_argument(
+            "--granularity", choices=["DAILY", "HOURLY"], default="DAILY"
+        )
+        parser.add_argument("--tag-key", default="")
+        parser.add_argument("--yes", action="store_true", help="accept the cost")
+        parser.add_argument("--plan-only", action="store_true")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        kwargs = {
+            "account_ids": opts["account"],
+            "start": opts["start"],
+            "end": opts["end"],
+            "granularity": opts["granularity"],
+            "tag_key": opts["tag_key"],
+        }
+        try:
+            plan = bills_backfill_plan(**kwargs)
+            self.stdout.write(
+                f"{plan.requests} requests planned (${plan.cost_usd:.2f} before "
+                f"pagination; budget ${plan.budget_usd:.2f})"
+            )
+            for reason in plan.refused:
+                self.stderr.write(reason)
+            if opts["plan_only"]:
+                return
+            if plan.over_budget and not opts["yes"]:
+                raise CommandError("above the budget: rerun with --yes to accept")
+            runs = bills_backfill_start(**kwargs, confirmed=opts["yes"])
+        except BillsError as exc:
+            raise CommandError(str(exc)) from None
+        for run in runs:
+            run.refresh_from_db()
+            self.stdout.write(
+                f"run {run.pk} {run.target}: {run.status}, {run.api_requests} "
+                f"requests, ${run.api_cost_usd}, {run.rows_written} rows"
+                + (f" ({run.error})" if run.error else "")
+            )
+        if any(r.status in {IngestRun.FAILED} for r in runs):
+            raise CommandError("a run failed")
