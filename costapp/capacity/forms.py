@@ -1,0 +1,368 @@
+"""Forms of the capacity pages; every error names the field and the value sent."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django import forms
+
+from costapp.capacity import adapters
+from costapp.models import Deployment
+
+_VERSION = re.compile(r"^v?\d+\.\d+(\.\d+)?([.+-]?[\w.]*)?$")
+NONE = "none"  # "whole GPU" in the MIG select
+
+
+def field_errors(form: forms.Form, label: str = "") -> list[str]:
+    """Form errors as sentences naming the column, the field and the value."""
+    out: list[str] = []
+    prefix = f"{label} · " if label else ""
+    for name, errors in form.errors.items():
+        if name == "__all__":
+            out.extend(f"{prefix}{e}" for e in errors)
+            continue
+        field = form.fields.get(name)
+        raw = form.data.get(form.add_prefix(name), "")
+        title = field.label if field and field.label else name
+        for error in errors:
+            out.append(f"{prefix}{title} ({name}) = {raw!r}: {error}")
+    return out
+
+
+def _choices(
+    values: list[str] | tuple[str, ...], blank: str = ""
+) -> list[tuple[str, str]]:
+    return [("", blank), *((v, v) for v in values)]
+
+
+def _all_mig_profiles() -> list[str]:
+    seen: dict[str, None] = {}
+    for gpu in adapters.catalogue_gpus():
+        for profile in adapters.mig_profiles_of(gpu):
+            seen.setdefault(profile, None)
+    return list(seen)
+
+
+class VariantForm(forms.Form):
+    """One what-if column: a blank field keeps today's value."""
+
+    kv_dtype = forms.ChoiceField(label="KV-cache dtype", required=False)
+    max_model_len = forms.IntegerField(
+        label="max_model_len", required=False, min_value=16, max_value=10_000_000
+    )
+    max_num_seqs = forms.IntegerField(
+        label="max_num_seqs", required=False, min_value=1, max_value=65_536
+    )
+    max_num_batched_tokens = forms.IntegerField(
+        label="max_num_batched_tokens",
+        required=False,
+        min_value=1,
+        max_value=10_000_000,
+    )
+    gpu_memory_utilization = forms.FloatField(
+        label="gpu_memory_utilization", required=False, min_value=0.05, max_value=0.99
+    )
+    block_size = forms.TypedChoiceField(
+        label="Block size",
+        required=False,
+        coerce=int,
+        empty_value=None,
+        choices=_choices(["8", "16", "32", "64", "128"]),
+    )
+    enforce_eager = forms.TypedChoiceField(
+        label="enforce_eager",
+        required=False,
+        empty_value=None,
+        coerce=lambda v: v == "true",
+        choices=[("", ""), ("true", "yes"), ("false", "no")],
+    )
+    tp = forms.TypedChoiceField(
+        label="Tensor parallel",
+        required=False,
+        coerce=int,
+        empty_value=None,
+        choices=_choices(["1", "2", "4", "8"]),
+    )
+    weight_dtype = forms.ChoiceField(label="Weights", required=False)
+    engine_version = forms.CharField(
+        label="vLLM version", required=False, max_length=32
+    )
+    gpu = forms.ChoiceField(label="GPU type", required=False)
+    mig_profile = forms.ChoiceField(label="MIG profile", required=False)
+    target_requests_per_s = forms.FloatField(
+        label="Target req/s", required=False, min_value=0.0001, max_value=1_000_000
+    )
+    prompt_tokens = forms.IntegerField(
+        label="Prompt tokens", required=False, min_value=1, max_value=10_000_000
+    )
+    output_tokens = forms.IntegerField(
+        label="Output tokens", required=False, min_value=1, max_value=1_000_000
+    )
+    itl_sla_ms = forms.FloatField(
+        label="ITL SLA (ms)", required=False, min_value=0.1, max_value=1_000_000
+    )
+    ttft_sla_ms = forms.FloatField(
+        label="TTFT SLA (ms)", required=False, min_value=0.1, max_value=10_000_000
+    )
+    sla_percentile = forms.TypedChoiceField(
+        label="SLA percentile",
+        required=False,
+        coerce=float,
+        empty_value=None,
+        choices=[
+            ("", ""),
+            ("0.5", "p50"),
+            ("0.9", "p90"),
+            ("0.95", "p95"),
+            ("0.99", "p99"),
+        ],
+    )
+
+    def __init__(
+        self, *args: Any, today: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        same = "= today"
+        self.fields["kv_dtype"].choices = _choices(adapters.KV_DTYPES, same)  # type: ignore[attr-defined]
+        self.fields["weight_dtype"].choices = _choices(adapters.WEIGHT_DTYPES, same)  # type: ignore[attr-defined]
+        self.fields["gpu"].choices = _choices(adapters.catalogue_gpus(), same)  # type: ignore[attr-defined]
+        self.fields["mig_profile"].choices = [  # type: ignore[attr-defined]
+            ("", same),
+            (NONE, "whole GPU"),
+            *((p, p) for p in _all_mig_profiles()),
+        ]
+        for name in ("block_size", "tp", "enforce_eager", "sla_percentile"):
+            choices = list(self.fields[name].choices)  # type: ignore[attr-defined]
+            self.fields[name].choices = [("", same), *choices[1:]]  # type: ignore[attr-defined]
+        # Blank keeps today's value: show it as the placeholder.
+        for name, value in (today or {}).items():
+            field = self.fields.get(name)
+            if (
+                field is not None
+                and value is not None
+                and isinstance(field.widget, forms.NumberInput | forms.TextInput)
+            ):
+                field.widget.attrs["placeholder"] = str(value)
+        for field in self.fields.values():
+            field.widget.attrs.setdefault("class", "cell")
+
+    def clean_engine_version(self) -> str:
+        value = (self.cleaned_data.get("engine_version") or "").strip()
+        if value and not _VERSION.match(value):
+            raise forms.ValidationError("expected a vLLM version such as 0.10.1")
+        return value
+
+    def overrides(self) -> dict[str, Any]:
+        """The fields the user set, as engine scenario fields."""
+        out: dict[str, Any] = {}
+        for name, value in self.cleaned_data.items():
+            if value is None or value == "":
+                continue
+            if name == "mig_profile":
+                out[name] = None if value == NONE else value
+                continue
+            out[name] = value
+        return out
+
+
+VARIANT_KEYS = (("a", "Variant A"), ("b", "Variant B"), ("c", "Variant C"))
+
+
+class SaveScenarioForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    query = forms.CharField(required=False, max_length=4000, widget=forms.HiddenInput)
+
+
+class SimulateForm(forms.Form):
+    column = forms.ChoiceField(
+        choices=[("today", "today"), *((k, k) for k, _ in VARIANT_KEYS)]
+    )
+
+
+def _parse_layouts(text: str) -> list[list[str]]:
+    layouts = []
+    for line in text.replace(";", "\n").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        parts: list[str] = []
+        for token in line.replace(" ", "").split("+"):
+            match = re.match(r"^(\d+)\s*[x\u00d7*]\s*(.+)$", token)
+            if match:
+                parts.extend([match.group(2)] * int(match.group(1)))
+            elif token:
+                parts.append(token)
+        layouts.append(parts)
+    return layouts
+
+
+def mig_profile_for(gpu: str, short: str) -> str:
+    """``3g`` -> the GPU's 3g profile; ambiguous short names take the smallest
+    memory (``1g`` is ``1g.10gb`` on H100, as in NVIDIA's layout tables)."""
+    profiles = adapters.mig_profiles_of(gpu)
+    if short in profiles:
+        return short
+    if re.fullmatch(r"\d+g", short):
+        matches = [p for p in profiles if p.startswith(short + ".")]
+        if matches:
+            return matches[0]
+    raise forms.ValidationError(
+        f"{short!r} is not a MIG profile of {gpu} (known: {', '.join(profiles)})"
+    )
+
+
+DEFAULT_LAYOUTS = "7g\n4g+3g\n3g+2g+2g\n3g+2g+1g+1g\n7x1g\n4g+4g"
+
+
+class MigCompareForm(forms.Form):
+    gpu = forms.ChoiceField(label="GPU")
+    layouts = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 6, "cols": 28}),
+        initial=DEFAULT_LAYOUTS,
+        help_text="one layout a line: 4g+3g, 3g.40gb+2g.20gb+2g.20gb, 7x1g",
+    )
+    deployments = forms.ModelMultipleChoiceField(
+        queryset=Deployment.objects.all(),
+        to_field_name="name",
+        widget=forms.SelectMultiple(attrs={"size": 6}),
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["gpu"].choices = [  # type: ignore[attr-defined]
+            (g, g) for g in adapters.catalogue_gpus() if adapters.mig_profiles_of(g)
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        gpu = data.get("gpu")
+        text = data.get("layouts")
+        if gpu and text:
+            resolved = []
+            for layout in _parse_layouts(text):
+                try:
+                    resolved.append([mig_profile_for(gpu, p) for p in layout])
+                except forms.ValidationError as exc:
+                    self.add_error("layouts", exc)
+                    return data
+            data["layout_list"] = resolved
+        return data
+
+
+SEARCH_FIELDS: dict[str, tuple[str, type]] = {
+    "kv_dtype": ("KV-cache dtype", str),
+    "max_model_len": ("max_model_len", int),
+    "max_num_seqs": ("max_num_seqs", int),
+    "max_num_batched_tokens": ("max_num_batched_tokens", int),
+    "gpu_memory_utilization": ("gpu_memory_utilization", float),
+    "block_size": ("Block size", int),
+    "tp": ("Tensor parallel", int),
+    "weight_dtype": ("Weights", str),
+    "gpu": ("GPU type", str),
+    "mig_profile": ("MIG profile (none = whole GPU)", str),
+}
+MAX_COMBINATIONS = 20_000
+
+
+class SearchForm(forms.Form):
+    deployment = forms.ModelChoiceField(
+        queryset=Deployment.objects.all(), to_field_name="name"
+    )
+    objective = forms.ChoiceField(
+        choices=[
+            ("cost_per_1k_requests", "min $ per 1k requests"),
+            ("cost_per_1m_tokens", "min $ per 1M tokens"),
+            ("p95_latency_s", "min p95 latency"),
+            (
+                "seed_weighted",
+                "seed's weighted objective (0.6 latency, 0.3 memory, 0.1 cost)",
+            ),
+        ],
+        initial="cost_per_1k_requests",
+    )
+    max_gpus = forms.FloatField(required=False, min_value=0.01, label="At most GPUs")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, (label, _) in SEARCH_FIELDS.items():
+            self.fields[f"space_{name}"] = forms.CharField(
+                label=label,
+                required=False,
+                max_length=500,
+                help_text="comma-separated choices",
+            )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        space: dict[str, list[Any]] = {}
+        combos = 1
+        for name, (_, kind) in SEARCH_FIELDS.items():
+            text = (data.get(f"space_{name}") or "").strip()
+            if not text:
+                continue
+            values: list[Any] = []
+            for raw in (t.strip() for t in text.split(",")):
+                if not raw:
+                    continue
+                if name == "mig_profile" and raw.lower() == NONE:
+                    values.append(None)
+                    continue
+                try:
+                    values.append(kind(raw))
+                except ValueError:
+                    self.add_error(
+                        f"space_{name}",
+                        f"{raw!r} is not a {kind.__name__} (in {name})",
+                    )
+                    return data
+            space[name] = values
+            combos *= len(values)
+        if not space:
+            raise forms.ValidationError("declare choices for at least one parameter")
+        if combos > MAX_COMBINATIONS:
+            raise forms.ValidationError(
+                f"the space has {combos:,} combinations; at most "
+                f"{MAX_COMBINATIONS:,} are searched from this page"
+            )
+        data["space"] = space
+        return data
+
+
+class CalibrationUploadForm(forms.Form):
+    file = forms.FileField(
+        help_text="calibration JSON, or vllm bench serve/latency result JSON"
+    )
+    gpu = forms.ChoiceField(label="GPU", required=False)
+    mig_profile = forms.CharField(label="MIG profile", required=False, max_length=32)
+    model = forms.ChoiceField(label="Model", required=False)
+    weight_dtype = forms.ChoiceField(label="Weights", required=False)
+    kv_dtype = forms.ChoiceField(label="KV-cache dtype", required=False)
+    tp = forms.IntegerField(
+        label="Tensor parallel", required=False, min_value=1, max_value=64
+    )
+    engine_version = forms.CharField(
+        label="vLLM version", required=False, max_length=32
+    )
+    batch_size = forms.IntegerField(
+        required=False, min_value=1, help_text="vllm bench latency only"
+    )
+    input_len = forms.IntegerField(
+        required=False, min_value=1, help_text="vllm bench latency only"
+    )
+    output_len = forms.IntegerField(
+        required=False, min_value=1, help_text="vllm bench latency only"
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["gpu"].choices = _choices(adapters.catalogue_gpus())  # type: ignore[attr-defined]
+        self.fields["model"].choices = _choices(adapters.catalogue_models())  # type: ignore[attr-defined]
+        self.fields["weight_dtype"].choices = _choices(adapters.WEIGHT_DTYPES)  # type: ignore[attr-defined]
+        self.fields["kv_dtype"].choices = _choices(adapters.KV_DTYPES)  # type: ignore[attr-defined]
+
+    def clean_engine_version(self) -> str:
+        value = (self.cleaned_data.get("engine_version") or "").strip()
+        if value and not _VERSION.match(value):
+            raise forms.ValidationError("expected a vLLM version such as 0.10.1")
+        return value

@@ -1,0 +1,297 @@
+"""Writes of the capacity area: saved scenarios and calibration imports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.db import transaction
+
+from analytics.capacity.calibration import (
+    calibration_from_dict,
+    calibration_to_dict,
+    import_vllm_bench_latency,
+    import_vllm_bench_serve,
+)
+from analytics.capacity.calibration_types import (
+    HARDWARE_CONSTANTS,
+    CalibrationKey,
+)
+from analytics.capacity.calibration_types import Calibration as EngineCalibration
+from analytics.capacity.errors import InvalidInput
+from costapp.capacity import adapters
+from costapp.capacity.selectors import METRICS, Column
+from costapp.models import Calibration, Deployment, Scenario
+
+MAX_CALIBRATION_BYTES = 5 * 1024 * 1024
+
+
+class CalibrationImportError(ValueError):
+    """A calibration or bench file refused; names the field and the value."""
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        shown = (
+            value
+            if not isinstance(value, str) or len(value) < 80
+            else value[:77] + "..."
+        )
+        super().__init__(f"{field} = {shown!r}: {reason}")
+
+
+def _json_clean(value: Any) -> Any:
+    """NaN and infinity are not JSON (PostgreSQL refuses them): store null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {str(k): _json_clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_clean(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars
+        return _json_clean(value.item())
+    return value
+
+
+def _detect(document: Any) -> str:
+    if isinstance(document, Mapping):
+        if "schema_version" in document or "kind" in document:
+            return "calibration"
+        if "avg_latency" in document:
+            return "bench_latency"
+        if "completed" in document or "output_throughput" in document:
+            return "bench_serve"
+    if (
+        isinstance(document, list)
+        and document
+        and all(isinstance(d, Mapping) and "completed" in d for d in document)
+    ):
+        return "bench_serve"
+    keys = (
+        sorted(document)[:8]
+        if isinstance(document, Mapping)
+        else type(document).__name__
+    )
+    raise CalibrationImportError(
+        "<document>",
+        keys,
+        "not a calibration file nor a vllm bench serve/latency result",
+    )
+
+
+def _key(target: Mapping[str, Any]) -> CalibrationKey:
+    gpu = target.get("gpu")
+    if not gpu:
+        raise CalibrationImportError("gpu", gpu, "a bench result needs the target GPU")
+    model = target.get("model")
+    if not model:
+        raise CalibrationImportError("model", model, "a bench result needs the model")
+    return CalibrationKey(
+        gpu=str(gpu),
+        model=str(model),
+        weight_dtype=target.get("weight_dtype") or "bf16",
+        kv_dtype=target.get("kv_dtype") or "auto",
+        tp=int(target.get("tp") or 1),
+        engine_version=target.get("engine_version") or adapters.DEFAULT_ENGINE_VERSION,
+        mig_profile=target.get("mig_profile") or None,
+    )
+
+
+def _table_kind(cal: EngineCalibration) -> str:
+    if cal.kind == HARDWARE_CONSTANTS:
+        return "hardware_constants"
+    return "telemetry_fit" if cal.source == "telemetry" else "engine_bench"
+
+
+def calibration_import(
+    *,
+    content: bytes | str,
+    filename: str = "",
+    target: Mapping[str, Any] | None = None,
+) -> Calibration:
+    """Validate a calibration file or a ``vllm bench`` result and store it.
+
+    Everything is validated (by the engine's own validator) before the one row
+    is written, so a refused file leaves the table as it was.
+    """
+    target = dict(target or {})
+    if len(content) > MAX_CALIBRATION_BYTES:
+        raise CalibrationImportError("file", filename, "larger than 5 MiB")
+    try:
+        text = content.decode("utf-8") if isinstance(content, bytes) else content
+        document = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise CalibrationImportError("file", filename, "not UTF-8 text") from exc
+    except json.JSONDecodeError as exc:
+        raise CalibrationImportError(
+            "file", filename, f"not valid JSON: {exc.msg} at line {exc.lineno}"
+        ) from exc
+    kind = _detect(document)
+    try:
+        if kind == "calibration":
+            cal = calibration_from_dict(document)
+            # The harness document is what the loader reads back; keep it as is.
+            payload = (
+                dict(document)
+                if cal.kind == HARDWARE_CONSTANTS
+                else calibration_to_dict(cal)
+            )
+        elif kind == "bench_serve":
+            cal = import_vllm_bench_serve(
+                document, key=_key(target), source=filename or "vllm bench serve"
+            )
+            payload = calibration_to_dict(cal)
+        else:
+            shape: dict[str, int] = {}
+            for name in ("batch_size", "input_len", "output_len"):
+                value = target.get(name)
+                if not value:
+                    raise CalibrationImportError(
+                        name,
+                        value,
+                        "vllm bench latency files do not record it: "
+                        "give the value used on the command line",
+                    )
+                shape[name] = int(value)
+            cal = import_vllm_bench_latency(
+                document,
+                key=_key(target),
+                source=filename or "vllm bench latency",
+                batch_size=shape["batch_size"],
+                input_len=shape["input_len"],
+                output_len=shape["output_len"],
+            )
+            payload = calibration_to_dict(cal)
+        payload = _json_clean(payload)
+        calibration_from_dict(payload)  # what is stored must load back
+    except InvalidInput as exc:
+        raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
+    key = cal.key
+    return Calibration.objects.create(
+        kind=_table_kind(cal),
+        gpu_type=key.gpu,
+        mig_profile=key.mig_profile or "",
+        model_name=key.model or "",
+        weight_dtype=key.weight_dtype or "",
+        kv_dtype=key.kv_dtype or "",
+        tensor_parallel_size=key.tp or 1,
+        engine_version=key.engine_version or "",
+        payload=payload,
+        fit_error=cal.fit.mape,
+        source=(cal.source or filename)[:500],
+    )
+
+
+# ---------------------------------------------------------------------------
+# Saved scenarios
+# ---------------------------------------------------------------------------
+
+
+def _column_record(column: Column) -> dict[str, Any]:
+    result = column.result
+    return _json_clean(
+        {
+            "key": column.key,
+            "label": column.label,
+            "overrides": column.overrides,
+            "scenario": adapters.scenario_to_dict(column.scenario)
+            if column.scenario
+            else None,
+            "error": column.error,
+            "feasible": result.feasible if result else None,
+            "reason": result.reason if result else None,
+            "calibration": result.calibration.label if result else None,
+            "warnings": list(column.warnings),
+            "currency": column.price.currency if column.price else None,
+            "metrics": {m.field: getattr(result, m.field) for m in METRICS}
+            if result
+            else {},
+            "cells": [c.text for c in column.cells],
+            "deltas": [c.delta for c in column.cells],
+        }
+    )
+
+
+@transaction.atomic
+def scenario_save(
+    *,
+    name: str,
+    deployment: Deployment | None,
+    columns: Sequence[Column],
+    query: str = "",
+    user: AbstractBaseUser | AnonymousUser | None = None,
+) -> Scenario:
+    """Store a what-if comparison as it was computed (a snapshot, shareable)."""
+    if not name.strip():
+        raise ValueError("name = '': a saved scenario needs a name")
+    return Scenario.objects.create(
+        name=name.strip()[:200],
+        deployment=deployment,
+        inputs={
+            "query": query,
+            "deployment": deployment.name if deployment else None,
+            "columns": [
+                {"key": c.key, "label": c.label, "overrides": _json_clean(c.overrides)}
+                for c in columns
+            ],
+        },
+        result={
+            "columns": [_column_record(c) for c in columns],
+            "metrics": [[m.field, m.label, m.unit] for m in METRICS],
+        },
+        created_by=user if isinstance(user, User) else None,
+    )
+
+
+def scenario_csv_export(scenario: Scenario) -> str:
+    """One row per column (today and variants): inputs, then every metric.
+
+    Numbers are written unrounded so a spreadsheet can recompute; money is in
+    the column's currency, named in its own field.
+    """
+    columns = scenario.result.get("columns", [])
+    input_names = list(adapters.SCENARIO_FIELDS)
+    metric_names = [m.field for m in METRICS]
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(
+        [
+            "scenario",
+            "column",
+            *input_names,
+            "feasible",
+            "reason",
+            "calibration",
+            "currency",
+            *metric_names,
+            "warnings",
+            "error",
+        ]
+    )
+    for col in columns:
+        inputs = col.get("scenario") or {}
+        metrics = col.get("metrics") or {}
+        writer.writerow(
+            [
+                scenario.name,
+                col.get("label"),
+                *("" if inputs.get(n) is None else inputs.get(n) for n in input_names),
+                col.get("feasible"),
+                col.get("reason") or "",
+                col.get("calibration") or "",
+                col.get("currency") or "",
+                *(
+                    "" if metrics.get(n) is None else metrics.get(n)
+                    for n in metric_names
+                ),
+                "; ".join(col.get("warnings") or []),
+                col.get("error") or "",
+            ]
+        )
+    return out.getvalue()

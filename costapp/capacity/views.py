@@ -1,0 +1,299 @@
+"""Capacity what-if pages: thin views over selectors, services and charts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+
+from costapp.capacity import charts, selectors, services
+from costapp.capacity.forms import (
+    VARIANT_KEYS,
+    CalibrationUploadForm,
+    MigCompareForm,
+    SaveScenarioForm,
+    SearchForm,
+    VariantForm,
+    field_errors,
+)
+from costapp.capacity.selectors import DASH
+from costapp.models import Calibration, Deployment
+from costapp.models import Scenario as SavedScenario
+
+# Rows of the input grid, in the order a tech lead thinks about them.
+PARAMETERS = (
+    "kv_dtype", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+    "gpu_memory_utilization", "block_size", "enforce_eager", "tp", "weight_dtype",
+    "engine_version", "gpu", "mig_profile", "target_requests_per_s", "prompt_tokens",
+    "output_tokens", "itl_sla_ms", "ttft_sla_ms", "sla_percentile",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Computed:
+    state: selectors.Today
+    forms: list[tuple[str, str, VariantForm]]
+    whatif: selectors.WhatIf
+    errors: list[str]
+
+
+def _compute(deployment: Deployment, data: QueryDict) -> _Computed:
+    state = selectors.today(deployment)
+    shown = {k: s.value for k, s in state.settings.items()}
+    forms = [
+        (key, label, VariantForm(data, prefix=key, today=shown))
+        for key, label in VARIANT_KEYS
+    ]
+    errors: list[str] = []
+    variants = []
+    for key, label, form in forms:
+        if not form.is_valid():
+            errors.extend(field_errors(form, label))
+            continue
+        overrides = form.overrides()
+        if overrides:
+            variants.append((key, label, overrides))
+    result = selectors.whatif(state, variants)
+    for column in result.columns:
+        if column.error:
+            errors.append(f"{column.label} · {column.error}")
+    return _Computed(state, forms, result, errors)
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "capacity/index.html",
+        {
+            "deployments": Deployment.objects.all(),
+        },
+    )
+
+
+def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
+    dep = get_object_or_404(Deployment, name=deployment)
+    computed = _compute(dep, request.GET)
+    state, result = computed.state, computed.whatif
+    calibrations = selectors.stored_calibrations()
+    curves, bars = [], []
+    for column in result.columns:
+        if column.scenario is None or column.result is None:
+            continue
+        curve = selectors.throughput_curve(
+            column.scenario, column.result, column.label, calibrations
+        )
+        if curve is not None:
+            curves.append(curve)
+        bar = selectors.memory_bar(column.scenario, column.result, column.label)
+        if bar is not None:
+            bars.append(bar)
+    simulation: selectors.Simulation | str | None = None
+    wanted = request.GET.get("simulate")
+    if wanted:
+        chosen = [c for c in result.columns if c.key == wanted]
+        simulation = (
+            selectors.simulate_column(chosen[0], calibrations)
+            if chosen
+            else f"simulate = {wanted!r}: no such column on this page"
+        )
+    rows = [
+        (
+            name,
+            computed.forms[0][2][name].label,
+            state.settings.get(name),
+            [form[name] for _, _, form in computed.forms],
+        )
+        for name in PARAMETERS
+    ]
+    query = request.GET.copy()
+    query.pop("simulate", None)
+    return render(
+        request,
+        "capacity/whatif.html",
+        {
+            "deployment": dep,
+            "state": state,
+            "whatif": result,
+            "rows": rows,
+            "errors": computed.errors,
+            "columns": result.columns,
+            "throughput_chart": charts.throughput_latency(curves) if curves else None,
+            "memory_chart": charts.memory_use(bars) if bars else None,
+            "simulation": simulation if not isinstance(simulation, str) else None,
+            "simulation_error": simulation if isinstance(simulation, str) else None,
+            "query": query.urlencode(),
+            "save_form": SaveScenarioForm(initial={"query": query.urlencode()}),
+        },
+    )
+
+
+def scenario_save(request: HttpRequest, deployment: str) -> HttpResponse:
+    dep = get_object_or_404(Deployment, name=deployment)
+    back = reverse("capacity:whatif", args=[dep.name])
+    if request.method != "POST":
+        return redirect(back)
+    form = SaveScenarioForm(request.POST)
+    if not form.is_valid():
+        for error in field_errors(form):
+            messages.error(request, error)
+        return redirect(back)
+    query = form.cleaned_data["query"]
+    computed = _compute(dep, QueryDict(query))
+    if computed.errors:
+        for error in computed.errors:
+            messages.error(request, error)
+        return redirect(f"{back}?{query}")
+    saved = services.scenario_save(
+        name=form.cleaned_data["name"],
+        deployment=dep,
+        columns=computed.whatif.columns,
+        query=query,
+        user=request.user,
+    )
+    messages.success(request, f"Saved “{saved.name}”.")
+    return redirect("capacity:scenario_share", share_token=saved.share_token)
+
+
+def scenarios(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "capacity/scenarios.html",
+        {
+            "scenarios": selectors.saved_scenarios(),
+        },
+    )
+
+
+def scenario_share(request: HttpRequest, share_token: str) -> HttpResponse:
+    saved = get_object_or_404(SavedScenario, share_token=share_token)
+    columns = saved.result.get("columns", [])
+    metrics = saved.result.get("metrics", [])
+    rows = [
+        (
+            label,
+            unit,
+            [
+                (
+                    col["cells"][i] if i < len(col.get("cells", [])) else DASH,
+                    col["deltas"][i] if i < len(col.get("deltas", [])) else "",
+                )
+                for col in columns
+            ],
+        )
+        for i, (_, label, unit) in enumerate(metrics)
+    ]
+    return render(
+        request,
+        "capacity/scenario.html",
+        {
+            "saved": saved,
+            "columns": columns,
+            "rows": rows,
+            "open_url": (
+                reverse("capacity:whatif", args=[saved.deployment.name])
+                + "?"
+                + saved.inputs.get("query", "")
+            )
+            if saved.deployment
+            else None,
+        },
+    )
+
+
+def scenario_csv(request: HttpRequest, share_token: str) -> HttpResponse:
+    saved = get_object_or_404(SavedScenario, share_token=share_token)
+    response = HttpResponse(
+        services.scenario_csv_export(saved), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = (
+        f'attachment; filename="scenario-{saved.share_token}.csv"'
+    )
+    return response
+
+
+def mig(request: HttpRequest) -> HttpResponse:
+    form = MigCompareForm(request.GET or None)
+    rows: list[selectors.MigRow] = []
+    problems: list[str] = []
+    errors: list[str] = []
+    if form.is_bound:
+        if form.is_valid():
+            rows, problems = selectors.mig_comparison(
+                form.cleaned_data["gpu"],
+                form.cleaned_data.get("layout_list", []),
+                list(form.cleaned_data["deployments"]),
+            )
+        else:
+            errors = field_errors(form)
+    return render(
+        request,
+        "capacity/mig.html",
+        {
+            "form": form,
+            "rows": rows,
+            "problems": problems,
+            "errors": errors,
+        },
+    )
+
+
+def search(request: HttpRequest) -> HttpResponse:
+    form = SearchForm(request.GET or None)
+    context: dict[str, Any] = {"form": form, "errors": [], "outcome": None}
+    if form.is_bound:
+        if not form.is_valid():
+            context["errors"] = field_errors(form)
+        else:
+            data = form.cleaned_data
+            constraints = (
+                {"max_gpus": data["max_gpus"]} if data.get("max_gpus") else None
+            )
+            outcome = selectors.capacity_search(
+                data["deployment"],
+                data["space"],
+                objective=data["objective"],
+                constraints=constraints,
+            )
+            keys = list(data["space"])
+            context["outcome"] = outcome
+            context["ranked"] = selectors.search_rows(outcome.ranked, keys, 50)
+            context["infeasible"] = selectors.search_rows(outcome.infeasible, keys, 50)
+            context["infeasible_count"] = len(outcome.infeasible)
+            context["ranked_count"] = len(outcome.ranked)
+            if len(outcome.pareto):
+                context["pareto_chart"] = charts.pareto(
+                    *selectors.pareto_series(outcome, keys)
+                )
+    return render(request, "capacity/search.html", context)
+
+
+def calibrations(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = CalibrationUploadForm(request.POST, request.FILES)
+        if form.is_valid():
+            upload = form.cleaned_data["file"]
+            target = {k: v for k, v in form.cleaned_data.items() if k != "file"}
+            try:
+                row = services.calibration_import(
+                    content=upload.read(), filename=upload.name, target=target
+                )
+            except services.CalibrationImportError as exc:
+                form.add_error(None, f"{upload.name}: {exc}")
+            else:
+                messages.success(request, f"Imported {row}.")
+                return redirect("capacity:calibrations")
+    else:
+        form = CalibrationUploadForm()
+    return render(
+        request,
+        "capacity/calibrations.html",
+        {
+            "form": form,
+            "errors": field_errors(form) if form.is_bound else [],
+            "calibrations": Calibration.objects.all()[:500],
+        },
+    )
