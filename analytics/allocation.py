@@ -281,10 +281,10 @@ def allocate_day(
     for line in lines:
         claim = _claimants(line, rules)
         if claim:
-            part = Fraction(1, len(claim))
+            even = Fraction(1, len(claim))
             for rule, amount in zip(
                 claim,
-                split(line.amount, [(r.target, part) for r in claim]),
+                split(line.amount, [(r.target, even) for r in claim]),
                 strict=True,
             ):
                 if rule.pool:
@@ -293,7 +293,7 @@ def allocate_day(
                         gpus = pools_by_name.get(rule.target, PoolUsage(rule.target))
                         capacity[rule.target] = (
                             capacity.get(rule.target, Fraction(0))
-                            + part * _frac(line.usage_hours) * gpus.gpus_per_node
+                            + even * _frac(line.usage_hours) * gpus.gpus_per_node
                         )
                 else:
                     shares.append(Share(line.key, rule.target, amount, "direct"))

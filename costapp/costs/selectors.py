@@ -210,7 +210,7 @@ def allocation_rules() -> Rules:
                 kind, value, tag_key = parsed
                 overheads.append(
                     Overhead(
-                        kind,
+                        kind,  # type: ignore[arg-type]
                         value,
                         key,
                         tag_key,  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import get_valid_filename
 from django.views.decorators.http import require_http_methods
@@ -75,7 +76,7 @@ class _Echo:
         return value
 
 
-def export_csv(request: HttpRequest) -> HttpResponse:
+def export_csv(request: HttpRequest) -> HttpResponseBase:
     form, w = _window(request)
     if request.GET and not form.is_valid():
         return HttpResponse(

@@ -227,7 +227,9 @@ class CostExplorerSource:
         client: Any = None,
     ) -> None:
         if not account_ids:
-            raise SourceError("no account to query (account_ids is empty)", True)
+            raise SourceError(
+                "no account to query (account_ids is empty)", permanent=True
+            )
         for account in account_ids:
             if not (account.isdigit() and len(account) == 12):
                 raise SourceError(

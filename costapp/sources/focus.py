@@ -349,7 +349,7 @@ class FocusSource:
         record_type = CHARGE_CATEGORIES[category]
         usage_type = text("x_UsageType")
         resource = text("ResourceId")[:500]
-        key = (
+        line_key = (
             day,
             service,
             usage_type,
@@ -359,9 +359,9 @@ class FocusSource:
             tag_value,
             currency,
         )
-        line = period.lines.get(key)
+        line = period.lines.get(line_key)
         if line is None:
-            line = period.lines[key] = _Line(
+            line = period.lines[line_key] = _Line(
                 fields={
                     "account_id": account,
                     "period_start": day,
