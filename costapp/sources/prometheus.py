@@ -235,12 +235,17 @@ class PrometheusClient:
                 f"{self.config.timeout_s:g} s ({what})"
             )
         if isinstance(exc, requests.exceptions.RetryError):
+            reason = re.search(r"too many (\d+) error responses", str(exc))
+            status = reason.group(1) if reason else "5xx"
             return SourceError(
-                f"Prometheus at {self.url} kept answering 5xx after "
-                f"{self.config.retries} retries ({what}): {exc}"
+                f"Prometheus at {self.url} kept answering 5xx ({status}) after "
+                f"{self.config.retries} retries ({what})"
             )
         if isinstance(exc, requests.ConnectionError):
-            return SourceError(f"cannot reach Prometheus at {self.url} ({what}): {exc}")
+            cause = str(exc).split("Caused by ", 1)[-1][:200]
+            return SourceError(
+                f"cannot reach Prometheus at {self.url} ({what}): {cause}"
+            )
         return SourceError(f"Prometheus request failed ({what}): {exc}")
 
     def query(self, promql: str, at_ms: int) -> list[dict[str, Any]]:

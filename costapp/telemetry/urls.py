@@ -1,5 +1,11 @@
 from __future__ import annotations
 
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from costapp.telemetry import views
+
+app_name = "telemetry"
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("<slug:name>/", views.deployment, name="deployment"),
+]

@@ -53,11 +53,14 @@ class Proxy:
                     self.wfile.write(body)
                     return
                 r = requests.get(proxy.upstream + self.path, timeout=30)
-                self.send_response(r.status_code)
-                self.send_header("Content-Type", r.headers.get("Content-Type", ""))
-                self.send_header("Content-Length", str(len(r.content)))
-                self.end_headers()
-                self.wfile.write(r.content)
+                try:
+                    self.send_response(r.status_code)
+                    self.send_header("Content-Type", r.headers.get("Content-Type", ""))
+                    self.send_header("Content-Length", str(len(r.content)))
+                    self.end_headers()
+                    self.wfile.write(r.content)
+                except OSError:
+                    pass  # the client gave up (timeout test): nothing to tell
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -1,3 +1,4 @@
+# ruff: noqa: B023  (closures are called inside the loop that defines them)
 """A synthetic fleet written as OpenMetrics, with the hourly truth it implies.
 
 Scrapes every 60 s over three days from T0 (UTC). Every counter increment the
@@ -269,6 +270,20 @@ def generate(out: Path, seed: int = 7) -> Truth:
             if key:
                 for ts, x in zip(t.tolist(), values.tolist(), strict=True):
                     truth.gauges[(d, key)][int(ts)].append(x)
+
+        if pod.v1:
+            info = {
+                **labels,
+                "block_size": "16",
+                "cache_dtype": "fp8_e4m3",
+                "gpu_memory_utilization": "0.9",
+                "num_gpu_blocks": "11560",
+            }
+            w.add(
+                "vllm:cache_config_info",
+                "gauge",
+                _series_lines("vllm:cache_config_info", info, t, np.ones(m)),
+            )
 
         metrics = ["ttft", "itl", "e2e"] + ([] if pod.v1 else ["queue"])
         for metric in metrics:

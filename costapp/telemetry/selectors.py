@@ -1,0 +1,119 @@
+"""Reads shared by the telemetry pages and the command."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Max, QuerySet
+
+from analytics.histograms import BucketMismatch, bucket_quantile, buckets_sum
+from costapp.models import (
+    Deployment,
+    DeploymentHour,
+    DeviceHour,
+    EngineDiscovery,
+    HistogramHour,
+    IngestRun,
+)
+
+LATENCY_METRICS = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+def telemetry_runs(limit: int = 30) -> QuerySet[IngestRun]:
+    return IngestRun.objects.filter(source="prometheus").order_by("-created_at")[:limit]
+
+
+def default_window(
+    deployment: Deployment, hours: int = 48
+) -> tuple[datetime, datetime]:
+    """The last ``hours`` hours that hold data (not "now": backfills are old)."""
+    last = DeploymentHour.objects.filter(deployment=deployment).aggregate(Max("hour"))[
+        "hour__max"
+    ]
+    if last is None:
+        from django.utils import timezone
+
+        last = timezone.now().replace(minute=0, second=0, microsecond=0)
+    end = last + timedelta(hours=1)
+    return end - timedelta(hours=hours), end
+
+
+@dataclass(frozen=True)
+class HourRow:
+    hour: datetime
+    row: DeploymentHour
+    requests: float
+    prefix_hit_rate: float | None
+    tokens_per_gpu_second: float | None
+    latency: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+
+def _percentiles(items: list[tuple[list, list]]) -> dict[str, float | None]:
+    try:
+        summed = buckets_sum(items)
+    except BucketMismatch:
+        return {f"p{int(q * 100)}": None for q in QUANTILES}
+    return {
+        f"p{int(q * 100)}": (bucket_quantile(q, summed) if summed else None)
+        for q in QUANTILES
+    }
+
+
+def deployment_hours(
+    deployment: Deployment, start: datetime, end: datetime
+) -> tuple[list[HourRow], dict[str, dict[str, float | None]]]:
+    """Hourly rows with derived figures, and percentiles over the whole window
+    (from buckets summed over the hours, never from averaged percentiles)."""
+    rows = list(
+        DeploymentHour.objects.filter(
+            deployment=deployment, hour__gte=start, hour__lt=end
+        ).order_by("hour")
+    )
+    hist: dict[tuple[datetime, str], HistogramHour] = {}
+    per_metric: dict[str, list[tuple[list, list]]] = defaultdict(list)
+    for h in HistogramHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end
+    ):
+        hist[(h.hour, h.metric)] = h
+        per_metric[h.metric].append((h.bounds, h.cumulative_counts))
+    out = []
+    for r in rows:
+        requests = r.requests_stop + r.requests_length
+        hit_rate = (
+            r.prefix_cache_hits / r.prefix_cache_queries
+            if r.prefix_cache_queries and r.prefix_cache_hits is not None
+            else None
+        )
+        tokens = r.prompt_tokens + r.generation_tokens
+        latency = {}
+        for metric in LATENCY_METRICS:
+            h = hist.get((r.hour, metric))
+            if h is not None:
+                latency[metric] = _percentiles([(h.bounds, h.cumulative_counts)])
+        out.append(
+            HourRow(
+                hour=r.hour,
+                row=r,
+                requests=requests,
+                prefix_hit_rate=hit_rate,
+                tokens_per_gpu_second=tokens / r.gpu_seconds if r.gpu_seconds else None,
+                latency=latency,
+            )
+        )
+    window = {m: _percentiles(per_metric[m]) for m in LATENCY_METRICS if per_metric[m]}
+    return out, window
+
+
+def device_hours(
+    deployment: Deployment, start: datetime, end: datetime
+) -> QuerySet[DeviceHour]:
+    return DeviceHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end
+    ).order_by("hour", "hostname", "gpu_index", "gpu_instance_id")
+
+
+def discovery(deployment: Deployment) -> EngineDiscovery | None:
+    return EngineDiscovery.objects.filter(deployment=deployment).first()
