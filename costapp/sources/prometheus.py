@@ -591,10 +591,10 @@ def deployment_records(
         if name == table.up_field:
             stats = hourly_gauge_stats(times, counts)
             per_hour = HOUR_S / interval
-            for h, (mean, mx, n) in stats.items():
+            for hour, (mean, top, slots) in stats.items():
                 # Replica-seconds seen, over the hour (a replica up for half of
                 # the hour counts one half).
-                replicas[h] = (mean * n / per_hour, mx)
+                replicas[hour] = (mean * slots / per_hour, top)
 
     records: list[Record] = []
     for h in sorted(hours_seen):

@@ -74,11 +74,11 @@ def deployment_hours(
     )
     hist: dict[tuple[datetime, str], HistogramHour] = {}
     per_metric: dict[str, list[tuple[list, list]]] = defaultdict(list)
-    for h in HistogramHour.objects.filter(
+    for hh in HistogramHour.objects.filter(
         deployment=deployment, hour__gte=start, hour__lt=end
     ):
-        hist[(h.hour, h.metric)] = h
-        per_metric[h.metric].append((h.bounds, h.cumulative_counts))
+        hist[(hh.hour, hh.metric)] = hh
+        per_metric[hh.metric].append((hh.bounds, hh.cumulative_counts))
     out = []
     for r in rows:
         requests = r.requests_stop + r.requests_length
@@ -90,9 +90,9 @@ def deployment_hours(
         tokens = r.prompt_tokens + r.generation_tokens
         latency = {}
         for metric in LATENCY_METRICS:
-            h = hist.get((r.hour, metric))
-            if h is not None:
-                latency[metric] = _percentiles([(h.bounds, h.cumulative_counts)])
+            one = hist.get((r.hour, metric))
+            if one is not None:
+                latency[metric] = _percentiles([(one.bounds, one.cumulative_counts)])
         out.append(
             HourRow(
                 hour=r.hour,

@@ -1,0 +1,80 @@
+"""Chunk sizing and edge de-duplication (pure)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from analytics.telemetry_windows import (
+    BudgetTooSmall,
+    chunk_length_ms,
+    chunks,
+    merge_samples,
+    pack,
+    samples_estimate,
+)
+from costapp.sources.engines import VLLM
+
+
+@given(
+    series=st.integers(1, 5000),
+    interval=st.sampled_from([1.0, 5.0, 15.0, 30.0, 60.0]),
+    budget=st.integers(10_000, 50_000_000),
+    hours=st.integers(1, 24 * 31),
+)
+def test_no_chunk_exceeds_the_point_limit_or_the_sample_budget(
+    series: int, interval: float, budget: int, hours: int
+) -> None:
+    longest = hours * 3_600_000
+    try:
+        length = chunk_length_ms(
+            series=series,
+            interval_s=interval,
+            max_points=10_999,
+            max_samples=budget - series,
+            longest_ms=longest,
+        )
+    except BudgetTooSmall:
+        assert series * 2 > budget - series
+        return
+    parts = chunks(0, longest, length)
+    assert parts[0].after_ms == 0 and parts[-1].until_ms == longest
+    for a, b in zip(parts, parts[1:], strict=False):
+        assert a.until_ms == b.after_ms  # contiguous, no hole, no overlap
+    for c in parts:
+        per_series = samples_estimate(
+            series=1, range_ms=c.range_ms, interval_s=interval
+        )
+        assert per_series <= 11_000
+        assert per_series * series <= budget
+
+
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=300), st.integers(1, 50))
+def test_merging_overlapping_chunks_keeps_each_timestamp_once(
+    times: list[int], cut: int
+) -> None:
+    t = np.array(sorted(set(times)), dtype=float)
+    v = t * 2
+    # Two chunks sharing their edge sample, as closed range selectors return.
+    k = min(cut, t.size - 1)
+    mt, mv = merge_samples([(t[: k + 1], v[: k + 1]), (t[k:], v[k:])])
+    assert mt.tolist() == t.tolist()
+    assert mv.tolist() == v.tolist()
+
+
+def test_names_are_packed_without_splitting_a_name() -> None:
+    groups = pack({"a": 10, "b": 5, "c": 5, "d": 30}, 15)
+    assert sorted(sum(groups, [])) == ["a", "b", "c", "d"]
+    assert ["d"] in groups
+    with pytest.raises(ValueError):
+        chunks(0, 10, 0)
+
+
+def test_the_engine_decides_which_names_are_queried_old_and_new() -> None:
+    names = VLLM.names()
+    assert "vllm:kv_cache_usage_perc" in names and "vllm:gpu_cache_usage_perc" in names
+    assert "vllm:inter_token_latency_seconds_bucket" in names
+    assert "vllm:time_per_output_token_seconds_bucket" in names
+    assert VLLM.generation(["vllm:kv_cache_usage_perc"]) == "v1"
