@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -41,7 +43,7 @@ def test_no_chunk_exceeds_the_point_limit_or_the_sample_budget(
         return
     parts = chunks(0, longest, length)
     assert parts[0].after_ms == 0 and parts[-1].until_ms == longest
-    for a, b in zip(parts, parts[1:], strict=False):
+    for a, b in itertools.pairwise(parts):
         assert a.until_ms == b.after_ms  # contiguous, no hole, no overlap
     for c in parts:
         per_series = samples_estimate(
@@ -66,7 +68,7 @@ def test_merging_overlapping_chunks_keeps_each_timestamp_once(
 
 def test_names_are_packed_without_splitting_a_name() -> None:
     groups = pack({"a": 10, "b": 5, "c": 5, "d": 30}, 15)
-    assert sorted(sum(groups, [])) == ["a", "b", "c", "d"]
+    assert sorted(n for g in groups for n in g) == ["a", "b", "c", "d"]
     assert ["d"] in groups
     with pytest.raises(ValueError):
         chunks(0, 10, 0)
