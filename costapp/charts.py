@@ -41,7 +41,7 @@ def _layout(title: str, y_title: str, *, tickprefix: str = "", **extra: Any) -> 
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         "font": FONT,
         "margin": {"l": 64, "r": 16, "t": 44, "b": 40},
-        "height": 340,
+        "height": 320,
         "hovermode": "x unified",
         "legend": {"orientation": "h", "y": -0.15},
         "xaxis": {"type": "date", "gridcolor": "#eef2f7"},
@@ -105,12 +105,13 @@ def _log_ticks(values: Iterable[Any]) -> dict[str, Any]:
 def unit_costs_daily(frame: pd.DataFrame) -> dict[str, Any]:
     """$ per 1k requests (left axis) and $ per 1M tokens (right axis)."""
     rows = frame.sort_values("day")
-    layout = _layout("Unit costs, daily", "$ per 1k requests", tickprefix="$")
+    layout = _layout("Unit costs, daily", "$ / 1k requests", tickprefix="$")
+    layout["xaxis"]["anchor"] = "y2"
     # Two stacked panels: overlaid axes would draw the two lines on top of
     # each other whenever tokens per request is steady.
     layout["yaxis"]["domain"] = [0.55, 1.0]
     layout["yaxis2"] = {
-        "title": {"text": "$ per 1M tokens"},
+        "title": {"text": "$ / 1M tokens"},
         "domain": [0.0, 0.45],
         "anchor": "x",
         "tickprefix": "$",

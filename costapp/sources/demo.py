@@ -125,7 +125,7 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         "chat", "NVIDIA H100 80GB HBM3", 4, 4.0, "", "p5.48xlarge", "p5-chat",
         peak_rps=30.0, capacity_rps=3.0, min_replicas=3, max_replicas=24,
         prompt_mean=1800, gen_mean=450, p_length=0.035, p_abort=0.01,
-        ttft_s=0.18, itl_s=0.02, kv_tokens=90_000, fb_total_mib=81559,
+        ttft_s=0.18, itl_s=0.016, kv_tokens=90_000, fb_total_mib=81559,
         host_prefix="ip-10-0-1-",
     ),
     DemoDeployment(

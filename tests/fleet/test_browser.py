@@ -1,0 +1,307 @@
+"""The README's first command, driven end to end by headless Chromium.
+
+Starts ``manage.py demo --serve`` on a temporary SQLite file, logs in as the
+demo user, and checks the numbers the overview *plots* and *tabulates* against
+the database, recomputed here with plain SQL (not with costapp's selectors).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sqlite3
+import subprocess
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.support.services import (
+    PYTHON,
+    ROOT,
+    free_port,
+    missing,
+    port_open,
+    require_binary,
+    stop,
+    wait_for,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+DAYS = 30
+SCREENSHOTS = ROOT / "docs" / "screenshots"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+
+class DemoServer:
+    def __init__(self, proc: subprocess.Popen[str], port: int, db: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.db = db
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    @property
+    def password(self) -> str | None:
+        for line in self.lines:
+            m = re.search(r"user: demo\s+password: (\S+)", line)
+            if m:
+                return m.group(1)
+        return None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    tmp = tmp_path_factory.mktemp("demo")
+    db = tmp / "demo.sqlite3"
+    port = free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{db}",
+        "COSTAPP_DEMO": "true",
+        "DEBUG": "false",
+        "COSTAPP_VAR_DIR": str(tmp),
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    # The same command scripts/demo.sh runs, minus the venv bootstrap.
+    proc = subprocess.Popen(
+        [
+            PYTHON,
+            "manage.py",
+            "demo",
+            "--serve",
+            "--port",
+            str(port),
+            "--days",
+            str(DAYS),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    demo = DemoServer(proc, port, db)
+    try:
+        wait_for(
+            lambda: proc.poll() is not None or port_open(port),
+            timeout=240,
+            what="manage.py demo --serve",
+        )
+        if proc.poll() is not None:
+            pytest.fail("manage.py demo exited:\n" + "".join(demo.lines))
+        assert demo.password, "".join(demo.lines)
+        yield demo
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing("selenium (pip install -r requirements-dev.txt)")
+    if not Path(CHROMEDRIVER).exists():
+        missing(f"chromedriver at {CHROMEDRIVER}")
+    require_binary("chromium")
+    import tempfile
+
+    options = webdriver.ChromeOptions()
+    profile = tempfile.mkdtemp(prefix="costapp-chromium-")
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={profile}",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_window_size(1400, 1000)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _login(driver: object, server: DemoServer) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = driver
+    d.get(server.url + "/")  # type: ignore[attr-defined]
+    if "/login/" not in d.current_url:  # type: ignore[attr-defined]
+        return  # the session from an earlier test is still valid
+    d.find_element(By.NAME, "username").send_keys("demo")  # type: ignore[attr-defined]
+    d.find_element(By.NAME, "password").send_keys(server.password)  # type: ignore[attr-defined]
+    d.find_element(By.CSS_SELECTOR, "form button, form [type=submit]").click()  # type: ignore[attr-defined]
+    wait_for(lambda: "/login/" not in d.current_url, timeout=20, what="login")  # type: ignore[attr-defined]
+
+
+def _expected(db: Path, today: date) -> tuple[dict, dict]:
+    """Daily $/1k per deployment and 7-day table figures, from SQL alone."""
+    con = sqlite3.connect(db)
+    rates = defaultdict(list)
+    for gpu, inst, frm, price, gpus, unit in con.execute(
+        "SELECT gpu_type, instance_type, effective_from, price, gpus_per_unit, unit "
+        "FROM costapp_ratecard WHERE kind = 'list'"
+    ):
+        per_gpu = float(price) / (gpus if unit == "instance_hour" else 1)
+        rates[(gpu, inst)].append((date.fromisoformat(frm), per_gpu))
+
+    def rate(gpu: str, inst: str, day: date) -> float:
+        return max((r for r in rates[(gpu, inst)] if r[0] <= day), default=(0, 0.0))[1]
+
+    start = today - timedelta(days=90)
+    rows = con.execute(
+        "SELECT d.name, d.gpu_type, d.instance_type, substr(h.hour, 1, 10), "
+        "SUM(h.gpu_seconds), SUM(h.requests_stop), SUM(h.requests_length), "
+        "SUM(h.prompt_tokens + h.generation_tokens) "
+        "FROM costapp_deploymenthour h JOIN costapp_deployment d "
+        "ON d.id = h.deployment_id WHERE h.hour >= ? AND h.hour < ? "
+        "GROUP BY d.name, substr(h.hour, 1, 10) ORDER BY d.name, 4",
+        (start.isoformat(), today.isoformat()),
+    ).fetchall()
+    daily: dict[str, dict[str, float | None]] = defaultdict(dict)
+    week: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for name, gpu, inst, day_s, seconds, stop_, length, tokens in rows:
+        day = date.fromisoformat(day_s)
+        cost = seconds / 3600 * rate(gpu, inst, day)
+        requests = stop_ + length
+        daily[name][day_s] = cost / requests * 1000 if requests >= 100 else None
+        if day >= today - timedelta(days=7):
+            w = week[name]
+            w["cost"] += cost
+            w["requests"] += requests
+            w["stop"] += stop_
+            w["length"] += length
+            w["tokens"] += tokens
+            w["gpu_hours"] += seconds / 3600
+    table = {
+        name: {
+            "requests": w["requests"],
+            "cost": w["cost"],
+            "per_1k": w["cost"] / w["requests"] * 1000,
+            "per_1m": w["cost"] / w["tokens"] * 1e6,
+            "gpu_hours": w["gpu_hours"],
+            "truncation": w["length"] / (w["stop"] + w["length"]),
+        }
+        for name, w in week.items()
+    }
+    con.close()
+    return daily, table
+
+
+def test_the_overview_plots_and_tabulates_what_the_database_holds(
+    server: DemoServer, browser: object
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = browser
+    _login(d, server)
+    d.get(server.url + "/")  # type: ignore[attr-defined]
+    wait_for(
+        lambda: d.execute_script(  # type: ignore[attr-defined]
+            "var e = document.getElementById('cost-per-1k-chart');"
+            "return !!(e && e.data && e.querySelector('.main-svg'));"
+        ),
+        timeout=30,
+        what="the plotly chart",
+    )
+    plotted = d.execute_script(  # type: ignore[attr-defined]
+        "return document.getElementById('cost-per-1k-chart').data.map("
+        "t => ({name: t.name, x: Array.from(t.x), y: Array.from(t.y)}));"
+    )
+    today = datetime.now(UTC).date()
+    daily, table = _expected(server.db, today)
+
+    assert {t["name"] for t in plotted} == set(daily) == {
+        "chat", "classify", "code-assist", "moderation", "summarize",
+    }  # fmt: skip
+    points = 0
+    for trace in plotted:
+        expected = daily[trace["name"]]
+        assert trace["x"] == sorted(expected), trace["name"]
+        assert len(trace["x"]) >= DAYS - 2  # the scrape gap day still has hours
+        for x, y in zip(trace["x"], trace["y"], strict=True):
+            if expected[x] is None:
+                assert y is None
+            else:
+                assert y == pytest.approx(expected[x], rel=1e-6), (trace["name"], x)
+                points += 1
+    assert points >= 5 * (DAYS - 2)
+
+    cells = d.find_elements(By.CSS_SELECTOR, "#deployments td[data-col]")  # type: ignore[attr-defined]
+    seen = 0
+    for cell in cells:
+        row = cell.find_element(By.XPATH, "./..").get_attribute("data-deployment")
+        column = cell.get_attribute("data-col")
+        value = float(cell.get_attribute("data-value"))
+        assert value == pytest.approx(table[row][column], rel=1e-6), (row, column)
+        if column == "cost":
+            assert cell.text == f"${value:,.2f}"
+        if column == "per_1k":
+            assert cell.text.startswith("$")
+        if column == "truncation":
+            assert cell.text == f"{value * 100:.1f}%"
+        assert cell.value_of_css_property("text-align") in ("right", "end")
+        seen += 1
+    assert seen == 5 * 6
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / "overview.png"
+    d.save_screenshot(str(shot))  # type: ignore[attr-defined]
+    assert shot.stat().st_size < 300_000
+
+
+def test_the_deployment_page_draws_its_four_charts(
+    server: DemoServer, browser: object
+) -> None:
+    d = browser
+    _login(d, server)
+    d.get(server.url + "/fleet/chat/")  # type: ignore[attr-defined]
+    wait_for(
+        lambda: d.execute_script(  # type: ignore[attr-defined]
+            "return ['unit-costs','requests','capacity','latency'].every(k => {"
+            "var e = document.getElementById('chart-' + k);"
+            "return e && e.data && e.data.length > 0 && e.querySelector('.main-svg');"
+            "});"
+        ),
+        timeout=30,
+        what="the deployment charts",
+    )
+    latency = d.execute_script(  # type: ignore[attr-defined]
+        "return document.getElementById('chart-latency').data.map("
+        "t => ({name: t.name, y: Array.from(t.y)}));"
+    )
+    p95 = next(t for t in latency if t["name"] == "ITL p95")["y"]
+    assert all(v is None or (0 < v < 1000 and not math.isnan(v)) for v in p95)
+    shot = SCREENSHOTS / "deployment.png"
+    d.save_screenshot(str(shot))  # type: ignore[attr-defined]
+    assert shot.stat().st_size < 300_000
+
+
+def test_the_demo_command_reports_how_long_the_ingest_took(server: DemoServer) -> None:
+    assert any("demo data:" in line for line in server.lines), server.lines
