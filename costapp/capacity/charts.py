@@ -64,7 +64,7 @@ def throughput_latency(curves: Sequence[Curve]) -> str:
     fig.update_layout(
         **_LAYOUT,
         title={
-            "text": "Throughput against inter-token latency (over batch size)",
+            "text": "Throughput vs ITL, batch 1 to the KV limit",
             "x": 0.01,
         },
         xaxis={

@@ -44,6 +44,11 @@ DASH = "\u2013"  # shown where a figure is missing (not zero)
 class Setting:
     value: Any
     origin: str  # fleet, discovered, observed, rate card, default, assumed
+    blank: str = "engine default"  # what None means for this setting
+
+    @property
+    def text(self) -> str:
+        return self.blank if self.value is None else str(self.value)
 
 
 @dataclass(frozen=True)
@@ -163,7 +168,9 @@ def today(deployment: Deployment, *, now: datetime | None = None) -> Today:
         problems.append(str(exc))
     settings["gpu"] = Setting(deployment.gpu_type, "fleet")
     settings["tp"] = Setting(deployment.tensor_parallel_size, "fleet")
-    settings["mig_profile"] = Setting(deployment.mig_profile or None, "fleet")
+    settings["mig_profile"] = Setting(
+        deployment.mig_profile or None, "fleet", "whole GPU"
+    )
     if deployment.engine != "vllm":
         problems.append(
             f"engine {deployment.engine}: the memory model is vLLM's, so pool and "
@@ -186,7 +193,7 @@ def today(deployment: Deployment, *, now: datetime | None = None) -> Today:
     for name, kind, default in (
         ("block_size", int, 16),
         ("gpu_memory_utilization", float, 0.9),
-        ("max_model_len", int, None),
+        ("max_model_len", int, None),  # None: the model's maximum
         ("max_num_seqs", int, None),
         ("max_num_batched_tokens", int, None),
     ):
@@ -194,7 +201,8 @@ def today(deployment: Deployment, *, now: datetime | None = None) -> Today:
         if value is not None and value > 0:
             settings[name] = Setting(value, "discovered")
         else:
-            settings[name] = Setting(default, "default")
+            blank = "model maximum" if name == "max_model_len" else "engine default"
+            settings[name] = Setting(default, "default", blank)
     eager = str(config.get("enforce_eager", "")).lower()
     settings["enforce_eager"] = (
         Setting(eager == "true", "discovered")
@@ -215,7 +223,7 @@ def today(deployment: Deployment, *, now: datetime | None = None) -> Today:
     else:
         settings["prompt_tokens"] = Setting(DEFAULT_PROMPT_TOKENS, "default")
         settings["output_tokens"] = Setting(DEFAULT_OUTPUT_TOKENS, "default")
-        settings["target_requests_per_s"] = Setting(None, "default")
+        settings["target_requests_per_s"] = Setting(None, "default", "none (1 replica)")
     settings["itl_sla_ms"] = (
         Setting(float(deployment.slo_itl_p95_ms), "fleet")
         if deployment.slo_itl_p95_ms
