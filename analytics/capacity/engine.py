@@ -212,7 +212,11 @@ def _resolve_static(
     body_bytes, embed_bytes = mem.WEIGHT_DTYPES[weight_dtype]
     embed_params = model.vocab * model.hidden * (1 if model.tie_embeddings else 2)
     fp8_compute = weight_dtype == "fp8" and gpu.peak_fp8_flops
-    peak = float(gpu.peak_fp8_flops if fp8_compute else gpu.peak_bf16_flops)
+    peak = float(
+        gpu.peak_fp8_flops
+        if fp8_compute and gpu.peak_fp8_flops
+        else gpu.peak_bf16_flops
+    )
     if weight_dtype == "fp8" and not gpu.peak_fp8_flops:
         warnings.append(
             f"{gpu.name} has no fp8 tensor cores: fp8 weights run weight-only"

@@ -14,6 +14,7 @@ Importable without torch: torch is imported inside ``measure``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import platform
 import sys
@@ -57,17 +58,17 @@ def measure(
     copy_bytes = (8 << 20) if tiny else (2 << 30)
     src = torch.empty(copy_bytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
     dst = torch.empty_like(src)
-    copy_s = _timeit(lambda: dst.copy_(src), sync, repeats)
+    copy_s = _timeit(lambda s=src, d=dst: d.copy_(s), sync, repeats)  # type: ignore[misc]
     bandwidth = 2 * copy_bytes / copy_s
-    src = dst = None  # free before the GEMM buffers
+    del src, dst  # free before the GEMM buffers
 
     gemm_dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     n = 256 if tiny else 8192
     a = torch.randn(n, n, dtype=gemm_dtype, device=dev)
     b = torch.randn(n, n, dtype=gemm_dtype, device=dev)
-    gemm_s = _timeit(lambda: a @ b, sync, repeats)
+    gemm_s = _timeit(lambda x=a, y=b: x @ y, sync, repeats)  # type: ignore[misc]
     gemm_flops = 2 * n**3 / gemm_s
-    a = b = None
+    del a, b
 
     heads, head_dim = (4, 32) if tiny else (32, 128)
     batches = (1, 2, 4) if tiny else (1, 8, 32, 64)
@@ -81,13 +82,10 @@ def measure(
                 batch, heads, context, head_dim, dtype=attn_dtype, device=dev
             )
             v = torch.randn_like(k)
-            seconds = _timeit(
-                lambda q=q, k=k, v=v: torch.nn.functional.scaled_dot_product_attention(
-                    q, k, v
-                ),
-                sync,
-                repeats,
+            attend = functools.partial(
+                torch.nn.functional.scaled_dot_product_attention, q, k, v
             )
+            seconds = _timeit(attend, sync, repeats)
             grid.append({"batch": batch, "context": context, "seconds": seconds})
             del q, k, v
 
