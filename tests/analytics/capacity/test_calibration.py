@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -135,9 +136,13 @@ def test_telemetry_that_is_too_flat_is_refused_with_a_reason() -> None:
 def test_the_harness_runs_on_cpu_and_writes_a_file_the_engine_loads(
     tmp_path: Path,
 ) -> None:
-    pytest.importorskip(
-        "torch", reason="torch is needed: pip install -r requirements-harness.txt"
-    )
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        message = "torch is needed: pip install -r requirements-harness.txt"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
     out = tmp_path / "constants.json"
     subprocess.run(
         [
