@@ -143,3 +143,79 @@ def test_beat_starts_with_the_schedule_declared_in_code(
 
     for entry in beat_schedule().values():
         assert float(entry["options"]["expires"]) < float(entry["schedule"])  # type: ignore[call-overload,arg-type]
+
+
+def manage(env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_a_real_worker_runs_an_ingest_task_and_the_rows_land_in_postgresql(
+    app_env: dict[str, str],
+) -> None:
+    from celery import Celery
+
+    manage(app_env, "fleet_load", "costapp/fleet/demo_fleet.yaml")
+    run_id = int(
+        manage(
+            app_env,
+            "shell",
+            "-c",
+            "from datetime import datetime, UTC; "
+            "from costapp.ingest import ingest_run_create; "
+            "from costapp.sources.base import Window; "
+            "w = Window(datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 3, tzinfo=UTC)); "
+            "print(ingest_run_create(source='demo', window=w, params={'days': 2}).pk)",
+        ).splitlines()[-1]
+    )
+    worker = subprocess.Popen(
+        compose_command("worker"),
+        cwd=ROOT,
+        env=app_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    client = Celery(broker=app_env["CELERY_BROKER_URL"])
+    try:
+        client.send_task("costapp.tasks.ingest_run_task", args=[run_id])
+
+        def finished() -> bool:
+            with psycopg.connect(app_env["DATABASE_URL"]) as conn:
+                row = conn.execute(
+                    "SELECT status FROM costapp_ingestrun WHERE id = %s", [run_id]
+                ).fetchone()
+            assert row is not None
+            return row[0] in {"succeeded", "failed", "partial"}
+
+        wait_for(finished, timeout=180, what="the worker to finish the ingest run")
+    finally:
+        stop(worker)
+        client.close()
+    output = worker.stdout.read() if worker.stdout else ""
+    with psycopg.connect(app_env["DATABASE_URL"]) as conn:
+        status, error, written = conn.execute(
+            "SELECT status, error, rows_written FROM costapp_ingestrun WHERE id = %s",
+            [run_id],
+        ).fetchone()  # type: ignore[misc]
+        hours = conn.execute(
+            "SELECT count(*), count(DISTINCT deployment_id) FROM costapp_deploymenthour"
+            " WHERE run_id = %s",
+            [run_id],
+        ).fetchone()
+        bills = conn.execute(
+            "SELECT count(*) FROM costapp_costline WHERE run_id = %s", [run_id]
+        ).fetchone()
+    assert status == "succeeded", (error, output[-3000:])
+    assert "costapp.tasks.ingest_run_task" in output  # the worker, not this process
+    assert hours is not None and hours[0] > 0 and hours[1] >= 3
+    assert bills is not None and bills[0] > 0
+    assert written > 0
