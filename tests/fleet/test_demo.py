@@ -78,7 +78,7 @@ def _dump() -> dict[str, list[tuple]]:
         with connection.cursor() as cursor:
             cursor.execute(
                 f"SELECT {', '.join(columns)} FROM {model._meta.db_table} "
-                f"ORDER BY {', '.join(columns[:4])}"
+                f"ORDER BY {', '.join(columns)}"
             )
             out[model._meta.db_table] = [tuple(map(str, row)) for row in cursor]
     return out

@@ -234,3 +234,34 @@ def test_the_admin_form_applies_the_fleet_file_rules() -> None:
     assert not form.is_valid()
     assert "across MIG instances" in str(form.errors["tensor_parallel_size"])
     assert "unterminated" in str(form.errors["prometheus_selector"])
+
+
+def test_the_admin_refuses_tp_across_mig_instances(admin_client) -> None:  # type: ignore[no-untyped-def]
+    fleet_load(path=EXAMPLE)
+    dep = Deployment.objects.get(name="code-assist")
+    url = f"/admin/costapp/deployment/{dep.pk}/change/"
+    assert admin_client.get(url).status_code == 200
+    form = {
+        "name": "code-assist",
+        "team": "devtools",
+        "engine": "vllm",
+        "engine_version": "0.10.1",
+        "model_name": dep.model_name,
+        "gpu_type": "A100-80GB",
+        "gpu_count": "2",
+        "tensor_parallel_size": "2",
+        "mig_profile": "3g.40gb",
+        "instance_type": "p4de.24xlarge",
+        "region": "us-east-1",
+        "account_id": "",
+        "prometheus_selector": 'app="code-assist"',
+        "cost_rules": "[]",
+        "pool": str(dep.pool_id),
+        "slo_ttft_p95_ms": "",
+        "slo_itl_p95_ms": "",
+    }
+    response = admin_client.post(url, form)
+    assert response.status_code == 200  # the form again, with the error
+    assert b"across MIG instances is not possible" in response.content
+    dep.refresh_from_db()
+    assert dep.tensor_parallel_size == 1
