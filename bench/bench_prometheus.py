@@ -52,7 +52,10 @@ def generate(path: Path, *, deployments: int, days: int, step: int) -> int:
 
     def add(family: str, kind: str, name: str, labels: str, values: np.ndarray) -> None:
         nonlocal samples
-        text = [f"{name}{{{labels}}} {v!r} {t}" for v, t in zip(values.tolist(), ts, strict=True)]
+        text = [
+            f"{name}{{{labels}}} {v!r} {t}"
+            for v, t in zip(values.tolist(), ts, strict=True)
+        ]
         families.setdefault(family, (kind, []))[1].append("\n".join(text))
         samples += n
 
@@ -60,21 +63,55 @@ def generate(path: Path, *, deployments: int, days: int, step: int) -> int:
         for pod in range(2):
             labels = f'namespace="d{d:02d}",pod="p{pod}",engine="0",model_name="m"'
             for reason in ("stop", "length", "abort"):
-                add("vllm:request_success", "counter", "vllm:request_success_total",
-                    f'{labels},finished_reason="{reason}"', np.cumsum(rng.poisson(2, n)).astype(float))
-            for c in ("prompt_tokens", "generation_tokens", "num_preemptions",
-                      "prefix_cache_queries", "prefix_cache_hits"):
-                add(f"vllm:{c}", "counter", f"vllm:{c}_total", labels,
-                    np.cumsum(rng.poisson(100, n)).astype(float))
-            for g in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc"):
-                add(f"vllm:{g}", "gauge", f"vllm:{g}", labels, rng.integers(0, 20, n).astype(float))
-            for h in ("time_to_first_token_seconds", "inter_token_latency_seconds",
-                      "e2e_request_latency_seconds"):
+                add(
+                    "vllm:request_success",
+                    "counter",
+                    "vllm:request_success_total",
+                    f'{labels},finished_reason="{reason}"',
+                    np.cumsum(rng.poisson(2, n)).astype(float),
+                )
+            for c in (
+                "prompt_tokens",
+                "generation_tokens",
+                "num_preemptions",
+                "prefix_cache_queries",
+                "prefix_cache_hits",
+            ):
+                add(
+                    f"vllm:{c}",
+                    "counter",
+                    f"vllm:{c}_total",
+                    labels,
+                    np.cumsum(rng.poisson(100, n)).astype(float),
+                )
+            for g in (
+                "num_requests_running",
+                "num_requests_waiting",
+                "kv_cache_usage_perc",
+            ):
+                add(
+                    f"vllm:{g}",
+                    "gauge",
+                    f"vllm:{g}",
+                    labels,
+                    rng.integers(0, 20, n).astype(float),
+                )
+            for h in (
+                "time_to_first_token_seconds",
+                "inter_token_latency_seconds",
+                "e2e_request_latency_seconds",
+            ):
                 fam = f"vllm:{h}"
                 per = np.cumsum(rng.poisson(1, (n, len(BOUNDS) + 1)), axis=1)
                 cum = np.cumsum(per, axis=0).astype(float)
                 for j, le in enumerate([*map(str, BOUNDS), "+Inf"]):
-                    add(fam, "histogram", f"{fam}_bucket", f'{labels},le="{le}"', cum[:, j])
+                    add(
+                        fam,
+                        "histogram",
+                        f"{fam}_bucket",
+                        f'{labels},le="{le}"',
+                        cum[:, j],
+                    )
                 add(fam, "histogram", f"{fam}_sum", labels, cum[:, -1] * 0.3)
                 add(fam, "histogram", f"{fam}_count", labels, cum[:, -1])
     with path.open("w") as f:
@@ -123,9 +160,16 @@ def main() -> None:
         gen_s = time.perf_counter() - t
         t = time.perf_counter()
         subprocess.run(
-            [promtool, "tsdb", "create-blocks-from", "openmetrics", "--quiet",
-             f"--max-block-duration={max(24, args.days * 24 + 24)}h",
-             str(root / "in.om"), str(root / "tsdb")],
+            [
+                promtool,
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--quiet",
+                f"--max-block-duration={max(24, args.days * 24 + 24)}h",
+                str(root / "in.om"),
+                str(root / "tsdb"),
+            ],
             check=True,
         )
         build_s = time.perf_counter() - t
@@ -136,10 +180,16 @@ def main() -> None:
         port = sock.getsockname()[1]
         sock.close()
         proc = subprocess.Popen(
-            [prom, f"--storage.tsdb.path={root / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{port}", f"--config.file={root / 'p.yml'}",
-             "--storage.tsdb.retention.time=10y", f"--query.max-samples={args.max_samples}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                prom,
+                f"--storage.tsdb.path={root / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                f"--config.file={root / 'p.yml'}",
+                "--storage.tsdb.retention.time=10y",
+                f"--query.max-samples={args.max_samples}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         url = f"http://127.0.0.1:{port}"
         try:
@@ -150,17 +200,24 @@ def main() -> None:
                 except requests.RequestException:
                     pass
                 time.sleep(0.1)
-            targets = [Target(f"d{d:02d}", "vllm", f'namespace="d{d:02d}"')
-                       for d in range(args.deployments)]
-            window = Window(datetime.fromtimestamp(T0, UTC),
-                            datetime.fromtimestamp(T0 + args.days * 86400, UTC))
+            targets = [
+                Target(f"d{d:02d}", "vllm", f'namespace="d{d:02d}"')
+                for d in range(args.deployments)
+            ]
+            window = Window(
+                datetime.fromtimestamp(T0, UTC),
+                datetime.fromtimestamp(T0 + args.days * 86400, UTC),
+            )
             ours: list[float] = []
             floor: list[float] = []
             for _ in range(args.repeat):
                 source = PrometheusSource(
                     targets=targets,
-                    config=PrometheusConfig(url=url, max_samples=args.max_samples,
-                                            concurrency=args.concurrency),
+                    config=PrometheusConfig(
+                        url=url,
+                        max_samples=args.max_samples,
+                        concurrency=args.concurrency,
+                    ),
                     options=Options(scrape_interval_s=args.step),
                 )
                 urls: list[str] = []
@@ -174,15 +231,27 @@ def main() -> None:
                 session = requests.Session()
                 t = time.perf_counter()
                 with ThreadPoolExecutor(args.concurrency) as pool:
-                    sizes = list(pool.map(lambda u: len(session.get(u, timeout=120).content), urls))
+                    sizes = list(
+                        pool.map(
+                            lambda u: len(session.get(u, timeout=120).content), urls
+                        )
+                    )
                 floor.append(time.perf_counter() - t)
             ratio = statistics.median(ours) / statistics.median(floor)
-            print(f"window: {args.days} d x {args.deployments} deployments, {args.step} s scrapes, "
-                  f"{samples:,} samples stored (generate {gen_s:.1f} s, promtool {build_s:.1f} s)")
-            print(f"requests per backfill: {len(urls)}, response bytes: {sum(sizes):,}, "
-                  f"records: {records:,}")
-            print(f"costapp backfill median: {statistics.median(ours):.2f} s  runs {[round(x, 2) for x in ours]}")
-            print(f"raw HTTP floor median:   {statistics.median(floor):.2f} s  runs {[round(x, 2) for x in floor]}")
+            print(
+                f"window: {args.days} d x {args.deployments} deployments, {args.step} s scrapes, "
+                f"{samples:,} samples stored (generate {gen_s:.1f} s, promtool {build_s:.1f} s)"
+            )
+            print(
+                f"requests per backfill: {len(urls)}, response bytes: {sum(sizes):,}, "
+                f"records: {records:,}"
+            )
+            print(
+                f"costapp backfill median: {statistics.median(ours):.2f} s  runs {[round(x, 2) for x in ours]}"
+            )
+            print(
+                f"raw HTTP floor median:   {statistics.median(floor):.2f} s  runs {[round(x, 2) for x in floor]}"
+            )
             print(f"ratio costapp / floor:   {ratio:.2f}  (goal <= 1.5)")
         finally:
             proc.terminate()

@@ -753,6 +753,13 @@ class PrometheusSource:
         self.targets = list(targets)
         self.config = config
         self.options = options or Options()
+        if self.options.counts != "raw":
+            # increase() extrapolates; rows from it would need counts_exact=False.
+            # Not built yet: refuse rather than silently read raw samples.
+            raise SourceError(
+                f"counts={self.options.counts!r}: only raw-sample counts are built",
+                permanent=True,
+            )
         self.client = PrometheusClient(config)
         self.reader = Reader(self.client, self.options)
         self._now = now or (lambda: datetime.now(UTC))
