@@ -1,3 +1,4 @@
+# ruff: noqa: B023  (closures are used inside the loop that binds them)
 """Backfill speed against the raw-HTTP floor of the same requests (not run by CI).
 
     .venv/bin/python bench/bench_prometheus.py --smoke        # seconds
