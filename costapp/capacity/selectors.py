@@ -798,8 +798,10 @@ def capacity_search(
         except CapacityError as exc:
             problems.append(str(exc))
             continue
-        ranked.append(found.ranked)
-        infeasible.append(found.infeasible)
+        if len(found.ranked):
+            ranked.append(found.ranked)
+        if len(found.infeasible):
+            infeasible.append(found.infeasible)
     ranked_frame = pd.concat(ranked, ignore_index=True) if ranked else empty
     if len(ranked_frame):
         ranked_frame = ranked_frame.sort_values("score", kind="mergesort").reset_index(
