@@ -49,6 +49,9 @@ class Deployment(models.Model):
     account_id = models.CharField(max_length=32, blank=True)
     # PromQL label matchers without braces, e.g. 'namespace="chat",job="vllm"'.
     prometheus_selector = models.CharField(max_length=500, blank=True)
+    # Matchers for the DCGM exporter series of this deployment's GPUs (the
+    # exporter labels by host/pod, not by the engine's labels).
+    dcgm_selector = models.CharField(max_length=500, blank=True)
     # Which bill lines are this deployment's: a list of
     # {"tag": {"key": k, "value": v}} | {"usage_type": u} | {"resource_id": r}.
     cost_rules = models.JSONField(default=list, blank=True)
