@@ -231,14 +231,15 @@ def deployment_problems(
                 "span more GPUs than it has",
             )
         )
-    selector = entry.get("prometheus_selector") or ""
-    if not isinstance(selector, str):
-        problems.append(("prometheus_selector", f"must be a string, got {selector!r}"))
-    else:
+    for field in ("prometheus_selector", "dcgm_selector"):
+        selector = entry.get(field) or ""
+        if not isinstance(selector, str):
+            problems.append((field, f"must be a string, got {selector!r}"))
+            continue
         try:
             selector_parse(selector)
         except SelectorError as exc:
-            problems.append(("prometheus_selector", f"{selector!r}: {exc}"))
+            problems.append((field, f"{selector!r}: {exc}"))
     problems += cost_rules_problems(entry.get("cost_rules"))
     pool = entry.get("pool")
     if pool and pools is not None:

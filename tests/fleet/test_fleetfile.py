@@ -61,6 +61,7 @@ def test_the_example_fleet_file_loads() -> None:
     assert chat.pool is not None and chat.pool.name == "p5-chat"
     assert chat.tensor_parallel_size == 4 and chat.slo_itl_p95_ms == 60
     assert Deployment.objects.get(name="code-assist").gpu_share == pytest.approx(3 / 7)
+    assert chat.dcgm_selector == 'namespace="assistant",pod=~"chat-.*"'
 
 
 def test_loading_twice_is_idempotent() -> None:
@@ -133,13 +134,14 @@ def test_it_refuses_an_unknown_pool(tmp_path: Path) -> None:
         ('app="bad\\q"', "bad escape"),
     ],
 )
+@pytest.mark.parametrize("field", ["prometheus_selector", "dcgm_selector"])
 def test_it_refuses_a_malformed_label_selector(
-    tmp_path: Path, selector: str, why: str
+    tmp_path: Path, selector: str, why: str, field: str
 ) -> None:
     data = _fleet()
-    data["deployments"][0]["prometheus_selector"] = selector
+    data["deployments"][0][field] = selector
     message = _refused(tmp_path, data)
-    assert "deployments[0] (chat): prometheus_selector" in message
+    assert f"deployments[0] (chat): {field}" in message
     assert why in message
 
 
