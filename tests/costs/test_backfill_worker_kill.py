@@ -88,11 +88,19 @@ def celery_broker(redis_url: str) -> Iterator[str]:
     """Make this process send tasks to Redis (not run them eagerly)."""
     from costapp.celery import app
 
+    def reset_connections() -> None:
+        # Earlier eager tests may have opened a pool for the empty broker URL.
+        if app._pool is not None:
+            app._pool.force_close_all()
+        app._pool = None
+        app.amqp._producer_pool = None
+
     saved = {k: app.conf.get(k) for k in ("broker_url", "task_always_eager")}
+    reset_connections()
     app.conf.update(broker_url=redis_url, task_always_eager=False)
     yield redis_url
     app.conf.update(saved)
-    app.pool.force_close_all()
+    reset_connections()
 
 
 def wait_run(pk: int, predicate, timeout: float = 90) -> IngestRun:  # type: ignore[no-untyped-def]
