@@ -343,3 +343,28 @@ def test_the_commands_plan_refuse_and_import(
         stdout=out,
     )
     assert "19 account-period(s)" in out.getvalue()
+
+
+def test_an_uploaded_focus_file_imports_and_a_bad_name_is_refused(
+    client: Client,
+    settings: object,
+    tmp_path: object,
+    django_capture_on_commit_callbacks: object,
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]
+    client.force_login(User.objects.create_user("finance", password="pw"))
+    with open("tests/costs/fixtures/focus_1.0_sample_aws_first50.csv", "rb") as f:
+        upload = SimpleUploadedFile("sep.csv", f.read(), content_type="text/csv")
+    with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]
+        response = client.post("/costs/focus/", {"file": upload})
+    assert response.status_code == 302
+    run = IngestRun.objects.get(source="focus")
+    assert run.status == IngestRun.SUCCEEDED, run.error
+    assert CostLine.objects.filter(source="focus").count() > 0
+    page = client.get(response["Location"])
+    assert b"succeeded" in page.content
+    bad = client.post("/costs/focus/", {"uri": "/etc/passwd"})
+    assert bad.status_code == 200
+    assert b"expected a .csv" in bad.content
