@@ -34,6 +34,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from requests.adapters import HTTPAdapter
@@ -100,6 +102,11 @@ class PrometheusConfig:
     concurrency: int = 4
     retries: int = 3
     backoff_s: float = 0.2
+    # Ask Prometheus to gzip its answers. Off by default: on loopback or a LAN,
+    # compressing on Prometheus's side and decompressing here costs more CPU
+    # than the bytes saved (raw reads are ~20 bytes per sample); turn it on
+    # across a WAN or a metered link, where bandwidth is the bottleneck.
+    gzip: bool = False
 
     @classmethod
     def from_settings(cls, **overrides: Any) -> PrometheusConfig:
@@ -115,6 +122,7 @@ class PrometheusConfig:
             "timeout_s": settings.PROMETHEUS_TIMEOUT_S,
             "max_samples": settings.PROMETHEUS_MAX_SAMPLES,
             "concurrency": settings.PROMETHEUS_CONCURRENCY,
+            "gzip": getattr(settings, "PROMETHEUS_GZIP", False),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)
@@ -191,6 +199,10 @@ class PrometheusClient:
         if config.ca_bundle:
             self.session.verify = config.ca_bundle
         headers = dict(config.headers)
+        if not config.gzip:
+            # requests asks for gzip by default; "identity" makes Prometheus
+            # send the JSON as is (see PrometheusConfig.gzip).
+            self.session.headers["Accept-Encoding"] = "identity"
         if config.bearer_token:
             headers["Authorization"] = f"Bearer {config.bearer_token}"
         self.session.headers.update(headers)
@@ -249,7 +261,7 @@ class PrometheusClient:
         return SourceError(f"Prometheus request failed ({what}): {exc}")
 
     def query(self, promql: str, at_ms: int) -> list[dict[str, Any]]:
-        """Instant query at ``at_ms``; a range selector returns raw samples."""
+        """Instant query at ``at_ms`` through prometheus-api-client."""
         self._count()
         try:
             result: list[dict[str, Any]] = self.prom.custom_query(
@@ -265,6 +277,50 @@ class PrometheusClient:
         except requests.RequestException as exc:
             raise self._transport(exc, f"query {promql[:120]}") from exc
         return result
+
+    def query_matrix(self, promql: str, at_ms: int) -> list[Samples]:
+        """Raw samples of a range selector evaluated at ``at_ms``.
+
+        The same GET as ``PrometheusConnect.custom_query`` (its session: auth,
+        retries, headers, CA bundle, timeout), but the body is decoded by
+        ``matrix_from_json`` into flat arrays: ``response.json()`` builds two
+        Python objects per sample and was most of a backfill's time
+        (docs/benchmarks-telemetry.md).
+        """
+        self._count()
+        prom = self.prom
+        try:
+            response = prom._session.request(
+                method=prom._method,
+                url=f"{self.url}/api/v1/query",
+                params={"query": promql, "time": f"{at_ms / 1000:.3f}"},
+                verify=prom._session.verify,
+                headers=prom.headers,
+                auth=prom.auth,
+                cert=prom._session.cert,
+                timeout=prom._timeout,
+            )
+        except requests.RequestException as exc:
+            raise self._transport(exc, f"query {promql[:120]}") from exc
+        if response.status_code >= 500:
+            raise SourceError(
+                f"Prometheus at {self.url} answered HTTP Status Code "
+                f"{response.status_code} ({response.content[:300]!r})"
+            )
+        if response.status_code != 200:
+            try:
+                body = json.loads(response.content)
+                error_type, text = str(body.get("errorType", "")), str(body["error"])
+            except (ValueError, KeyError, AttributeError):
+                error_type, text = "", response.text[:300]
+            raise QueryError(text, error_type=error_type, query=promql)
+        try:
+            return matrix_from_json(response.content)
+        except ValueError as exc:
+            raise SourceError(
+                f"Prometheus at {self.url} answered an unreadable body "
+                f"({exc}; query {promql[:120]})"
+            ) from exc
 
     def query_range(
         self, promql: str, start_s: float, end_s: float, step_s: float
@@ -330,6 +386,106 @@ class PrometheusClient:
             )
         data: list[dict[str, str]] = body.get("data") or []
         return data
+
+
+# --------------------------------------------------------------------------
+# Decoding matrix answers
+
+# One (labels, times in s, values) per series.
+Samples = tuple[dict[str, str], np.ndarray, np.ndarray]
+
+# Where a series' samples start: "values":[[1709510400,"1"],[1709510415.5,"NaN"]].
+# Inside a JSON string every '"' is escaped, so this can only be the real key;
+# pairs hold no brackets, so the first "]]" after it ends the block.
+_VALUES_KEY = b'"values":[['
+# Deleting '"' and ']' and turning '[' into a newline makes a block a CSV of
+# "t,v," rows (one pass of bytes.translate); Arrow's C++ reader turns it into
+# float64 columns without a Python object per sample and without the GIL.
+_TO_CSV = bytes.maketrans(b"[", b"\n")
+_TO_CSV_DELETE = b'"]'
+# Between two series: a row whose timestamp is NaN, which no sample has.
+_SERIES_END = b",\nNaN,0,\n"
+_CSV_READ = pa_csv.ReadOptions(column_names=["t", "v", "_"], use_threads=False)
+_CSV_PARSE = pa_csv.ParseOptions(newlines_in_values=False)
+_CSV_CONVERT = pa_csv.ConvertOptions(
+    column_types={"t": pa.float64(), "v": pa.float64()},
+    include_columns=["t", "v"],
+    # "NaN" is a value here, never a missing one.
+    null_values=[],
+    strings_can_be_null=False,
+    quoted_strings_can_be_null=False,
+)
+
+
+def matrix_from_json(body: bytes) -> list[Samples]:
+    """Decode a Prometheus ``matrix`` answer without a Python object per sample.
+
+    ``response.json()`` builds a list, a float and a str per sample (and the
+    garbage collector then walks those millions of lists); here the ``values``
+    blocks are cut out of the body and parsed by Arrow in one C++ call, and
+    only the small rest (labels) goes through ``json``. The result equals
+    ``float()`` of every timestamp and value, NaN and +-Inf included. A body
+    of any other layout is decoded by ``json`` in full instead.
+    """
+    view = memoryview(body)
+    pieces: list[memoryview | bytes] = []
+    blocks: list[memoryview] = []
+    pos = 0
+    while (i := body.find(_VALUES_KEY, pos)) >= 0:
+        j = body.find(b"]]", i)
+        if j < 0:
+            return _matrix_slow(body)
+        pieces += (view[pos:i], b'"values":%d' % len(blocks))
+        blocks.append(view[i + len(_VALUES_KEY) : j])
+        pos = j + 2
+    pieces.append(view[pos:])
+    doc = json.loads(b"".join(pieces))
+    if doc.get("status") != "success":
+        raise ValueError(f"status {doc.get('status')!r}: {doc.get('error', '')}")
+    data = doc.get("data") or {}
+    if data.get("resultType") != "matrix":
+        raise ValueError(f"resultType {data.get('resultType')!r}, not a matrix")
+    result = data.get("result") or []
+    if not blocks:
+        return _matrix_slow(body) if result else []
+    csv = (_SERIES_END.join(blocks) + b",").translate(_TO_CSV, _TO_CSV_DELETE)
+    try:
+        table = pa_csv.read_csv(
+            pa.py_buffer(csv),
+            read_options=_CSV_READ,
+            parse_options=_CSV_PARSE,
+            convert_options=_CSV_CONVERT,
+        )
+    except pa.ArrowInvalid:
+        return _matrix_slow(body)
+    t = table.column("t").to_numpy()
+    v = table.column("v").to_numpy()
+    ends = np.flatnonzero(np.isnan(t)).tolist()
+    if len(ends) != len(blocks) - 1:
+        return _matrix_slow(body)
+    starts = [0] + [e + 1 for e in ends]
+    ends.append(t.size)
+    out: list[Samples] = []
+    for item in result:
+        k = item.get("values")
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(blocks):
+            return _matrix_slow(body)
+        a, b = starts[k], ends[k]
+        out.append((item.get("metric") or {}, t[a:b], v[a:b]))
+    return out
+
+
+def _matrix_slow(body: bytes) -> list[Samples]:
+    doc = json.loads(body)
+    out: list[Samples] = []
+    for item in doc["data"]["result"]:
+        values = item.get("values") or []
+        if not values:
+            continue
+        t = np.array([float(p[0]) for p in values], dtype=float)
+        v = np.array([float(p[1]) for p in values], dtype=float)
+        out.append((item.get("metric") or {}, t, v))
+    return out
 
 
 # --------------------------------------------------------------------------
@@ -404,7 +560,7 @@ class Reader:
     ) -> list[tuple[LabelKey, np.ndarray, np.ndarray]]:
         promql = f"{_selector(names, labels)}[{until_ms - after_ms}ms]"
         try:
-            result = self.client.query(promql, until_ms)
+            result = self.client.query_matrix(promql, until_ms)
         except QueryError as exc:
             # Our estimate assumed a scrape interval; a denser target is
             # caught here by Prometheus's own limit: halve and retry.
@@ -417,15 +573,12 @@ class Reader:
             raise
         out = []
         after_s = after_ms / 1000
-        for item in result:
-            values = item.get("values") or []
-            if not values:
-                continue
-            # Two flat conversions are ~3x faster than one over [[ts, "v"], ...].
-            t = np.fromiter((p[0] for p in values), float, len(values))
-            v = np.array([p[1] for p in values], dtype=float)
+        for metric, t, v in result:
             keep = t > after_s  # (a, b]: the left edge belongs to the chunk before
-            out.append((_label_key(item["metric"]), t[keep], v[keep]))
+            if keep.all():
+                out.append((_label_key(metric), t, v))
+            elif keep.any():
+                out.append((_label_key(metric), t[keep], v[keep]))
         return out
 
 

@@ -1,0 +1,124 @@
+"""The fast matrix decoder reads exactly what json.loads + float() reads."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from costapp.sources.prometheus import matrix_from_json
+
+
+def reference(body: bytes) -> list[tuple[dict[str, str], list[float], list[float]]]:
+    out = []
+    for item in json.loads(body)["data"]["result"]:
+        values = item["values"]
+        out.append(
+            (
+                item["metric"],
+                [float(p[0]) for p in values],
+                [float(p[1]) for p in values],
+            )
+        )
+    return out
+
+
+def prometheus_text(v: float) -> str:
+    # Prometheus writes values as strings: "NaN", "+Inf", "-Inf", or digits.
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(v)
+
+
+def matrix(result: list[dict[str, Any]]) -> bytes:
+    body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def no_slow_path(body: bytes) -> Any:
+    raise AssertionError("a well-formed matrix must not need the json fallback")
+
+
+def assert_same(body: bytes) -> None:
+    with mock.patch("costapp.sources.prometheus._matrix_slow", no_slow_path):
+        got = matrix_from_json(body)
+    want = reference(body)
+    assert [g[0] for g in got] == [w[0] for w in want]
+    for (_, t, v), (_, wt, wv) in zip(got, want, strict=True):
+        assert t.dtype == v.dtype == np.float64
+        np.testing.assert_array_equal(t, np.array(wt))
+        np.testing.assert_array_equal(v, np.array(wv))  # NaN equals NaN here
+        assert [math.copysign(1, x) for x in v] == [math.copysign(1, x) for x in wv]
+
+
+label_text = st.lists(
+    st.sampled_from([*'ab]["\\,:{}\n', '"values":[[', "]]", "é", "NaN"]), max_size=8
+).map("".join)
+sample_value = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-(10**15), 10**15).map(float),
+)
+series = st.fixed_dictionaries(
+    {
+        "metric": st.dictionaries(
+            st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True), label_text
+        ),
+        "values": st.lists(
+            st.tuples(
+                st.integers(1_500_000_000_000, 1_800_000_000_000).map(
+                    lambda ms: ms / 1000 if ms % 1000 else ms // 1000
+                ),
+                sample_value.map(prometheus_text),
+            ).map(list),
+            min_size=1,
+            max_size=40,
+        ),
+    }
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(series, max_size=6))
+def test_any_matrix_decodes_exactly_as_json_and_float_would(
+    result: list[dict[str, Any]],
+) -> None:
+    assert_same(matrix(result))
+
+
+def test_labels_that_look_like_the_values_key_do_not_confuse_the_decoder() -> None:
+    body = matrix(
+        [
+            {"metric": {"a": 'x]]"values":[[1,"2"]]'}, "values": [[1.5, "NaN"]]},
+            {"metric": {}, "values": [[2, "+Inf"], [3, "-Inf"], [4, "-0"]]},
+        ]
+    )
+    assert_same(body)
+
+
+def test_an_empty_result_is_no_series() -> None:
+    assert matrix_from_json(matrix([])) == []
+
+
+def test_a_vector_answer_is_refused_rather_than_misread() -> None:
+    body = json.dumps(
+        {
+            "status": "success",
+            "data": {"resultType": "vector", "result": [{"metric": {}, "value": []}]},
+        }
+    ).encode()
+    with pytest.raises(ValueError, match="not a matrix"):
+        matrix_from_json(body)
+
+
+def test_a_value_that_is_not_a_number_falls_back_to_the_exact_slow_path() -> None:
+    body = matrix([{"metric": {}, "values": [[1, "1"], [2, "twelve"]]}])
+    with pytest.raises(ValueError, match="twelve"):
+        matrix_from_json(body)
