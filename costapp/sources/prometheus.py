@@ -1201,6 +1201,8 @@ class PrometheusSource:
 def targets_from_deployments(
     deployments: Sequence[Any], dcgm_selectors: dict[str, str] | None = None
 ) -> list[Target]:
+    """One target per deployment; a DCGM selector given for this run (the
+    backfill form, ``--dcgm-selector``) wins over ``Deployment.dcgm_selector``."""
     dcgm_selectors = dcgm_selectors or {}
     return [
         Target(
@@ -1208,7 +1210,9 @@ def targets_from_deployments(
             engine=d.engine,
             selector=d.prometheus_selector,
             gpu_share=d.gpu_share,
-            dcgm_selector=dcgm_selectors.get(d.name, ""),
+            dcgm_selector=(
+                dcgm_selectors.get(d.name) or getattr(d, "dcgm_selector", "") or ""
+            ).strip(),
         )
         for d in deployments
     ]
@@ -1222,7 +1226,8 @@ def options_from_params(params: dict[str, Any]) -> Options:
 
 def source_from_run(run: Any) -> PrometheusSource:
     """run.params: {"deployments": [names] (default: all with a selector),
-    "dcgm_selectors": {name: matchers}, and any ``Options`` field}."""
+    "dcgm_selectors": {name: matchers} (default: each deployment's own
+    ``dcgm_selector``), and any ``Options`` field}."""
     from costapp.models import Deployment
 
     params = dict(run.params or {})

@@ -19,7 +19,10 @@ class BackfillForm(forms.Form):
     dcgm_selector = forms.CharField(
         required=False,
         max_length=500,
-        help_text='DCGM label matchers for these deployments\' GPUs, e.g. Hostname="node-a"',
+        help_text=(
+            "DCGM label matchers for these deployments' GPUs for this run only, "
+            'e.g. Hostname="node-a"; empty: each deployment\'s own DCGM selector'
+        ),
     )
     scrape_interval_s = forms.FloatField(required=False, min_value=1, max_value=3600)
 

@@ -45,16 +45,6 @@ def _check_deployments(names: list[str]) -> list[Deployment]:
     return [found[n] for n in names]
 
 
-def _last_dcgm_selectors(names: list[str]) -> dict[str, str]:
-    """DCGM selectors given at the latest backfill of each deployment."""
-    out: dict[str, str] = {}
-    for run in IngestRun.objects.filter(source=SOURCE).order_by("-created_at")[:50]:
-        for name, selector in (run.params.get("dcgm_selectors") or {}).items():
-            if name in names and name not in out and selector:
-                out[name] = selector
-    return out
-
-
 def telemetry_run_create(
     *,
     deployments: list[str],
@@ -71,8 +61,9 @@ def telemetry_run_create(
     except ValueError as exc:
         raise TelemetryInputError(f"window: {exc}") from exc
     params: dict[str, Any] = {"deployments": list(deployments)}
-    selectors = dict(_last_dcgm_selectors(deployments))
-    selectors.update({k: v for k, v in (dcgm_selectors or {}).items() if v})
+    # Only this run's overrides are stored: without one, the adapter reads
+    # each deployment's own dcgm_selector when the run executes.
+    selectors = {k: v.strip() for k, v in (dcgm_selectors or {}).items() if v.strip()}
     if selectors:
         params["dcgm_selectors"] = selectors
     for key, value in (options or {}).items():

@@ -35,7 +35,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--dcgm-selector",
             default="",
-            help='DCGM label matchers for these deployments, e.g. Hostname="node-a"',
+            help='DCGM label matchers for these deployments, e.g. Hostname="node-a" '
+            "(this run only; default: each deployment's dcgm_selector)",
         )
         parser.add_argument("--scrape-interval", type=float, default=None)
         parser.add_argument("--slice-hours", type=int, default=None)
