@@ -31,7 +31,9 @@ from analytics.unit_costs import (
     truncation_share,
     window_totals,
 )
-from costapp.models import Deployment, DeploymentHour, HistogramHour, RateCard
+from costapp.costs.rates import rate_book
+from costapp.costs.selectors import billed_deployment_days
+from costapp.models import Deployment, DeploymentHour, HistogramHour
 
 QUANTUM = Decimal("1e-12")
 Basis = Literal["provisional", "billed"]
@@ -71,52 +73,6 @@ def display_today(now: datetime | None = None) -> date:
 
 def _utc(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
-
-
-class RateBook:
-    """Rate card rows by GPU type, resolved to $ per GPU-hour for a day.
-
-    A contract price beats the list price; a row for the deployment's instance
-    type beats one without; the latest ``effective_from`` on or before the day
-    wins.
-    """
-
-    def __init__(self, rows: Iterable[RateCard]) -> None:
-        self._rows: dict[str, list[RateCard]] = defaultdict(list)
-        for row in rows:
-            self._rows[row.gpu_type].append(row)
-
-    def per_gpu_hour(
-        self, *, gpu_type: str, instance_type: str, region: str, day: date
-    ) -> tuple[Decimal, str] | None:
-        best: tuple[tuple[int, int, date], RateCard] | None = None
-        for row in self._rows.get(gpu_type, []):
-            if row.effective_from > day or row.region != region:
-                continue
-            if (
-                row.instance_type
-                and instance_type
-                and row.instance_type != instance_type
-            ):
-                continue
-            rank = (
-                int(row.kind == "contract"),
-                int(bool(row.instance_type)),
-                row.effective_from,
-            )
-            if best is None or rank > best[0]:
-                best = (rank, row)
-        if best is None:
-            return None
-        row = best[1]
-        price = Decimal(row.price)
-        if row.unit == "instance_hour":
-            price = price / Decimal(max(row.gpus_per_unit, 1))
-        return price, row.currency
-
-
-def rate_book() -> RateBook:
-    return RateBook(RateCard.objects.all())
 
 
 def deployment_day_costs(
@@ -166,15 +122,7 @@ def deployment_day_costs(
         if (name, day) in billed:
             cost, basis = billed[(name, day)], "billed"
         else:
-            instance_type = dep.instance_type or (
-                dep.pool.instance_type if dep.pool else ""
-            )
-            rate = book.per_gpu_hour(
-                gpu_type=dep.gpu_type,
-                instance_type=instance_type,
-                region=dep.region,
-                day=day,
-            )
+            rate = book.for_deployment(dep, day)
             if rate is None:
                 cost = None
             else:
@@ -274,7 +222,9 @@ def overview_read(*, today: date, days: int = 90) -> Overview:
     """Everything the overview shows, for the ``days`` days before ``today``."""
     end = today
     start = end - timedelta(days=days)
-    frame = deployment_days_frame(deployment_day_costs(start, end))
+    frame = deployment_days_frame(
+        deployment_day_costs(start, end, billed=billed_deployment_days(start, end))
+    )
     last7 = frame[frame["day"] >= end - timedelta(days=7)]
     prev7 = frame[
         (frame["day"] >= end - timedelta(days=14))
@@ -383,7 +333,12 @@ def deployment_detail_read(
     end = today
     start = end - timedelta(days=days)
     frame = deployment_days_frame(
-        deployment_day_costs(start, end, deployments=[deployment.name])
+        deployment_day_costs(
+            start,
+            end,
+            deployments=[deployment.name],
+            billed=billed_deployment_days(start, end),
+        )
     )
     return DeploymentDetail(
         deployment=deployment,

@@ -23,9 +23,9 @@ from analytics.capacity.calibration_types import Calibration as EngineCalibratio
 from analytics.capacity.engine import Result, Scenario
 from analytics.capacity.errors import CapacityError, InvalidInput
 from costapp.capacity import adapters
+from costapp.costs.rates import rate_book
 from costapp.models import Calibration, Deployment, DeploymentHour
 from costapp.models import Scenario as SavedScenario
-from costapp.selectors import rate_book
 
 DEFAULT_ITL_MS = 50.0
 DEFAULT_TTFT_MS = 2000.0

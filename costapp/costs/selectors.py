@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -26,6 +26,7 @@ from analytics.allocation import (
     Rule,
     allocate_day,
 )
+from costapp.costs.rates import rate_book
 from costapp.models import (
     BillingPeriodSource,
     CostLine,
@@ -33,7 +34,6 @@ from costapp.models import (
     DeploymentHour,
     IngestRun,
     Pool,
-    RateCard,
 )
 
 logger = logging.getLogger(__name__)
@@ -384,43 +384,6 @@ class ReconciliationRow:
         return self.billed is None
 
 
-def _rate_cards() -> list[RateCard]:
-    return list(RateCard.objects.order_by("-effective_from"))
-
-
-def gpu_hour_rate(
-    cards: Iterable[RateCard],
-    *,
-    gpu_type: str,
-    instance_type: str,
-    region: str,
-    day: date,
-) -> Decimal | None:
-    """$ per GPU-hour on ``day``: a contract price beats the list price; an
-    exact instance type and region beat a GPU-type-only card; then the latest
-    effective date."""
-    best: tuple[tuple[int, int, int, date], RateCard] | None = None
-    for card in cards:
-        if card.gpu_type != gpu_type or card.effective_from > day:
-            continue
-        if card.instance_type and instance_type and card.instance_type != instance_type:
-            continue
-        rank = (
-            int(card.kind == "contract"),
-            int(bool(card.instance_type) and card.instance_type == instance_type),
-            int(card.region == region),
-            card.effective_from,
-        )
-        if best is None or rank > best[0]:
-            best = (rank, card)
-    if best is None:
-        return None
-    card = best[1]
-    if card.unit == "instance_hour":
-        return card.price / max(1, card.gpus_per_unit)
-    return card.price
-
-
 def reconciliation_rows(
     start: date, end: date, basis: Basis = DEFAULT_BASIS
 ) -> list[ReconciliationRow]:
@@ -431,7 +394,7 @@ def reconciliation_rows(
     usage = usage_days(start, end)
     billed = billed_deployment_days(start, end, basis)
     bill_dates = {b.day for b in bill_days(start, end, basis)}
-    cards = _rate_cards()
+    book = rate_book()
     deployments = {d.name: d for d in Deployment.objects.select_related("pool")}
     keys = sorted(set(usage) | set(billed), key=lambda k: (k[1], k[0]), reverse=True)
     rows = []
@@ -439,12 +402,8 @@ def reconciliation_rows(
         d = deployments.get(name)
         if d is None:
             continue
-        gpu_type = d.pool.gpu_type if d.pool else d.gpu_type
-        instance = (d.pool.instance_type if d.pool else d.instance_type) or ""
-        region = d.pool.region if d.pool else d.region
-        rate = gpu_hour_rate(
-            cards, gpu_type=gpu_type, instance_type=instance, region=region, day=day
-        )
+        found = book.for_deployment(d, day)
+        rate = found[0] if found is not None else None
         hours = usage.get((name, day), UsageDay(Decimal(0), Decimal(0))).gpu_hours
         provisional = hours * rate if rate is not None else None
         bill = billed.get((name, day))

@@ -110,7 +110,44 @@ def selector_parse(text: str) -> list[Matcher]:
             return matchers
 
 
-def cost_rules_problems(rules: Any, field: str = "cost_rules") -> list[Problem]:
+OVERHEAD_KEYS = ("gpu_hours", "requests", "cost")
+OVERHEAD_MATCHES = ("usage_type", "tag", "resource_id", "service")
+
+
+def overhead_problems(rule: Mapping[str, Any], where: str) -> list[Problem]:
+    """A pool's shared overhead: ``{overhead: {usage_type: ...}, key: requests}``
+    (optionally ``scope: all`` to spread it over every deployment)."""
+    problems: list[Problem] = []
+    extra = set(rule) - {"overhead", "key", "scope"}
+    if extra:
+        problems.append((where, f"unknown field(s) {sorted(extra)} in an overhead"))
+    spec = rule.get("overhead")
+    if (
+        not isinstance(spec, Mapping)
+        or len(spec) != 1
+        or next(iter(spec)) not in OVERHEAD_MATCHES
+    ):
+        problems.append(
+            (
+                f"{where}.overhead",
+                f"must be exactly one of {', '.join(OVERHEAD_MATCHES)}; got {spec!r}",
+            )
+        )
+    if rule.get("key", "cost") not in OVERHEAD_KEYS:
+        problems.append(
+            (
+                f"{where}.key",
+                f"{rule.get('key')!r} is not one of {', '.join(OVERHEAD_KEYS)}",
+            )
+        )
+    if rule.get("scope") not in (None, "all"):
+        problems.append((f"{where}.scope", f"{rule.get('scope')!r} is not 'all'"))
+    return problems
+
+
+def cost_rules_problems(
+    rules: Any, field: str = "cost_rules", *, allow_overheads: bool = False
+) -> list[Problem]:
     if rules is None:
         return []
     if not isinstance(rules, list):
@@ -118,6 +155,9 @@ def cost_rules_problems(rules: Any, field: str = "cost_rules") -> list[Problem]:
     problems: list[Problem] = []
     for i, rule in enumerate(rules):
         where = f"{field}[{i}]"
+        if allow_overheads and isinstance(rule, Mapping) and "overhead" in rule:
+            problems += overhead_problems(rule, where)
+            continue
         if not isinstance(rule, Mapping) or len(rule) != 1:
             problems.append(
                 (
@@ -300,5 +340,5 @@ def pool_problems(entry: Mapping[str, Any]) -> list[Problem]:
         problems.append(
             ("allocation_key", f"{key!r} is not one of {', '.join(ALLOCATION_KEYS)}")
         )
-    problems += cost_rules_problems(entry.get("cost_rules"))
+    problems += cost_rules_problems(entry.get("cost_rules"), allow_overheads=True)
     return problems

@@ -64,6 +64,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "figure": charts.cost_per_1k_daily(data.days),
             "provisional": "provisional" in data.basis,
+            "billed": "billed" in data.basis,
             "has_data": not data.days.empty,
         },
     )

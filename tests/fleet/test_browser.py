@@ -160,8 +160,54 @@ def _login(driver: object, server: DemoServer) -> None:
     wait_for(lambda: "/login/" not in d.current_url, timeout=20, what="login")  # type: ignore[attr-defined]
 
 
-def _expected(db: Path, today: date) -> tuple[dict, dict]:
-    """Daily $/1k per deployment and 7-day table figures, from SQL alone."""
+def _billed(
+    server: DemoServer, driver: object, today: date
+) -> dict[tuple[str, str], float]:
+    """The allocated bill per (deployment, day) from the finance CSV export.
+
+    The export is a different reader than the overview; its rows for each day
+    must add up to the day's bill in the database (checked here with SQL).
+    """
+    import csv
+    import io
+    import urllib.request
+
+    start = today - timedelta(days=90)
+    cookie = "; ".join(
+        f"{c['name']}={c['value']}"
+        for c in driver.get_cookies()  # type: ignore[attr-defined]
+    )
+    request = urllib.request.Request(
+        f"{server.url}/costs/export.csv?start={start}&end={today}&basis=amortized",
+        headers={"Cookie": cookie},
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        rows = list(csv.DictReader(io.StringIO(response.read().decode())))
+    per_day_total: dict[str, float] = defaultdict(float)
+    billed: dict[tuple[str, str], float] = defaultdict(float)
+    for row in rows:
+        amount = float(row["amount"])
+        per_day_total[row["date"]] += amount
+        if not row["target"].startswith("__"):
+            billed[(row["target"], row["date"])] += amount
+    con = sqlite3.connect(server.db)
+    for day, total in per_day_total.items():
+        (bill,) = con.execute(
+            "SELECT SUM(amortized_cost) FROM costapp_costline"
+            " WHERE substr(period_start, 1, 10) = ?",
+            (day,),
+        ).fetchone()
+        assert total == pytest.approx(float(bill), rel=1e-9, abs=1e-6), day
+    con.close()
+    assert billed, "the demo's bills were allocated to no deployment"
+    return billed
+
+
+def _expected(
+    db: Path, today: date, billed: dict[tuple[str, str], float]
+) -> tuple[dict, dict]:
+    """Daily $/1k per deployment and 7-day table figures, from SQL alone for
+    the provisional days and from the allocated bill where the day has one."""
     con = sqlite3.connect(db)
     rates = defaultdict(list)
     for gpu, inst, frm, price, gpus, unit in con.execute(
@@ -188,7 +234,7 @@ def _expected(db: Path, today: date) -> tuple[dict, dict]:
     week: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for name, gpu, inst, day_s, seconds, stop_, length, tokens in rows:
         day = date.fromisoformat(day_s)
-        cost = seconds / 3600 * rate(gpu, inst, day)
+        cost = billed.get((name, day_s), seconds / 3600 * rate(gpu, inst, day))
         requests = stop_ + length
         daily[name][day_s] = cost / requests * 1000 if requests >= 100 else None
         if day >= today - timedelta(days=7):
@@ -235,7 +281,9 @@ def test_the_overview_plots_and_tabulates_what_the_database_holds(
         "t => ({name: t.name, x: Array.from(t.x), y: Array.from(t.y)}));"
     )
     today = datetime.now(UTC).date()
-    daily, table = _expected(server.db, today)
+    billed = _billed(server, d, today)
+    daily, table = _expected(server.db, today, billed)
+    assert {day for _, day in billed} < {x for days in daily.values() for x in days}
 
     assert {t["name"] for t in plotted} == set(daily) == {
         "chat", "classify", "code-assist", "moderation", "summarize",

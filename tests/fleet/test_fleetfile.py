@@ -267,3 +267,21 @@ def test_the_admin_refuses_tp_across_mig_instances(admin_client) -> None:  # typ
     assert b"across MIG instances is not possible" in response.content
     dep.refresh_from_db()
     assert dep.tensor_parallel_size == 1
+
+
+def test_a_pool_may_declare_shared_overheads_and_a_bad_one_is_named() -> None:
+    from costapp.fleet.validation import pool_problems
+
+    good = {
+        "name": "p5",
+        "instance_type": "p5.48xlarge",
+        "gpu_type": "H100-SXM",
+        "cost_rules": [
+            {"usage_type": "BoxUsage:p5.48xlarge"},
+            {"overhead": {"usage_type": "DataTransfer-Out-Bytes"}, "key": "requests"},
+        ],
+    }
+    assert pool_problems(good) == []
+    bad = dict(good, cost_rules=[{"overhead": {"colour": "x"}, "key": "vibes"}])
+    fields = [field for field, _ in pool_problems(bad)]
+    assert fields == ["cost_rules[0].overhead", "cost_rules[0].key"]
