@@ -15,25 +15,15 @@ if ! pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then
   $SUDO pg_ctlcluster --skip-systemctl-redirect "$version" main start
   for _ in $(seq 30); do pg_isready -q -h 127.0.0.1 -p 5432 && break; sleep 1; done
 fi
-# A role with a password works under trust and under scram/md5 (a fresh cluster).
-$SUDO -u postgres psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 <<'SQL' 2>/dev/null || \
-  psql -q -h 127.0.0.1 -U postgres -d postgres -v ON_ERROR_STOP=1 <<'SQL2'
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'costapp') THEN
-    CREATE ROLE costapp LOGIN CREATEDB PASSWORD 'costapp';
-  END IF;
-END $$;
-SELECT 'CREATE DATABASE costapp OWNER costapp'
-WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'costapp')\gexec
-SQL
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'costapp') THEN
-    CREATE ROLE costapp LOGIN CREATEDB PASSWORD 'costapp';
-  END IF;
-END $$;
-SELECT 'CREATE DATABASE costapp OWNER costapp'
-WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'costapp')\gexec
-SQL2
+# A role with a password works under trust and under scram/md5 (a fresh
+# cluster): as the postgres user over the socket (peer auth on a fresh cluster),
+# else over TCP (trust, as on machines that start PostgreSQL for us).
+sql="$(dirname "$0")/ensure_role.sql"
+as_postgres="sudo -u postgres"; [ "$(id -u)" -eq 0 ] && as_postgres="runuser -u postgres --"
+if ! $as_postgres psql -q -h /var/run/postgresql -d postgres -v ON_ERROR_STOP=1 \
+    < "$sql" 2>/dev/null; then
+  psql -q -h 127.0.0.1 -U postgres -d postgres -v ON_ERROR_STOP=1 < "$sql"
+fi
 
 if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
   echo "starting Redis"

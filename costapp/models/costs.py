@@ -32,6 +32,20 @@ RECORD_TYPES = [
     ("other", "other"),
 ]
 GRANULARITIES = [("day", "day"), ("hour", "hour")]
+# What makes a bill line the same line when a source sends it again.
+COSTLINE_NATURAL_KEY = (
+    "source",
+    "account_id",
+    "granularity",
+    "period_start",
+    "service",
+    "usage_type",
+    "record_type",
+    "resource_id",
+    "tag_key",
+    "tag_value",
+    "currency",
+)
 
 
 class CostLine(models.Model):
@@ -69,36 +83,12 @@ class CostLine(models.Model):
         "costapp.IngestRun", null=True, blank=True, on_delete=models.SET_NULL
     )
 
-    NATURAL_KEY = (
-        "source",
-        "account_id",
-        "granularity",
-        "period_start",
-        "service",
-        "usage_type",
-        "record_type",
-        "resource_id",
-        "tag_key",
-        "tag_value",
-        "currency",
-    )
+    NATURAL_KEY = COSTLINE_NATURAL_KEY
 
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=[
-                    "source",
-                    "account_id",
-                    "granularity",
-                    "period_start",
-                    "service",
-                    "usage_type",
-                    "record_type",
-                    "resource_id",
-                    "tag_key",
-                    "tag_value",
-                    "currency",
-                ],
+                fields=list(COSTLINE_NATURAL_KEY),
                 name="costline_natural_key",
             )
         ]
