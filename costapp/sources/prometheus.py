@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pa_compute
 import pyarrow.csv as pa_csv
 import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
@@ -398,18 +399,16 @@ Samples = tuple[dict[str, str], np.ndarray, np.ndarray]
 # Inside a JSON string every '"' is escaped, so this can only be the real key;
 # pairs hold no brackets, so the first "]]" after it ends the block.
 _VALUES_KEY = b'"values":[['
-# Deleting '"' and ']' and turning '[' into a newline makes a block a CSV of
-# "t,v," rows (one pass of bytes.translate); Arrow's C++ reader turns it into
-# float64 columns without a Python object per sample and without the GIL.
-_TO_CSV = bytes.maketrans(b"[", b"\n")
-_TO_CSV_DELETE = b'"]'
+# Once "],[" becomes a newline (Arrow's replace_substring, without the GIL), a
+# block is a two-column CSV, "t,\"v\"" per row, which Arrow's C++ reader turns
+# into float64 columns without a Python object per sample (and without the
+# GIL, so the other requests' threads keep reading meanwhile).
+_PAIR_SEP = "],["
 # Between two series: a row whose timestamp is NaN, which no sample has.
-_SERIES_END = b",\nNaN,0,\n"
-_CSV_READ = pa_csv.ReadOptions(column_names=["t", "v", "_"], use_threads=False)
+_SERIES_END = b'\nNaN,"0"\n'
 _CSV_PARSE = pa_csv.ParseOptions(newlines_in_values=False)
 _CSV_CONVERT = pa_csv.ConvertOptions(
     column_types={"t": pa.float64(), "v": pa.float64()},
-    include_columns=["t", "v"],
     # "NaN" is a value here, never a missing one.
     null_values=[],
     strings_can_be_null=False,
@@ -422,7 +421,7 @@ def matrix_from_json(body: bytes) -> list[Samples]:
 
     ``response.json()`` builds a list, a float and a str per sample (and the
     garbage collector then walks those millions of lists); here the ``values``
-    blocks are cut out of the body and parsed by Arrow in one C++ call, and
+    blocks are cut out of the body and parsed by Arrow in C++, and
     only the small rest (labels) goes through ``json``. The result equals
     ``float()`` of every timestamp and value, NaN and +-Inf included. A body
     of any other layout is decoded by ``json`` in full instead.
@@ -430,13 +429,26 @@ def matrix_from_json(body: bytes) -> list[Samples]:
     view = memoryview(body)
     pieces: list[memoryview | bytes] = []
     blocks: list[memoryview] = []
+    # Every "[[" and "]]" at once (numpy scans without the GIL; bytes.find
+    # holds it for the whole values block); "[[" counts only after "values":.
+    octets = np.frombuffer(body, dtype=np.uint8)
+    opens = np.flatnonzero((octets[:-1] == 0x5B) & (octets[1:] == 0x5B)).tolist()
+    closes = np.flatnonzero((octets[:-1] == 0x5D) & (octets[1:] == 0x5D))
+    key_length = len(_VALUES_KEY) - 2
+    starts = [
+        p + 2
+        for p in opens
+        if p >= key_length and body.startswith(_VALUES_KEY, p - key_length)
+    ]
+    ends = np.searchsorted(closes, starts).tolist()
     pos = 0
-    while (i := body.find(_VALUES_KEY, pos)) >= 0:
-        j = body.find(b"]]", i)
-        if j < 0:
+    for i, k in zip(starts, ends, strict=True):
+        if k >= closes.size or i < pos:
             return _matrix_slow(body)
-        pieces += (view[pos:i], b'"values":%d' % len(blocks))
-        blocks.append(view[i + len(_VALUES_KEY) : j])
+        # Pairs hold no brackets: the first "]]" after the key ends the block.
+        j = int(closes[k])
+        pieces += (view[pos : i - len(_VALUES_KEY)], b'"values":%d' % len(blocks))
+        blocks.append(view[i:j])
         pos = j + 2
     pieces.append(view[pos:])
     doc = json.loads(b"".join(pieces))
@@ -448,11 +460,21 @@ def matrix_from_json(body: bytes) -> list[Samples]:
     result = data.get("result") or []
     if not blocks:
         return _matrix_slow(body) if result else []
-    csv = (_SERIES_END.join(blocks) + b",").translate(_TO_CSV, _TO_CSV_DELETE)
+    joined = pa.py_buffer(_SERIES_END.join(blocks))
+    one = pa.Array.from_buffers(
+        pa.large_binary(),
+        1,
+        [None, pa.py_buffer(np.array([0, joined.size], dtype=np.int64)), joined],
+    )
+    csv = pa_compute.replace_substring(one, _PAIR_SEP, "\n")[0].as_buffer()
     try:
         table = pa_csv.read_csv(
-            pa.py_buffer(csv),
-            read_options=_CSV_READ,
+            csv,
+            # One block: the columns come out as one array each, which numpy
+            # then views without a copy.
+            read_options=pa_csv.ReadOptions(
+                column_names=["t", "v"], use_threads=False, block_size=csv.size + 1
+            ),
             parse_options=_CSV_PARSE,
             convert_options=_CSV_CONVERT,
         )
