@@ -1091,12 +1091,14 @@ class PrometheusSource:
             counts[s.get("__name__", "")] += 1
         return dict(counts)
 
-    def _read_many(
+    def _start(
         self,
         pool: ThreadPoolExecutor,
         wanted: Sequence[tuple[list[str], str, int, int]],
-    ) -> list[list[RawSeries]]:
-        """Raw samples of each (names, labels, a, b) in ``[a, b)``.
+    ) -> list[list[Future[Any]]]:
+        """Submit the raw reads of each (names, labels, a, b) in ``[a, b)``: one
+        list of chunk futures per item, in order (``merge_chunks`` of their
+        results is the item's series).
 
         Every task in the pool is a leaf (one HTTP request), so a bounded pool
         never waits on itself.
@@ -1117,7 +1119,7 @@ class PrometheusSource:
                     for ns, x, y in plan
                 ]
             )
-        return [merge_chunks([f.result() for f in fs]) for fs in chunk_futures]
+        return chunk_futures
 
     def _born(
         self,
@@ -1165,19 +1167,26 @@ class PrometheusSource:
                     baseline.append((names, labels, a - lookback, a))
                     owners.append(state)
         before = self.client.requests
-        for state, raw in zip(owners, self._read_many(pool, baseline), strict=True):
-            for s in raw:
-                state.last[_label_key(s.labels)] = (float(s.t[-1]), float(s.v[-1]))
-
         wanted: list[tuple[list[str], str, int, int]] = []
         for job in all_jobs:
             wanted.append((job.names, job.target.selector, a, b))
             wanted.append((job.dcgm_names, job.target.dcgm_selector, a, b))
         wanted_nonempty = [w for w in wanted if w[0]]
-        results = iter(self._read_many(pool, wanted_nonempty))
-        raws = [next(results) if w[0] else [] for w in wanted]
+        # Baselines and the slice's reads are all submitted at once (the pool
+        # stays full); the records of each deployment are built as soon as its
+        # own reads are in, while the pool goes on with the others'.
+        started = self._start(pool, [*baseline, *wanted_nonempty])
+        for state, fs in zip(owners, started[: len(baseline)], strict=True):
+            for s in merge_chunks([f.result() for f in fs]):
+                state.last[_label_key(s.labels)] = (float(s.t[-1]), float(s.v[-1]))
+        pending = iter(started[len(baseline) :])
+        reads = [next(pending) if w[0] else [] for w in wanted]
+        # Yielded only once every read of the slice is in: a failure stores
+        # none of the slice's batches, as before.
+        built: list[list[Record]] = []
         for i, job in enumerate(all_jobs):
-            main, dcgm = raws[2 * i], raws[2 * i + 1]
+            main = merge_chunks([f.result() for f in reads[2 * i]])
+            dcgm = merge_chunks([f.result() for f in reads[2 * i + 1]])
             records: list[Record] = []
             device_seconds = None
             if job.dcgm_names:
@@ -1208,6 +1217,8 @@ class PrometheusSource:
                         device_seconds=device_seconds,
                     )
                 )
+            built.append(records)
+        for records in built:
             yield Batch(
                 records=records,
                 steps=1,
