@@ -3,6 +3,8 @@
 
     .venv/bin/python bench/bench_prometheus.py --smoke        # seconds
     .venv/bin/python bench/bench_prometheus.py --days 1       # 20 deployments, 15 s
+    .venv/bin/python bench/bench_prometheus.py --days 1 --store /tmp/bp   # keep the TSDB
+    .venv/bin/python bench/bench_prometheus.py --days 1 --store /tmp/bp --gzip
 
 Generates ``--deployments`` vLLM deployments (two pods each, V1 names, three
 latency histograms) scraped every 15 s for ``--days`` days, back-fills a real
@@ -12,8 +14,9 @@ repetition:
 * costapp: ``PrometheusSource.fetch`` over the whole window (raw samples,
   budget-sized chunks, hourly records built; no database writes, which
   docs/benchmarks-telemetry.md measures apart);
-* floor: the very same HTTP requests (recorded from the costapp run) fetched
-  with plain ``requests`` at the same concurrency, bodies read, not parsed.
+* floor: the very same HTTP requests (recorded from the costapp run, with the
+  Accept-Encoding costapp sent) fetched with plain ``requests`` at the same
+  concurrency, bodies read, not parsed.
 
 Prints medians and the ratio costapp / floor (goal: <= 1.5).
 """
@@ -163,6 +166,11 @@ def main() -> None:
     parser.add_argument("--max-samples", type=int, default=20_000_000)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument(
+        "--gzip",
+        action="store_true",
+        help="PROMETHEUS_GZIP=true (the floor then asks for gzip too)",
+    )
+    parser.add_argument(
         "--store",
         type=Path,
         default=None,
@@ -242,6 +250,7 @@ def main() -> None:
                         url=url,
                         max_samples=args.max_samples,
                         concurrency=args.concurrency,
+                        **({"gzip": True} if args.gzip else {}),
                     ),
                     options=Options(scrape_interval_s=args.step),
                 )
@@ -276,7 +285,8 @@ def main() -> None:
             ratio = statistics.median(ours) / statistics.median(floor)
             print(
                 f"window: {args.days} d x {args.deployments} deployments, {args.step} s scrapes, "
-                f"{samples:,} samples stored (generate {gen_s:.1f} s, promtool {build_s:.1f} s)"
+                f"{samples:,} samples stored (generate {gen_s:.1f} s, promtool {build_s:.1f} s), "
+                f"Accept-Encoding: {urls[0][1]!r}"
             )
             print(
                 f"requests per backfill: {len(urls)}, response bytes: {sum(sizes):,}, "

@@ -480,8 +480,11 @@ def matrix_from_json(body: bytes) -> list[Samples]:
         )
     except pa.ArrowInvalid:
         return _matrix_slow(body)
-    t = table.column("t").to_numpy()
-    v = table.column("v").to_numpy()
+    if table.column("t").num_chunks != 1:
+        return _matrix_slow(body)
+    # Array.to_numpy: a view, no copy (ChunkedArray's would import pandas).
+    t = table.column("t").chunk(0).to_numpy()
+    v = table.column("v").chunk(0).to_numpy()
     ends = np.flatnonzero(np.isnan(t)).tolist()
     if len(ends) != len(blocks) - 1:
         return _matrix_slow(body)
