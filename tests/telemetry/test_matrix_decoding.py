@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
 
@@ -12,7 +13,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costapp.sources.prometheus import matrix_from_json
+from costapp.sources.base import DeploymentHourRecord, Window
+from costapp.sources.prometheus import (
+    Options,
+    PrometheusClient,
+    PrometheusConfig,
+    PrometheusSource,
+    Target,
+    matrix_from_json,
+)
+from tests.telemetry.conftest import BUDGET, PromServer
+from tests.telemetry.synth import T0
+
+DAY = 86400
+
+
+def at(ts: int) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
 
 
 def reference(body: bytes) -> list[tuple[dict[str, str], list[float], list[float]]]:
@@ -122,3 +139,39 @@ def test_a_value_that_is_not_a_number_falls_back_to_the_exact_slow_path() -> Non
     body = matrix([{"metric": {}, "values": [[1, "1"], [2, "twelve"]]}])
     with pytest.raises(ValueError, match="twelve"):
         matrix_from_json(body)
+
+
+def test_prometheus_is_asked_not_to_gzip_unless_configured(settings: Any) -> None:
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"
+    plain = PrometheusClient(PrometheusConfig.from_settings())
+    assert plain.session.headers["Accept-Encoding"] == "identity"
+    settings.PROMETHEUS_GZIP = True
+    zipped = PrometheusClient(PrometheusConfig.from_settings())
+    assert "gzip" in zipped.session.headers["Accept-Encoding"]
+
+
+@pytest.mark.integration
+def test_a_target_denser_than_assumed_is_refused_halved_and_read_identically(
+    prometheus: PromServer,
+) -> None:
+    # Assuming 10-minute scrapes of 1-minute data makes every chunk ~10x over
+    # Prometheus's --query.max-samples: its 422 text must be read from the raw
+    # answer, the chunk halved until it fits, and nothing read differently.
+    targets = [Target("chat-v1", "vllm", 'namespace="chat"')]
+    window = Window(at(T0 + DAY), at(T0 + 2 * DAY))
+
+    def records(interval_s: float) -> tuple[list[Any], int]:
+        source = PrometheusSource(
+            targets=targets,
+            config=PrometheusConfig(url=prometheus.url, max_samples=BUDGET),
+            options=Options(scrape_interval_s=interval_s),
+            now=lambda: at(T0 + 3 * DAY),
+        )
+        out = [r for batch in source.fetch(window) for r in batch.records]
+        return out, source.client.requests
+
+    dense, n_dense = records(600)
+    right, n_right = records(60)
+    assert n_dense > n_right
+    assert dense == right
+    assert len([r for r in right if isinstance(r, DeploymentHourRecord)]) == 24
