@@ -73,6 +73,20 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+def env_mapping(name: str) -> dict[str, str]:
+    """``KEY=value,KEY2=value2`` (e.g. extra HTTP headers); junk is refused."""
+    raw = env_str(name, "")
+    out: dict[str, str] = {}
+    for item in raw.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise EnvError(f"{name}={raw!r}: expected KEY=value[,KEY=value...]")
+        out[key.strip()] = value.strip()
+    return out
+
+
 def database_from_url(url: str, *, base_dir: Path) -> dict[str, object]:
     """Translate ``DATABASE_URL`` into a Django ``DATABASES`` entry.
 

@@ -19,6 +19,7 @@ from costapp.env import (
     env_float,
     env_int,
     env_list,
+    env_mapping,
     env_str,
 )
 
@@ -135,6 +136,13 @@ PROMETHEUS_CA_BUNDLE = env_str("PROMETHEUS_CA_BUNDLE", "")
 PROMETHEUS_TIMEOUT_S = env_float("PROMETHEUS_TIMEOUT_S", 30.0, minimum=0.1)
 PROMETHEUS_MAX_SAMPLES = env_int("PROMETHEUS_MAX_SAMPLES", 20_000_000, minimum=1000)
 PROMETHEUS_CONCURRENCY = env_int("PROMETHEUS_CONCURRENCY", 4, minimum=1)
+# Compressed answers cost more CPU than they save on loopback or a LAN; turn on
+# across a WAN or a metered link (docs/telemetry.md).
+PROMETHEUS_GZIP = env_bool("PROMETHEUS_GZIP", False)
+# Extra headers, e.g. X-Scope-OrgID=tenant for Grafana Mimir.
+PROMETHEUS_HEADERS = env_mapping("PROMETHEUS_HEADERS")
+# The beat refresh re-reads this many trailing hours (late scrapes, restarts).
+TELEMETRY_REFRESH_HOURS = env_int("TELEMETRY_REFRESH_HOURS", 3, minimum=1)
 
 # AWS credentials and endpoint come from boto3's own chain (environment,
 # profile, IAM role, AWS_ENDPOINT_URL); only the accounts to watch are ours.

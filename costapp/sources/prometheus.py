@@ -119,11 +119,11 @@ class PrometheusConfig:
             "password": settings.PROMETHEUS_PASSWORD,
             "bearer_token": settings.PROMETHEUS_BEARER_TOKEN,
             "ca_bundle": settings.PROMETHEUS_CA_BUNDLE,
-            "headers": dict(getattr(settings, "PROMETHEUS_HEADERS", {}) or {}),
+            "headers": dict(settings.PROMETHEUS_HEADERS),
             "timeout_s": settings.PROMETHEUS_TIMEOUT_S,
             "max_samples": settings.PROMETHEUS_MAX_SAMPLES,
             "concurrency": settings.PROMETHEUS_CONCURRENCY,
-            "gzip": getattr(settings, "PROMETHEUS_GZIP", False),
+            "gzip": settings.PROMETHEUS_GZIP,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)

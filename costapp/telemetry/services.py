@@ -133,7 +133,7 @@ def telemetry_refresh(
     if not names:
         return None
     now = now or timezone.now()
-    hours = hours or int(getattr(settings, "TELEMETRY_REFRESH_HOURS", 3))
+    hours = hours or settings.TELEMETRY_REFRESH_HOURS
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
     run = telemetry_run_create(
         deployments=names, start=end - timedelta(hours=hours), end=end

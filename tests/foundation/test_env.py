@@ -4,7 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from costapp.env import EnvError, database_from_url, env_bool, env_int, env_str
+from costapp.env import (
+    EnvError,
+    database_from_url,
+    env_bool,
+    env_int,
+    env_mapping,
+    env_str,
+)
 
 pytestmark = pytest.mark.smoke
 
@@ -61,3 +68,13 @@ def test_database_url_maps_postgres_and_sqlite(tmp_path: Path) -> None:
 def test_database_url_refuses_an_unknown_scheme(tmp_path: Path) -> None:
     with pytest.raises(EnvError, match="unsupported scheme 'mysql'"):
         database_from_url("mysql://x/y", base_dir=tmp_path)
+
+
+def test_env_mapping_reads_pairs_and_refuses_junk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("X_HEADERS", "X-Scope-OrgID=team-a, Other=1")
+    assert env_mapping("X_HEADERS") == {"X-Scope-OrgID": "team-a", "Other": "1"}
+    monkeypatch.setenv("X_HEADERS", "justaword")
+    with pytest.raises(EnvError, match="X_HEADERS='justaword'"):
+        env_mapping("X_HEADERS")
