@@ -1,6 +1,6 @@
 """Benchmark the capacity engine (not run by CI).
 
-    python bench/bench_capacity.py [--smoke] [--runs 3] [--out docs/benchmarks-capacity.md]
+    python bench/bench_capacity.py [--smoke] [--runs 3] [--out FILE]   (prints the section of docs/benchmarks.md)
 
 1. 10,000 scenarios through ``evaluate_grid`` (vectorised) against ``evaluate``
    called 10,000 times in the same run: the ratio is the figure (goal >= 50x).

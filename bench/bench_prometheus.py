@@ -13,7 +13,7 @@ repetition:
 
 * costapp: ``PrometheusSource.fetch`` over the whole window (raw samples,
   budget-sized chunks, hourly records built; no database writes, which
-  docs/benchmarks-telemetry.md measures apart);
+  docs/benchmarks.md measures apart);
 * floor: the very same HTTP requests (recorded from the costapp run, with the
   Accept-Encoding costapp sent) fetched with plain ``requests`` at the same
   concurrency, bodies read, not parsed.

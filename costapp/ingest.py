@@ -140,7 +140,7 @@ def _costlines_copy_upsert(
 
     Same rows and same effect as the ORM path (which SQLite keeps), several
     times faster for a month of lines: bulk_create sends parameters row by
-    row, COPY streams them (bench/bench_bills.py, docs/benchmarks-bills.md).
+    row, COPY streams them (bench/bench_bills.py, docs/benchmarks.md).
     """
     names = [f.name for f in fields(CostRecord)]
     table = CostLine._meta.db_table

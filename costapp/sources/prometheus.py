@@ -286,7 +286,7 @@ class PrometheusClient:
         retries, headers, CA bundle, timeout), but the body is decoded by
         ``matrix_from_json`` into flat arrays: ``response.json()`` builds two
         Python objects per sample and was most of a backfill's time
-        (docs/benchmarks-telemetry.md).
+        (docs/benchmarks.md).
         """
         self._count()
         prom = self.prom
