@@ -186,7 +186,12 @@ def test_a_real_worker_runs_an_ingest_task_and_the_rows_land_in_postgresql(
     )
     client = Celery(broker=app_env["CELERY_BROKER_URL"])
     try:
-        client.send_task("costapp.tasks.ingest_run_task", args=[run_id])
+        # An explicit connection: kombu's producer pools are process-global and
+        # other tests may have closed the one for this broker URL.
+        with client.connection_for_write() as conn, conn.Producer() as producer:
+            client.send_task(
+                "costapp.tasks.ingest_run_task", args=[run_id], producer=producer
+            )
 
         def finished() -> bool:
             with psycopg.connect(app_env["DATABASE_URL"]) as conn:
