@@ -40,6 +40,8 @@ class ModelSpec:
     sliding_window: int = 0
     sliding_window_layers: int = 0
     vision_params: int = 0
+    # Served names with the same architecture (fine-tunes: Coder, Guard, ...).
+    aliases: tuple[str, ...] = ()
 
     @property
     def is_moe(self) -> bool:
@@ -111,13 +113,14 @@ _MODEL_KEYS = {
     "intermediate", "params_total", "params_active", "hf_config", "tie_embeddings",
     "max_position", "num_experts", "experts_per_token", "moe_intermediate",
     "shared_experts", "first_dense_layers", "kv_lora_rank", "qk_rope_head_dim",
-    "sliding_window", "sliding_window_layers", "vision_params",
+    "sliding_window", "sliding_window_layers", "vision_params", "aliases",
 }  # fmt: skip
 
 
 def model_from_dict(data: Mapping[str, Any]) -> ModelSpec:
     kwargs = {k: v for k, v in data.items() if k in _MODEL_KEYS}
     kwargs.setdefault("params_active", kwargs.get("params_total", 0))
+    kwargs["aliases"] = tuple(kwargs.get("aliases", ()))
     for key in ("layers", "hidden", "heads", "kv_heads", "head_dim", "vocab"):
         value = kwargs.get(key)
         if not isinstance(value, int) or value <= 0:
@@ -161,11 +164,19 @@ def gpus() -> dict[str, GpuSpec]:
     return out
 
 
+@lru_cache(maxsize=1)
+def _models_by_lowercase_name() -> dict[str, ModelSpec]:
+    out: dict[str, ModelSpec] = {}
+    for spec in models().values():
+        for name in (spec.name, *spec.aliases):
+            out[name.lower()] = spec
+    return out
+
+
 def get_model(name: str) -> ModelSpec:
     found = models().get(name)
     if found is None:
-        lowered = {k.lower(): v for k, v in models().items()}
-        found = lowered.get(name.lower())
+        found = _models_by_lowercase_name().get(name.lower())
     if found is None:
         raise InvalidInput("model", name, f"unknown model; known: {sorted(models())}")
     return found

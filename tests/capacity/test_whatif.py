@@ -123,3 +123,14 @@ def test_simulate_reports_ttft_and_itl_percentiles(
 
 def test_an_unknown_deployment_is_a_404(browser_client: Client) -> None:
     assert browser_client.get("/capacity/nope/").status_code == 404
+
+
+@pytest.mark.smoke
+def test_every_demo_model_maps_to_a_catalogue_entry() -> None:
+    import yaml
+
+    from costapp.capacity.adapters import catalogue_model_name
+
+    fleet = yaml.safe_load(open("costapp/fleet/demo_fleet.yaml"))
+    for entry in fleet["deployments"]:
+        assert catalogue_model_name(entry["model"])  # raises when unknown

@@ -248,3 +248,10 @@ def test_fp8_kv_never_holds_fewer_tokens_than_fp16(
     fp16 = evaluate(Scenario(kv_dtype="fp16", **common))
     fp8 = evaluate(Scenario(kv_dtype="fp8", **common))
     assert fp8.kv_cache_tokens >= fp16.kv_cache_tokens
+
+
+def test_fine_tunes_resolve_to_the_architecture_they_share() -> None:
+    from analytics.capacity.catalog import get_model
+
+    assert get_model("Llama-Guard-3-8B").name == "Llama-3.1-8B"
+    assert get_model("qwen2.5-coder-7b").name == "Qwen2.5-7B"
