@@ -117,7 +117,9 @@ class DemoDeployment:
     p_abort: float
     ttft_s: float  # median at low load
     itl_s: float
-    kv_tokens: int  # KV-cache capacity of one replica, tokens
+    # KV-cache capacity of one replica, tokens: what the capacity engine predicts
+    # for the fleet file's configuration (tests/fleet/test_demo.py checks it).
+    kv_tokens: int
     fb_total_mib: float
     host_prefix: str
 
@@ -127,21 +129,21 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         "chat", "NVIDIA H100 80GB HBM3", 4, 4.0, "", "p5.48xlarge", "p5-chat",
         peak_rps=30.0, capacity_rps=3.0, min_replicas=3, max_replicas=24,
         prompt_mean=1800, gen_mean=450, p_length=0.035, p_abort=0.01,
-        ttft_s=0.18, itl_s=0.016, kv_tokens=90_000, fb_total_mib=81559,
+        ttft_s=0.18, itl_s=0.016, kv_tokens=911_952, fb_total_mib=81559,
         host_prefix="ip-10-0-1-",
     ),
     DemoDeployment(
         "summarize", "NVIDIA L40S", 1, 1.0, "", "g6e.xlarge", None,
         peak_rps=6.0, capacity_rps=1.1, min_replicas=2, max_replicas=10,
         prompt_mean=3200, gen_mean=260, p_length=0.06, p_abort=0.005,
-        ttft_s=0.45, itl_s=0.022, kv_tokens=40_000, fb_total_mib=46068,
+        ttft_s=0.45, itl_s=0.022, kv_tokens=395_264, fb_total_mib=46068,
         host_prefix="ip-10-0-2-",
     ),
     DemoDeployment(
         "classify", "NVIDIA L4", 1, 1.0, "", "g6.xlarge", None,
         peak_rps=22.0, capacity_rps=7.0, min_replicas=2, max_replicas=8,
         prompt_mean=420, gen_mean=6, p_length=0.002, p_abort=0.002,
-        ttft_s=0.08, itl_s=0.018, kv_tokens=8_000, fb_total_mib=23034,
+        ttft_s=0.08, itl_s=0.018, kv_tokens=242_416, fb_total_mib=23034,
         host_prefix="ip-10-0-4-",
     ),
     DemoDeployment(
@@ -149,7 +151,7 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         "p4de.24xlarge", "a100-mig",
         peak_rps=8.0, capacity_rps=1.6, min_replicas=2, max_replicas=8,
         prompt_mean=2600, gen_mean=120, p_length=0.02, p_abort=0.03,
-        ttft_s=0.22, itl_s=0.026, kv_tokens=25_000, fb_total_mib=40192,
+        ttft_s=0.22, itl_s=0.026, kv_tokens=752_608, fb_total_mib=40192,
         host_prefix="ip-10-0-3-",
     ),
     DemoDeployment(
@@ -157,7 +159,7 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         "p4de.24xlarge", "a100-mig",
         peak_rps=12.0, capacity_rps=3.2, min_replicas=2, max_replicas=16,
         prompt_mean=650, gen_mean=8, p_length=0.001, p_abort=0.002,
-        ttft_s=0.09, itl_s=0.024, kv_tokens=4_000, fb_total_mib=19968,
+        ttft_s=0.09, itl_s=0.024, kv_tokens=27_808, fb_total_mib=19968,
         host_prefix="ip-10-0-3-",
     ),
 )  # fmt: skip

@@ -242,3 +242,25 @@ def test_the_demo_user_is_a_tech_lead_and_in_finance() -> None:
     assert user.check_password(credentials.password)
     assert set(user.groups.values_list("name", flat=True)) >= {"tech lead", "finance"}
     assert demo_user_ensure().password is None  # reused, password kept
+
+
+def test_what_the_demo_runs_today_is_what_the_capacity_engine_predicts(
+    demo: IngestRun,
+) -> None:
+    """The what-if page starts from the demo's discovered configuration: its KV
+    pool must agree with the engine, and every deployment must meet its SLA
+    today, or the page would open on a contradiction."""
+    from costapp.capacity import selectors as capacity
+
+    for deployment in Deployment.objects.order_by("name"):
+        today = capacity.today(deployment)
+        result = capacity.whatif(today, []).columns[0].result
+        assert result is not None, deployment.name
+        observed = int(deployment.discovery.cache_config["num_gpu_blocks"])
+        assert result.num_gpu_blocks == pytest.approx(observed, rel=0.05), (
+            deployment.name
+        )
+        assert result.max_requests_per_s_within_sla > 0, (
+            deployment.name,
+            result.reason,
+        )
