@@ -7,6 +7,8 @@ README; keep the two in step.
 
 from __future__ import annotations
 
+import re
+import warnings
 import zoneinfo
 from pathlib import Path
 
@@ -115,6 +117,8 @@ STORAGES = {
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
 }
 WHITENOISE_USE_FINDERS = True  # the demo serves without a collectstatic step
+# ...so STATIC_ROOT may not exist yet; whitenoise's warning about it is noise.
+warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {STATIC_ROOT}"))
 
 # Celery: with no broker configured, tasks run in-process (the embedded demo).
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")

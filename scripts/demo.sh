@@ -8,10 +8,17 @@ cd "$(dirname "$0")/.."
 
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
-  echo "creating .venv and installing requirements.txt (first run only)..."
+  echo "creating .venv (first run only)..."
   "$PYTHON" -m venv .venv
   .venv/bin/python -m pip install --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -r requirements.txt
+fi
+# Reinstall when requirements.txt changed since the last install (a pull).
+stamp=.venv/.demo-requirements.sha
+want=$(sha256sum requirements.txt | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "installing requirements.txt..."
+  .venv/bin/python -m pip install -q -r requirements.txt
+  echo "$want" > "$stamp"
 fi
 
 export COSTAPP_DEMO=true
