@@ -259,6 +259,14 @@ class PrometheusClient:
             )
         return SourceError(f"Prometheus request failed ({what}): {exc}")
 
+    def _api_error(self, exc: PrometheusApiClientException, promql: str) -> SourceError:
+        """A 5xx is the server's trouble (a rerun may pass); anything else is
+        the query's, reported with Prometheus's own error text."""
+        if re.search(r"HTTP Status Code 5\d\d", str(exc)):
+            return SourceError(f"Prometheus at {self.url} answered {str(exc)[:300]}")
+        error_type, text = _prometheus_error(exc)
+        return QueryError(text, error_type=error_type, query=promql)
+
     def query(self, promql: str, at_ms: int) -> list[dict[str, Any]]:
         """Instant query at ``at_ms`` through prometheus-api-client."""
         self._count()
@@ -267,12 +275,7 @@ class PrometheusClient:
                 promql, params={"time": f"{at_ms / 1000:.3f}"}
             )
         except PrometheusApiClientException as exc:
-            error_type, text = _prometheus_error(exc)
-            if re.search(r"HTTP Status Code 5\d\d", str(exc)):
-                raise SourceError(
-                    f"Prometheus at {self.url} answered {str(exc)[:300]}"
-                ) from exc
-            raise QueryError(text, error_type=error_type, query=promql) from exc
+            raise self._api_error(exc, promql) from exc
         except requests.RequestException as exc:
             raise self._transport(exc, f"query {promql[:120]}") from exc
         return result
@@ -333,12 +336,7 @@ class PrometheusClient:
                 step=f"{step_s:g}s",
             )
         except PrometheusApiClientException as exc:
-            error_type, text = _prometheus_error(exc)
-            if re.search(r"HTTP Status Code 5\d\d", str(exc)):
-                raise SourceError(
-                    f"Prometheus at {self.url} answered {str(exc)[:300]}"
-                ) from exc
-            raise QueryError(text, error_type=error_type, query=promql) from exc
+            raise self._api_error(exc, promql) from exc
         except requests.RequestException as exc:
             raise self._transport(exc, f"query_range {promql[:120]}") from exc
         return result
