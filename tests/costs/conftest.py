@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import fields
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -41,31 +42,10 @@ def utc(*args: int) -> datetime:
 def cost_lines() -> list[tuple[Any, ...]]:
     """The bill as stored, without bookkeeping columns, sorted."""
     from costapp.models import CostLine
+    from costapp.sources.base import CostRecord
 
     return sorted(
-        CostLine.objects.values_list(
-            "source",
-            "account_id",
-            "granularity",
-            "period_start",
-            "service",
-            "usage_type",
-            "record_type",
-            "resource_id",
-            "tag_key",
-            "tag_value",
-            "region",
-            "currency",
-            "unblended_cost",
-            "amortized_cost",
-            "net_amortized_cost",
-            "billed_cost",
-            "effective_cost",
-            "list_cost",
-            "usage_quantity",
-            "usage_unit",
-            "estimated",
-        )
+        CostLine.objects.values_list("source", *(f.name for f in fields(CostRecord)))
     )
 
 
