@@ -1,9 +1,16 @@
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
 
+from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import Group, User
+from django.http import HttpRequest
+
+from costapp import roles
 from costapp.fleet.forms import DeploymentForm
 from costapp.models import (
+    AuditEntry,
     Calibration,
     CostLine,
     Deployment,
@@ -89,3 +96,101 @@ class IngestRunAdmin(admin.ModelAdmin):
 
 admin.site.register(Calibration)
 admin.site.register(Scenario)
+
+
+# --- who opens the admin site, and what they may do to users ----------------------
+
+
+def _has_admin_site_permission(request: HttpRequest) -> bool:
+    """Membership of the admin group opens the admin site; no hand-set staff
+    flag is needed (or honoured on its own)."""
+    user = request.user
+    return bool(
+        user.is_active
+        and (user.is_superuser or user.groups.filter(name=roles.ADMIN).exists())
+    )
+
+
+admin.site.has_permission = _has_admin_site_permission  # type: ignore[method-assign]
+admin.site.site_header = "costapp administration"
+
+
+class ProductUserAdmin(UserAdmin):
+    """Users managed by the admin group. A non-superuser sees no superuser or
+    per-user permission fields, picks groups only among the product's three,
+    and cannot change a superuser: nobody can make anyone, themselves
+    included, a superuser."""
+
+    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+        if request.user.is_superuser:
+            return super().get_fieldsets(request, obj)
+        if obj is None:
+            return (
+                (None, {"fields": ("username", "password1", "password2")}),
+                ("Groups", {"fields": ("groups",)}),
+            )
+        return (
+            (None, {"fields": ("username", "password")}),
+            ("Personal info", {"fields": ("first_name", "last_name", "email")}),
+            ("Access", {"fields": ("is_active", "groups")}),
+            ("Important dates", {"fields": ("last_login", "date_joined")}),
+        )
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if request.user.is_superuser:
+            return super().get_readonly_fields(request, obj)
+        return ("last_login", "date_joined")
+
+    def formfield_for_manytomany(
+        self, db_field: Any, request: HttpRequest, **kwargs: Any
+    ) -> Any:
+        if db_field.name == "groups" and not request.user.is_superuser:
+            kwargs["queryset"] = Group.objects.filter(name__in=roles.PRODUCT_GROUPS)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(is_superuser=False)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.is_superuser and super().has_delete_permission(request, obj)
+
+    def save_model(
+        self, request: HttpRequest, obj: Any, form: Any, change: bool
+    ) -> None:
+        if not request.user.is_superuser:
+            # Belt and braces: the fields are not on the form, but a crafted
+            # POST must not set them either.
+            obj.is_superuser = False
+            obj.is_staff = False
+        super().save_model(request, obj, form, change)
+
+
+admin.site.unregister(User)
+admin.site.register(User, ProductUserAdmin)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only: the log is append-only for everyone, superusers included."""
+
+    list_display = ["at", "username", "action", "target", "status_code", "client_ip"]
+    list_filter = ["action", "status_code"]
+    search_fields = ["username", "action", "target", "path"]
+    date_hierarchy = "at"
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -5,37 +5,11 @@ from typing import Any
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
-# The three kinds of users (PRODUCT.md): permissions are by model, views check
-# group membership where finance and tech leads differ.
-GROUPS = {
-    "finance": ["view_costline", "view_ratecard", "view_deployment", "view_pool"],
-    "tech lead": [
-        "view_costline",
-        "view_ratecard",
-        "view_deployment",
-        "change_deployment",
-        "view_pool",
-        "add_scenario",
-        "view_scenario",
-        "add_calibration",
-        "view_calibration",
-    ],
-    "admin": ["*"],
-}
 
+def _roles_sync(**_: Any) -> None:
+    from costapp.roles import roles_sync
 
-def ensure_groups(**_: Any) -> None:
-    from django.contrib.auth.models import Group, Permission
-
-    app_perms = Permission.objects.filter(content_type__app_label="costapp")
-    for name, codenames in GROUPS.items():
-        group, _created = Group.objects.get_or_create(name=name)
-        perms = (
-            app_perms
-            if codenames == ["*"]
-            else app_perms.filter(codename__in=codenames)
-        )
-        group.permissions.set(perms)
+    roles_sync()
 
 
 class CostappConfig(AppConfig):
@@ -43,4 +17,9 @@ class CostappConfig(AppConfig):
     verbose_name = "costapp"
 
     def ready(self) -> None:
-        post_migrate.connect(ensure_groups, sender=self)
+        from costapp import access
+
+        # After Django's own post_migrate handlers have created this app's
+        # permission rows (they connect first, in auth's ready()).
+        post_migrate.connect(_roles_sync, sender=self)
+        access.connect_signals()

@@ -30,10 +30,18 @@ VAR_DIR = Path(env_str("COSTAPP_VAR_DIR", str(BASE_DIR / "var")))
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG and env_bool("COSTAPP_REQUIRE_SECRET_KEY", False):
+# Keys that were ever published (an example file, a README) protect nothing.
+_PUBLIC_KEYS = {"change-me-to-a-long-random-string-before-any-real-use"}
+if env_bool("COSTAPP_REQUIRE_SECRET_KEY", False) and not DEBUG:
+    if not SECRET_KEY:
         raise EnvError("SECRET_KEY is required when COSTAPP_REQUIRE_SECRET_KEY=true")
-    # Development default; docker-compose.yml sets a real one.
+    if SECRET_KEY in _PUBLIC_KEYS or len(SECRET_KEY) < 50:
+        raise EnvError(
+            "SECRET_KEY: a published example or shorter than 50 characters; create "
+            "one with python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
+        )
+if not SECRET_KEY:
+    # Development default; docker-compose.yml reads a real one from a file.
     SECRET_KEY = "costapp-insecure-development-key"  # noqa: S105
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
@@ -47,6 +55,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
+    "axes",
+    "csp",
     "costapp.apps.CostappConfig",
 ]
 
@@ -60,12 +70,22 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "costapp.access.PrivateCacheMiddleware",
+    "costapp.access.AuditMiddleware",
+    # Last, so that it sees the outcome of authentication (django-axes' rule).
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "costapp.urls"
 WSGI_APPLICATION = "costapp.wsgi.application"
 LOGIN_URL = "login"
-LOGIN_REDIRECT_URL = "overview"
+LOGIN_REDIRECT_URL = "landing"
 LOGOUT_REDIRECT_URL = "login"
 
 TEMPLATES = [
@@ -159,6 +179,64 @@ EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "costapp@localhost")
 
+# --- Security (docs/security.md) ----------------------------------------------------
+# Proxies of our own in front of the app (a load balancer, an ingress): only
+# then are X-Forwarded-For and X-Forwarded-Proto believed, and only as far as
+# this many hops. 0 (the default) trusts no header a client could write.
+COSTAPP_TRUSTED_PROXIES = env_int("COSTAPP_TRUSTED_PROXIES", 0, minimum=0)
+if COSTAPP_TRUSTED_PROXIES:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# HSTS: start small (an hour) and raise it once HTTPS is known to work everywhere;
+# browsers remember it for as long as it says.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# Preloading is a commitment made by submitting the domain to the browsers'
+# list, not a setting to nag about: opt in with SECURE_HSTS_PRELOAD=true.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+# Load balancers and the compose healthcheck probe over plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Sessions end after 12 hours without a request, and when the password or the
+# user's groups change (costapp/access.py).
+SESSION_COOKIE_AGE = 12 * 3600
+SESSION_SAVE_EVERY_REQUEST = True
+SESSION_COOKIE_HTTPONLY = True
+
+# Login throttling (django-axes): by username *and* address, so one attacker
+# behind a shared proxy cannot lock everyone out, nor one address lock out a
+# user everywhere. The address comes through COSTAPP_TRUSTED_PROXIES.
+AXES_FAILURE_LIMIT = env_int("AXES_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = env_float("AXES_COOLOFF_HOURS", 1.0, minimum=0.01)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "costapp.access.client_ip"
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
+# Content-Security-Policy (django-csp 4): scripts only from our own static
+# files; pages hand data to them through json_script. plotly writes inline
+# styles, hence style-src 'unsafe-inline' (styles cannot run code).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "form-action": ["'self'"],
+    }
+}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -167,4 +245,7 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    # django-axes logs every successful login at INFO; failures and lockouts
+    # are warnings and stay.
+    "loggers": {"axes": {"level": "WARNING"}},
 }

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from costapp import access
 from costapp.views import health
 
 urlpatterns = [
@@ -11,6 +12,10 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("home/", access.landing, name="landing"),
     path("admin/", admin.site.urls),
     path("", include("costapp.views.urls")),
 ]
+
+# A logged-in user without the right sees what is missing and whom to ask.
+handler403 = access.forbidden

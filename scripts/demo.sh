@@ -21,6 +21,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# A fresh clone has no var/: the SQLite file and local state live there.
+mkdir -p "${COSTAPP_VAR_DIR:-var}"
+
 export COSTAPP_DEMO=true
 export DEBUG=${DEBUG:-false}
 exec .venv/bin/python manage.py demo --serve "$@"

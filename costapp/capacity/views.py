@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from costapp.access import requires
 from costapp.capacity import charts, selectors, services
 from costapp.capacity.forms import (
     VARIANT_KEYS,
@@ -64,6 +65,7 @@ def _compute(deployment: Deployment, data: QueryDict) -> _Computed:
     return _Computed(state, forms, result, errors)
 
 
+@requires("costapp.run_whatif")
 def index(request: HttpRequest) -> HttpResponse:
     return render(
         request,
@@ -74,6 +76,7 @@ def index(request: HttpRequest) -> HttpResponse:
     )
 
 
+@requires("costapp.run_whatif")
 def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=deployment)
     computed = _compute(dep, request.GET)
@@ -131,6 +134,7 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
     )
 
 
+@requires("costapp.run_whatif", write="costapp.add_scenario")
 def scenario_save(request: HttpRequest, deployment: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=deployment)
     back = reverse("capacity:whatif", args=[dep.name])
@@ -158,6 +162,7 @@ def scenario_save(request: HttpRequest, deployment: str) -> HttpResponse:
     return redirect("capacity:scenario_share", share_token=saved.share_token)
 
 
+@requires("costapp.view_scenario")
 def scenarios(request: HttpRequest) -> HttpResponse:
     return render(
         request,
@@ -168,6 +173,7 @@ def scenarios(request: HttpRequest) -> HttpResponse:
     )
 
 
+@requires("costapp.view_scenario")
 def scenario_share(request: HttpRequest, share_token: str) -> HttpResponse:
     saved = get_object_or_404(SavedScenario, share_token=share_token)
     columns = saved.result.get("columns", [])
@@ -204,6 +210,7 @@ def scenario_share(request: HttpRequest, share_token: str) -> HttpResponse:
     )
 
 
+@requires("costapp.view_scenario")
 def scenario_csv(request: HttpRequest, share_token: str) -> HttpResponse:
     saved = get_object_or_404(SavedScenario, share_token=share_token)
     response = HttpResponse(
@@ -215,6 +222,7 @@ def scenario_csv(request: HttpRequest, share_token: str) -> HttpResponse:
     return response
 
 
+@requires("costapp.run_whatif")
 def mig(request: HttpRequest) -> HttpResponse:
     form = MigCompareForm(request.GET or None)
     rows: list[selectors.MigRow] = []
@@ -241,6 +249,7 @@ def mig(request: HttpRequest) -> HttpResponse:
     )
 
 
+@requires("costapp.run_whatif")
 def search(request: HttpRequest) -> HttpResponse:
     form = SearchForm(request.GET or None)
     context: dict[str, Any] = {"form": form, "errors": [], "outcome": None}
@@ -271,6 +280,7 @@ def search(request: HttpRequest) -> HttpResponse:
     return render(request, "capacity/search.html", context)
 
 
+@requires("costapp.view_calibration", write="costapp.add_calibration")
 def calibrations(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = CalibrationUploadForm(request.POST, request.FILES)

@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.text import get_valid_filename
 from django.views.decorators.http import require_http_methods
 
+from costapp.access import requires
 from costapp.costs import selectors, services
 from costapp.costs.forms import BackfillForm, FocusImportForm, WindowForm
 from costapp.models import IngestRun
@@ -39,6 +40,7 @@ def _window(request: HttpRequest) -> tuple[WindowForm, dict]:
     return form, empty.cleaned_data
 
 
+@requires("costapp.view_bills")
 def bills(request: HttpRequest) -> HttpResponse:
     form, w = _window(request)
     days = selectors.bill_days(w["start"], w["end"], w["basis"])
@@ -57,6 +59,7 @@ def bills(request: HttpRequest) -> HttpResponse:
     )
 
 
+@requires("costapp.view_bills")
 def reconciliation(request: HttpRequest) -> HttpResponse:
     form, w = _window(request)
     return render(
@@ -76,6 +79,7 @@ class _Echo:
         return value
 
 
+@requires("costapp.export_bills")
 def export_csv(request: HttpRequest) -> HttpResponseBase:
     form, w = _window(request)
     if request.GET and not form.is_valid():
@@ -109,6 +113,7 @@ def export_csv(request: HttpRequest) -> HttpResponseBase:
     return response
 
 
+@requires("costapp.run_backfill", write="costapp.run_backfill")
 @require_http_methods(["GET", "POST"])
 def backfill(request: HttpRequest) -> HttpResponse:
     form = BackfillForm(request.POST or None)
@@ -151,6 +156,7 @@ def backfill(request: HttpRequest) -> HttpResponse:
     )
 
 
+@requires("costapp.view_ingestrun")
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(IngestRun, pk=run_id, source__in=["cost_explorer", "focus"])
     return render(
@@ -160,6 +166,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
 
 
+@requires("costapp.import_focus", write="costapp.import_focus")
 @require_http_methods(["GET", "POST"])
 def focus_import(request: HttpRequest) -> HttpResponse:
     form = FocusImportForm(request.POST or None, request.FILES or None)

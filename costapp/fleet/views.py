@@ -4,16 +4,19 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
 from costapp import charts
+from costapp.access import requires
 from costapp.fleet import formatting as fmt
 from costapp.models import Deployment
 from costapp.selectors import deployment_detail_read, display_today
 
 
+@requires("costapp.view_fleet")
 def deployment_list(request: HttpRequest) -> HttpResponse:
     deployments = Deployment.objects.select_related("pool").order_by("name")
     return render(request, "fleet/deployment_list.html", {"deployments": deployments})
 
 
+@requires("costapp.view_fleet")
 def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     deployment = get_object_or_404(Deployment.objects.select_related("pool"), name=name)
     detail = deployment_detail_read(deployment, today=display_today())

@@ -1,3 +1,4 @@
+from costapp.models.access import AuditEntry, Capability
 from costapp.models.capacity import Calibration, Scenario
 from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
 from costapp.models.fleet import Deployment, Pool
@@ -10,8 +11,10 @@ from costapp.models.usage import (
 )
 
 __all__ = [
+    "AuditEntry",
     "BillingPeriodSource",
     "Calibration",
+    "Capability",
     "CostLine",
     "Deployment",
     "DeploymentHour",

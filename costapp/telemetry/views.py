@@ -9,11 +9,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from costapp.access import requires
 from costapp.models import Deployment
 from costapp.telemetry import selectors, services
 from costapp.telemetry.forms import BackfillForm
 
 
+@requires("costapp.view_fleet", write="costapp.run_backfill")
 @require_http_methods(["GET", "POST"])
 def index(request: HttpRequest) -> HttpResponse:
     form = BackfillForm(request.POST or None)
@@ -54,6 +56,7 @@ def _day(value: str | None) -> datetime | None:
         return None
 
 
+@requires("costapp.view_fleet")
 def deployment(request: HttpRequest, name: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=name)
     start, end = selectors.default_window(dep)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
+
+logger = logging.getLogger(__name__)
 
 
 @login_not_required
@@ -23,7 +27,10 @@ def _broker_reachable() -> str | None:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
     except Exception as exc:  # noqa: BLE001 - any broker failure means not ready
-        return f"broker unreachable: {exc}"
+        # The answer is public: the broker's address and the error go to the
+        # log, not to whoever asks.
+        logger.warning("readyz: broker unreachable: %s", exc)
+        return "broker unreachable"
     return None
 
 
@@ -37,7 +44,8 @@ def readyz(request: HttpRequest) -> JsonResponse:
         if pending:
             problems.append(f"{len(pending)} migration(s) not applied")
     except DatabaseError as exc:
-        problems.append(f"database unreachable: {exc}")
+        logger.warning("readyz: database unreachable: %s", exc)
+        problems.append("database unreachable")
     if settings.CELERY_BROKER_URL:
         broker_problem = _broker_reachable()
         if broker_problem:

@@ -6,6 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from costapp import charts
+from costapp.access import requires
 from costapp.fleet import formatting as fmt
 from costapp.selectors import display_today, overview_read
 
@@ -16,6 +17,7 @@ _KPI_FORMAT: dict[str, Callable[[float], str]] = {
 }
 
 
+@requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
     data = overview_read(today=display_today())
     kpis = [

@@ -10,6 +10,7 @@ from django.test import Client
 
 from costapp.models import Deployment
 from tests.capacity.seed_demo import seed_chat
+from tests.support.users import user_in
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NOW = datetime(2025, 9, 10, 12, 30, tzinfo=UTC)
@@ -29,7 +30,7 @@ def chat(db, frozen) -> Deployment:
 
 @pytest.fixture
 def lead(db) -> User:
-    return User.objects.create_user("lead", password="pw")
+    return user_in("lead", "tech lead", password="pw")
 
 
 @pytest.fixture

@@ -9,9 +9,8 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from django.contrib.auth.models import User
-
 from costapp.models import Deployment, DeploymentHour, EngineDiscovery, RateCard
+from tests.support.users import user_in
 
 
 def seed_chat(now: datetime) -> Deployment:
@@ -79,5 +78,5 @@ def seed_chat(now: datetime) -> Deployment:
 
 
 def seed() -> None:
-    User.objects.create_user("lead", password="pw-for-the-browser-test")
+    user_in("lead", "tech lead", password="pw-for-the-browser-test")
     seed_chat(datetime.now(UTC))

@@ -10,7 +10,6 @@ from decimal import Decimal
 
 import pytest
 import time_machine
-from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -34,6 +33,7 @@ from costapp.models import (
 )
 from tests.costs.ce_emulator import CostExplorerEmulator, Line
 from tests.costs.conftest import ACCOUNT, utc
+from tests.support.users import user_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 D = Decimal
@@ -183,7 +183,7 @@ def test_the_export_reconciles_to_the_bill_exactly_in_each_basis(
     fleet: None,
     client: Client,
 ) -> None:
-    client.force_login(User.objects.create_user("finance", password="pw"))
+    client.force_login(user_in("finance", "finance", "admin", password="pw"))
     for basis in ("amortized", "unblended", "net_amortized"):
         response = client.get(
             "/costs/export.csv",
@@ -211,7 +211,7 @@ def test_the_export_reconciles_to_the_bill_exactly_in_each_basis(
 
 
 def test_the_pages_render_with_each_basis(fleet: None, client: Client) -> None:
-    client.force_login(User.objects.create_user("lead", password="pw"))
+    client.force_login(user_in("lead", "tech lead", "admin", password="pw"))
     CostLine.objects.filter(usage_type="Tax").update(estimated=True)
     for url in ("/costs/", "/costs/reconciliation/"):
         for basis in ("amortized", "unblended", "net_amortized"):
@@ -235,7 +235,7 @@ def test_a_backfill_above_budget_asks_for_confirmation(
     settings.COST_EXPLORER_BUDGET_USD = 0.05  # type: ignore[attr-defined]
     ce.page_size = 100  # one page per query: requests made == requests planned
     ce.add(Line(ACCOUNT, "2025-01-15", "BoxUsage:g6.xlarge", "19.3152"))
-    client.force_login(User.objects.create_user("lead", password="pw"))
+    client.force_login(user_in("lead", "tech lead", "admin", password="pw"))
     form = {
         "accounts": ACCOUNT,
         "start": "2025-01-01",
@@ -354,7 +354,7 @@ def test_an_uploaded_focus_file_imports_and_a_bad_name_is_refused(
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]
-    client.force_login(User.objects.create_user("finance", password="pw"))
+    client.force_login(user_in("finance", "finance", "admin", password="pw"))
     with open("tests/costs/fixtures/focus_1.0_sample_aws_first50.csv", "rb") as f:
         upload = SimpleUploadedFile("sep.csv", f.read(), content_type="text/csv")
     with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]

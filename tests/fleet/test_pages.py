@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 import time_machine
-from django.contrib.auth.models import User
 from django.test import Client
 
 from costapp.fleet.demo import demo_fleet_load, demo_ingest
 from costapp.fleet.services import rate_card_seed
+from tests.support.users import user_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 
@@ -19,7 +19,7 @@ NOW = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 @pytest.fixture
 def lead(client: Client) -> Client:
-    client.force_login(User.objects.create_user("lead", password="pw"))
+    client.force_login(user_in("lead", "tech lead", password="pw"))
     return client
 
 

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group
 from django.test import Client
+
+from tests.support.users import user_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 
@@ -33,6 +35,6 @@ def test_migrate_creates_the_three_groups_of_users() -> None:
 
 
 def test_a_logged_in_user_sees_the_overview(client: Client) -> None:
-    user = User.objects.create_user("lead", password="pw")
+    user = user_in("lead", "tech lead", password="pw")
     client.force_login(user)
     assert client.get("/").status_code == 200

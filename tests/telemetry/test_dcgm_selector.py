@@ -7,12 +7,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
 from django.test import Client
 
 from costapp.models import Deployment, DeploymentHour, DeviceHour, IngestRun
 from costapp.sources.prometheus import source_from_run
 from costapp.telemetry.services import telemetry_run_create
+from tests.support.users import user_in
 from tests.telemetry.conftest import BUDGET, PromServer
 from tests.telemetry.synth import T0
 from tests.telemetry.truth import check_deployment_hours, check_devices
@@ -90,7 +90,7 @@ def test_the_deployment_page_shows_both_selectors(
 ) -> None:
     deployment(dcgm_selector=MIG_1)
     deployment("chat-v1", prometheus_selector='namespace="chat"')
-    client.force_login(User.objects.create_user("lead"))
+    client.force_login(user_in("lead", "tech lead"))
     page = client.get("/telemetry/chat-v0/").content.decode()
     assert "Hostname=&quot;node-a&quot;,GPU_I_ID=&quot;1&quot;" in page
     assert "namespace=&quot;batch&quot;" in page

@@ -10,7 +10,6 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import requests
-from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client
 
@@ -33,6 +32,7 @@ from costapp.sources.prometheus import (
 )
 from costapp.telemetry.services import telemetry_backfill_start, telemetry_run_create
 from tests.support.services import free_port
+from tests.support.users import user_in
 from tests.telemetry.conftest import BUDGET, PromServer
 from tests.telemetry.proxy import Proxy
 from tests.telemetry.synth import GAP, T0, hour_of
@@ -290,7 +290,7 @@ def test_a_malformed_selector_is_reported_with_prometheus_own_error_text(
     discovery = EngineDiscovery.objects.get(deployment__name="chat-v1")
     assert "parse error" in discovery.error
 
-    client.force_login(User.objects.create_user("lead"))
+    client.force_login(user_in("lead", "admin"))
     page = client.get("/telemetry/chat-v1/").content.decode()
     assert "parse error" in page
     assert "parse error" in client.get("/telemetry/").content.decode()
@@ -322,7 +322,7 @@ def test_the_backfill_form_queues_a_run_that_fills_the_deployment_page(
     client: Client,
     django_capture_on_commit_callbacks: Any,
 ) -> None:
-    client.force_login(User.objects.create_user("lead"))
+    client.force_login(user_in("lead", "admin"))
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(
             "/telemetry/",
