@@ -1,0 +1,34 @@
+// Draws every chart on a page from the figure JSON its template wrote with
+// json_script: <div class="plot" data-figure="ID" [data-figure-key="K"]>.
+// Pages carry no inline script, so the CSP's script-src 'self' holds.
+(function () {
+  "use strict";
+
+  function figureFrom(id, key) {
+    var node = document.getElementById(id);
+    if (!node) return null;
+    var value = JSON.parse(node.textContent);
+    // The capacity pages hand the figure over as a JSON string.
+    if (typeof value === "string") value = JSON.parse(value);
+    if (value && key) value = value[key];
+    return value || null;
+  }
+
+  function draw() {
+    document.querySelectorAll("[data-figure]").forEach(function (el) {
+      var fig = figureFrom(el.dataset.figure, el.dataset.figureKey);
+      if (!fig) return;
+      Plotly.newPlot(el, fig.data, fig.layout, {
+        displaylogo: false,
+        responsive: true,
+        displayModeBar: el.dataset.modebar === "off" ? false : "hover"
+      });
+    });
+  }
+
+  if (document.readyState === "loading") {
+    document.addEventListener("DOMContentLoaded", draw);
+  } else {
+    draw();
+  }
+})();
