@@ -35,6 +35,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve
 from django.utils import timezone
+from django.views.decorators.http import require_safe
 
 from costapp.roles import ADMIN
 
@@ -124,6 +125,7 @@ LANDING_PAGES = (
 )
 
 
+@require_safe
 def landing(request: HttpRequest) -> HttpResponse:
     """After login: the first page the user's role can read, or a page saying
     whom to ask when the user is in no group."""

@@ -10,11 +10,13 @@ from django.db import DatabaseError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
 
 logger = logging.getLogger(__name__)
 
 
 @login_not_required
+@require_safe
 @never_cache
 def healthz(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
@@ -35,6 +37,7 @@ def _broker_reachable() -> str | None:
 
 
 @login_not_required
+@require_safe
 @never_cache
 def readyz(request: HttpRequest) -> JsonResponse:
     problems: list[str] = []

@@ -1,0 +1,215 @@
+"""Every URL pattern, as every kind of user, GET and POST.
+
+The URL patterns come from the URLconf, so a new page is walked without
+editing this file; what each role may do is written here by hand (and in
+docs/security.md) from the roles in PRODUCT.md, never read from the views. A
+pattern missing from ``EXPECTED`` fails.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from costapp.models import IngestRun, Scenario
+from tests.capacity.seed_demo import seed_chat
+from tests.support.users import user_in
+
+pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
+
+ANON, NONE, FIN, LEAD, ADMIN = "anonymous", "no group", "finance", "tech lead", "admin"
+ROLES = (ANON, NONE, FIN, LEAD, ADMIN)
+PUBLIC = frozenset(ROLES)
+LOGGED_IN = frozenset({NONE, FIN, LEAD, ADMIN})
+READERS = frozenset({FIN, LEAD, ADMIN})  # finance, tech leads, admins
+LEADS = frozenset({LEAD, ADMIN})
+ADMINS = frozenset({ADMIN})
+
+
+@dataclass(frozen=True)
+class Rule:
+    get: frozenset[str]
+    post: frozenset[str] | None  # None: the page takes no POST (405 for readers)
+
+
+# URL name -> who may GET it and who may POST to it.
+EXPECTED: dict[str, Rule] = {
+    "healthz": Rule(PUBLIC, None),
+    "readyz": Rule(PUBLIC, None),
+    "login": Rule(PUBLIC, PUBLIC),
+    "logout": Rule(frozenset(), LOGGED_IN),
+    "landing": Rule(LOGGED_IN, None),
+    "overview": Rule(READERS, None),
+    "fleet:deployments": Rule(LEADS, None),
+    "fleet:deployment": Rule(LEADS, None),
+    "costs:bills": Rule(READERS, None),
+    "costs:reconciliation": Rule(READERS, None),
+    "costs:export": Rule(READERS, None),
+    "costs:backfill": Rule(ADMINS, ADMINS),
+    "costs:run": Rule(LEADS, None),
+    "costs:focus_import": Rule(ADMINS, ADMINS),
+    "telemetry:index": Rule(LEADS, ADMINS),
+    "telemetry:deployment": Rule(LEADS, None),
+    "capacity:index": Rule(LEADS, None),
+    "capacity:mig": Rule(LEADS, None),
+    "capacity:search": Rule(LEADS, None),
+    "capacity:calibrations": Rule(LEADS, LEADS),
+    "capacity:scenarios": Rule(LEADS, None),
+    "capacity:scenario_share": Rule(LEADS, None),
+    "capacity:scenario_csv": Rule(LEADS, None),
+    "capacity:whatif": Rule(LEADS, None),
+    "capacity:save": Rule(LEADS, LEADS),
+    # The admin site: its own login page for everyone outside the admin group.
+    "admin:index": Rule(ADMINS, ADMINS),
+}
+# The admin site's generated pages check model permissions themselves
+# (tests/foundation/test_roles.py covers users); the crawler walks its index.
+SKIPPED_NAMESPACES = ("admin:",)
+
+
+def url_patterns(
+    resolvers: list[URLPattern | URLResolver] | None = None,
+    prefix: str = "",
+    namespace: str = "",
+) -> Iterator[tuple[str, str]]:
+    """(URL name, route) for every named pattern, however deeply included."""
+    for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            ns = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+            yield from url_patterns(entry.url_patterns, prefix + str(entry.pattern), ns)
+        elif entry.name:
+            yield f"{namespace}{entry.name}", prefix + str(entry.pattern)
+
+
+@pytest.fixture
+def seeded() -> dict[str, str]:
+    """Objects for the patterns' parameters (a 404 would hide a check)."""
+    deployment = seed_chat(datetime.now(UTC))
+    scenario = Scenario.objects.create(
+        name="crawl", deployment=deployment, inputs={"query": ""}
+    )
+    run = IngestRun.objects.create(
+        source="focus",
+        window_start=datetime(2026, 11, 1, tzinfo=UTC),
+        window_end=datetime(2026, 11, 2, tzinfo=UTC),
+    )
+    return {
+        "deployment": deployment.name,
+        "name": deployment.name,
+        "share_token": scenario.share_token,
+        "run_id": str(run.pk),
+    }
+
+
+def concrete(route: str, values: dict[str, str]) -> str:
+    def fill(match: re.Match[str]) -> str:
+        return values[match.group(1)]
+
+    path = re.sub(r"<(?:\w+:)?(\w+)>", fill, route)
+    return "/" + path.lstrip("^").rstrip("$")
+
+
+_users = itertools.count()
+
+
+def client_for(role: str) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    if role != ANON:
+        groups = {NONE: (), FIN: ("finance",), LEAD: ("tech lead",), ADMIN: ("admin",)}
+        username = f"{role.replace(' ', '-')}-{next(_users)}"
+        client.force_login(user_in(username, *groups[role]))
+    return client
+
+
+def csrf_token(client: Client) -> str:
+    client.get("/login/")
+    return client.cookies["csrftoken"].value
+
+
+def walk() -> list[tuple[str, str]]:
+    return [
+        (name, route)
+        for name, route in url_patterns()
+        if name in EXPECTED or not name.startswith(SKIPPED_NAMESPACES)
+    ]
+
+
+def test_every_url_pattern_has_a_row_in_the_expected_matrix() -> None:
+    unlisted = sorted(name for name, _ in walk() if name not in EXPECTED)
+    assert not unlisted, f"add these URL names to EXPECTED: {unlisted}"
+
+
+def assert_refused(role: str, name: str, method: str, response: object) -> None:
+    status = response.status_code  # type: ignore[attr-defined]
+    where = f"{method} {name} as {role}"
+    if role == ANON:
+        assert status == 302, where
+        assert "/login/" in response["Location"], where  # type: ignore[index]
+    elif name.startswith("admin:"):
+        assert status == 302 and "/admin/login/" in response["Location"], where  # type: ignore[index]
+    else:
+        assert status == 403, f"{where}: {status}"
+        body = response.content.decode()  # type: ignore[attr-defined]
+        assert "You do not have access to this page" in body, where
+        assert "administrator" in body, where
+
+
+def test_each_role_gets_exactly_its_pages(seeded: dict[str, str]) -> None:
+    clients = {role: client_for(role) for role in ROLES}
+    for name, route in walk():
+        rule = EXPECTED[name]
+        path = concrete(route, seeded)
+        for role, client in clients.items():
+            if name == "logout":
+                continue  # walked in its own test: it ends the session
+            response = client.get(path)
+            where = f"GET {path} ({name}) as {role}"
+            assert response.status_code != 500, where
+            assert response.status_code != 404, where
+            if role in rule.get:
+                assert response.status_code in {200, 302}, (
+                    f"{where}: {response.status_code}"
+                )
+                if role != ANON and response.status_code == 302:
+                    assert "/login/" not in response["Location"], where
+            else:
+                assert_refused(role, name, "GET", response)
+
+
+def test_posts_need_the_right_and_a_csrf_token(seeded: dict[str, str]) -> None:
+    for name, route in walk():
+        rule = EXPECTED[name]
+        path = concrete(route, seeded)
+        for role in ROLES:
+            client = client_for(role)
+            where = f"POST {path} ({name}) as {role}"
+            # Without a token: refused before anything else happens.
+            no_token = client.post(path, {})
+            assert no_token.status_code == 403, f"{where} without a CSRF token"
+            response = client.post(path, {"csrfmiddlewaretoken": csrf_token(client)})
+            assert response.status_code != 500, where
+            if rule.post is not None and role in rule.post:
+                assert response.status_code in {200, 302, 400}, (
+                    f"{where}: {response.status_code}"
+                )
+            elif rule.post is None and role in rule.get and role != ANON:
+                assert response.status_code == 405, f"{where}: {response.status_code}"
+            elif role == ANON and name in {"healthz", "readyz"}:
+                assert response.status_code == 405, where
+            else:
+                assert_refused(role, name, "POST", response)
+
+
+def test_logout_takes_a_post_and_ends_the_session() -> None:
+    client = client_for(FIN)
+    assert client.get("/logout/").status_code == 405
+    response = client.post("/logout/", {"csrfmiddlewaretoken": csrf_token(client)})
+    assert response.status_code == 302
+    assert client.get("/").status_code == 302  # to login again
