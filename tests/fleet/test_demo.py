@@ -254,10 +254,11 @@ def test_what_the_demo_runs_today_is_what_the_capacity_engine_predicts(
     """The what-if page starts from the demo's discovered configuration: its KV
     pool must agree with the engine, and every deployment must meet its SLA
     today, or the page would open on a contradiction."""
-    from costapp.capacity import selectors as capacity
+    from costapp.capacity import whatif as capacity
+    from costapp.capacity.selectors import deployment_today
 
     for deployment in Deployment.objects.order_by("name"):
-        today = capacity.today(deployment)
+        today = deployment_today(deployment)
         result = capacity.whatif(today, []).columns[0].result
         assert result is not None, deployment.name
         observed = int(deployment.discovery.cache_config["num_gpu_blocks"])
