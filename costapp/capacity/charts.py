@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from costapp.capacity.selectors import Curve, MemoryBar
+from costapp.capacity.whatif import Curve, MemoryBar
 
 COLORS = ("#334e68", "#2563eb", "#d97706", "#059669")
 _LAYOUT = {

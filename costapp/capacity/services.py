@@ -25,7 +25,8 @@ from analytics.capacity.calibration_types import (
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.errors import InvalidInput
 from costapp.capacity import adapters
-from costapp.capacity.selectors import METRICS, Column
+from costapp.capacity.tables import METRICS, Cell, whatif_table
+from costapp.capacity.whatif import Column, WhatIf
 from costapp.models import Calibration, Deployment, Scenario
 
 MAX_CALIBRATION_BYTES = 5 * 1024 * 1024
@@ -193,7 +194,7 @@ def calibration_import(
 # ---------------------------------------------------------------------------
 
 
-def _column_record(column: Column) -> dict[str, Any]:
+def _column_record(column: Column, cells: Sequence[Cell]) -> dict[str, Any]:
     result = column.result
     return _json_clean(
         {
@@ -212,8 +213,8 @@ def _column_record(column: Column) -> dict[str, Any]:
             "metrics": {m.field: getattr(result, m.field) for m in METRICS}
             if result
             else {},
-            "cells": [c.text for c in column.cells],
-            "deltas": [c.delta for c in column.cells],
+            "cells": [c.text for c in cells],
+            "deltas": [c.delta for c in cells],
         }
     )
 
@@ -223,13 +224,15 @@ def scenario_save(
     *,
     name: str,
     deployment: Deployment | None,
-    columns: Sequence[Column],
+    whatif: WhatIf,
     query: str = "",
     user: AbstractBaseUser | AnonymousUser | None = None,
 ) -> Scenario:
     """Store a what-if comparison as it was computed (a snapshot, shareable)."""
     if not name.strip():
         raise ValueError("name = '': a saved scenario needs a name")
+    columns = whatif.columns
+    table = whatif_table(whatif)
     return Scenario.objects.create(
         name=name.strip()[:200],
         deployment=deployment,
@@ -242,7 +245,10 @@ def scenario_save(
             ],
         },
         result={
-            "columns": [_column_record(c) for c in columns],
+            "columns": [
+                _column_record(c, cells)
+                for c, cells in zip(columns, table.columns, strict=True)
+            ],
             "metrics": [[m.field, m.label, m.unit] for m in METRICS],
         },
         created_by=user if isinstance(user, User) else None,

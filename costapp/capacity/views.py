@@ -1,8 +1,8 @@
-"""Capacity what-if pages: thin views over selectors, services and charts."""
+"""Capacity what-if pages: thin views over whatif (numbers), tables (text),
+services and charts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -11,17 +11,23 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from costapp.access import requires
-from costapp.capacity import charts, selectors, services
+from costapp.capacity import charts, selectors, services, tables
 from costapp.capacity.forms import (
-    VARIANT_KEYS,
     CalibrationUploadForm,
     MigCompareForm,
     SaveScenarioForm,
     SearchForm,
-    VariantForm,
     field_errors,
 )
-from costapp.capacity.selectors import DASH
+from costapp.capacity.whatif import (
+    Simulation,
+    capacity_search,
+    mig_comparison,
+    simulate_column,
+    whatif_compute,
+    whatif_page,
+)
+from costapp.formatting import MISSING
 from costapp.models import Calibration, Deployment
 from costapp.models import Scenario as SavedScenario
 
@@ -32,37 +38,6 @@ PARAMETERS = (
     "engine_version", "gpu", "mig_profile", "target_requests_per_s", "prompt_tokens",
     "output_tokens", "itl_sla_ms", "ttft_sla_ms", "sla_percentile",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class _Computed:
-    state: selectors.Today
-    forms: list[tuple[str, str, VariantForm]]
-    whatif: selectors.WhatIf
-    errors: list[str]
-
-
-def _compute(deployment: Deployment, data: QueryDict) -> _Computed:
-    state = selectors.today(deployment)
-    shown = {k: s.value for k, s in state.settings.items()}
-    forms = [
-        (key, label, VariantForm(data, prefix=key, today=shown))
-        for key, label in VARIANT_KEYS
-    ]
-    errors: list[str] = []
-    variants = []
-    for key, label, form in forms:
-        if not form.is_valid():
-            errors.extend(field_errors(form, label))
-            continue
-        overrides = form.overrides()
-        if overrides:
-            variants.append((key, label, overrides))
-    result = selectors.whatif(state, variants)
-    for column in result.columns:
-        if column.error:
-            errors.append(f"{column.label} · {column.error}")
-    return _Computed(state, forms, result, errors)
 
 
 @requires("costapp.run_whatif")
@@ -79,27 +54,16 @@ def index(request: HttpRequest) -> HttpResponse:
 @requires("costapp.run_whatif")
 def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=deployment)
-    computed = _compute(dep, request.GET)
+    page = whatif_page(dep, request.GET)
+    computed = page.computed
     state, result = computed.state, computed.whatif
-    calibrations = selectors.stored_calibrations()
-    curves, bars = [], []
-    for column in result.columns:
-        if column.scenario is None or column.result is None:
-            continue
-        curve = selectors.throughput_curve(
-            column.scenario, column.result, column.label, calibrations
-        )
-        if curve is not None:
-            curves.append(curve)
-        bar = selectors.memory_bar(column.scenario, column.result, column.label)
-        if bar is not None:
-            bars.append(bar)
-    simulation: selectors.Simulation | str | None = None
+    curves, bars = page.curves, page.bars
+    simulation: Simulation | str | None = None
     wanted = request.GET.get("simulate")
     if wanted:
         chosen = [c for c in result.columns if c.key == wanted]
         simulation = (
-            selectors.simulate_column(chosen[0], calibrations)
+            simulate_column(chosen[0], page.calibrations)
             if chosen
             else f"simulate = {wanted!r}: no such column on this page"
         )
@@ -120,7 +84,7 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
         {
             "deployment": dep,
             "state": state,
-            "whatif": result,
+            "whatif": tables.whatif_table(result),
             "rows": rows,
             "errors": computed.errors,
             "columns": result.columns,
@@ -146,7 +110,7 @@ def scenario_save(request: HttpRequest, deployment: str) -> HttpResponse:
             messages.error(request, error)
         return redirect(back)
     query = form.cleaned_data["query"]
-    computed = _compute(dep, QueryDict(query))
+    computed = whatif_compute(dep, QueryDict(query))
     if computed.errors:
         for error in computed.errors:
             messages.error(request, error)
@@ -154,7 +118,7 @@ def scenario_save(request: HttpRequest, deployment: str) -> HttpResponse:
     saved = services.scenario_save(
         name=form.cleaned_data["name"],
         deployment=dep,
-        columns=computed.whatif.columns,
+        whatif=computed.whatif,
         query=query,
         user=request.user,
     )
@@ -184,7 +148,7 @@ def scenario_share(request: HttpRequest, share_token: str) -> HttpResponse:
             unit,
             [
                 (
-                    col["cells"][i] if i < len(col.get("cells", [])) else DASH,
+                    col["cells"][i] if i < len(col.get("cells", [])) else MISSING,
                     col["deltas"][i] if i < len(col.get("deltas", [])) else "",
                 )
                 for col in columns
@@ -225,16 +189,17 @@ def scenario_csv(request: HttpRequest, share_token: str) -> HttpResponse:
 @requires("costapp.run_whatif")
 def mig(request: HttpRequest) -> HttpResponse:
     form = MigCompareForm(request.GET or None)
-    rows: list[selectors.MigRow] = []
+    rows: list[tables.MigRow] = []
     problems: list[str] = []
     errors: list[str] = []
     if form.is_bound:
         if form.is_valid():
-            rows, problems = selectors.mig_comparison(
+            comparison = mig_comparison(
                 form.cleaned_data["gpu"],
                 form.cleaned_data.get("layout_list", []),
                 list(form.cleaned_data["deployments"]),
             )
+            rows, problems = tables.mig_rows(comparison), list(comparison.problems)
         else:
             errors = field_errors(form)
     return render(
@@ -261,7 +226,7 @@ def search(request: HttpRequest) -> HttpResponse:
             constraints = (
                 {"max_gpus": data["max_gpus"]} if data.get("max_gpus") else None
             )
-            outcome = selectors.capacity_search(
+            outcome = capacity_search(
                 data["deployment"],
                 data["space"],
                 objective=data["objective"],
@@ -269,13 +234,13 @@ def search(request: HttpRequest) -> HttpResponse:
             )
             keys = list(data["space"])
             context["outcome"] = outcome
-            context["ranked"] = selectors.search_rows(outcome.ranked, keys, 50)
-            context["infeasible"] = selectors.search_rows(outcome.infeasible, keys, 50)
+            context["ranked"] = tables.search_rows(outcome.ranked, keys, 50)
+            context["infeasible"] = tables.search_rows(outcome.infeasible, keys, 50)
             context["infeasible_count"] = len(outcome.infeasible)
             context["ranked_count"] = len(outcome.ranked)
             if len(outcome.pareto):
                 context["pareto_chart"] = charts.pareto(
-                    *selectors.pareto_series(outcome, keys)
+                    *tables.pareto_series(outcome, keys)
                 )
     return render(request, "capacity/search.html", context)
 

@@ -3,11 +3,12 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 
-from costapp import charts
+from costapp import formatting as fmt
 from costapp.access import requires
-from costapp.fleet import formatting as fmt
+from costapp.economics import charts
+from costapp.economics.selectors import deployment_detail_read
 from costapp.models import Deployment
-from costapp.selectors import deployment_detail_read, display_today
+from costapp.telemetry.selectors import latency_daily_percentiles
 
 
 @requires("costapp.view_fleet")
@@ -19,12 +20,15 @@ def deployment_list(request: HttpRequest) -> HttpResponse:
 @requires("costapp.view_fleet")
 def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     deployment = get_object_or_404(Deployment.objects.select_related("pool"), name=name)
-    detail = deployment_detail_read(deployment, today=display_today())
+    detail = deployment_detail_read(deployment, today=fmt.display_today())
+    start, end = detail.start, detail.end
+    ttft = latency_daily_percentiles(deployment, start=start, end=end, metric="ttft")
+    itl = latency_daily_percentiles(deployment, start=start, end=end, metric="itl")
     figures = {
         "unit-costs": charts.unit_costs_daily(detail.days),
         "requests": charts.requests_by_reason_daily(detail.days),
         "capacity": charts.capacity_daily(detail.days),
-        "latency": charts.latency_daily(detail.ttft, detail.itl),
+        "latency": charts.latency_daily(ttft, itl),
     }
     return render(
         request,

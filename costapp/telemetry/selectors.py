@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.db.models import Max, QuerySet
 
@@ -117,3 +117,31 @@ def device_hours(
 
 def discovery(deployment: Deployment) -> EngineDiscovery | None:
     return EngineDiscovery.objects.filter(deployment=deployment).first()
+
+
+def latency_daily_percentiles(
+    deployment: Deployment,
+    *,
+    start: date,
+    end: date,
+    metric: str,
+    quantiles: tuple[float, ...] = (0.5, 0.95),
+) -> dict[date, tuple[float | None, ...]]:
+    """Per UTC day in ``[start, end)``: percentiles from the day's summed hourly
+    buckets (the deployment page's latency chart)."""
+    lower = datetime.combine(start, time(0), tzinfo=UTC)
+    upper = datetime.combine(end, time(0), tzinfo=UTC)
+    by_day: dict[date, list[tuple[list[float | None], list[float]]]] = defaultdict(list)
+    rows = HistogramHour.objects.filter(
+        deployment=deployment, metric=metric, hour__gte=lower, hour__lt=upper
+    ).values_list("hour", "bounds", "cumulative_counts")
+    for hour, bounds, counts in rows:
+        by_day[hour.astimezone(UTC).date()].append((bounds, counts))
+    out: dict[date, tuple[float | None, ...]] = {}
+    for day in sorted(by_day):
+        summed = buckets_sum(by_day[day])
+        out[day] = tuple(
+            bucket_quantile(q, summed) if summed is not None else None
+            for q in quantiles
+        )
+    return out

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from costapp.views import overview
+from costapp.economics import views as economics
 
 urlpatterns = [
-    path("", overview.overview, name="overview"),
+    path("", economics.overview, name="overview"),
+    path("economics/", include("costapp.economics.urls")),
     path("fleet/", include("costapp.fleet.urls")),
     path("costs/", include("costapp.costs.urls")),
     path("telemetry/", include("costapp.telemetry.urls")),

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 def test_today_is_prefilled_from_fleet_discovery_and_the_peak_hour(
     chat: Deployment,
 ) -> None:
-    today = selectors.today(chat)
+    today = selectors.deployment_today(chat)
     s = today.settings
     assert s["model"].value == "Llama-3.1-8B"
     assert (s["gpu"].value, s["tp"].value) == ("H100-SXM", 1)
@@ -35,7 +35,7 @@ def test_today_is_prefilled_from_fleet_discovery_and_the_peak_hour(
 
 def test_a_deployment_without_hours_uses_labelled_defaults(chat: Deployment) -> None:
     chat.deploymenthour_set.all().delete()
-    today = selectors.today(chat)
+    today = selectors.deployment_today(chat)
     assert today.traffic is None
     assert today.settings["prompt_tokens"].origin == "default"
     assert today.settings["target_requests_per_s"].value is None

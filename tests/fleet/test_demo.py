@@ -7,6 +7,11 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
+from costapp.economics.selectors import (
+    deployment_days_frame,
+    deployment_days_read,
+    overview_read,
+)
 from costapp.fleet.demo import demo_fleet_load, demo_ingest, demo_user_ensure
 from costapp.fleet.services import rate_card_seed
 from costapp.models import (
@@ -20,13 +25,8 @@ from costapp.models import (
     Pool,
     RateCard,
 )
-from costapp.selectors import (
-    deployment_day_costs,
-    deployment_days_frame,
-    latency_daily_percentiles,
-    overview_read,
-)
 from costapp.sources.demo import DemoEvents, DemoSource
+from costapp.telemetry.selectors import latency_daily_percentiles
 
 END = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
 DAYS = 35  # covers the holiday, the scrape gap and the incident
@@ -113,8 +113,10 @@ def test_the_generator_is_deterministic_and_reads_no_clock() -> None:
 
 def _chat_days() -> dict[date, dict]:
     frame = deployment_days_frame(
-        deployment_day_costs(
-            (END - timedelta(days=DAYS)).date(), END.date(), deployments=["chat"]
+        deployment_days_read(
+            start=(END - timedelta(days=DAYS)).date(),
+            end=END.date(),
+            deployments=["chat"],
         )
     )
     return {row["day"]: row for row in frame.to_dict("records")}
@@ -211,7 +213,9 @@ def test_bills_come_through_the_cost_explorer_parser(demo: IngestRun) -> None:
     assert bill.unblended_cost == bill.usage_quantity * Decimal("55.04")
     provisional = next(
         r.cost
-        for r in deployment_day_costs(day.date(), day.date() + timedelta(days=1))
+        for r in deployment_days_read(
+            start=day.date(), end=day.date() + timedelta(days=1)
+        )
         if r.deployment == "chat"
     )
     assert provisional is not None
@@ -250,10 +254,11 @@ def test_what_the_demo_runs_today_is_what_the_capacity_engine_predicts(
     """The what-if page starts from the demo's discovered configuration: its KV
     pool must agree with the engine, and every deployment must meet its SLA
     today, or the page would open on a contradiction."""
-    from costapp.capacity import selectors as capacity
+    from costapp.capacity import whatif as capacity
+    from costapp.capacity.selectors import deployment_today
 
     for deployment in Deployment.objects.order_by("name"):
-        today = capacity.today(deployment)
+        today = deployment_today(deployment)
         result = capacity.whatif(today, []).columns[0].result
         assert result is not None, deployment.name
         observed = int(deployment.discovery.cache_config["num_gpu_blocks"])

@@ -14,8 +14,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.http import QueryDict
 
-from costapp.capacity import selectors
+from costapp.capacity import tables, whatif
 from costapp.capacity.forms import VariantForm, field_errors
+from costapp.capacity.selectors import deployment_today
 from costapp.models import Deployment
 
 # vLLM's flag names are accepted beside the page's field names.
@@ -41,7 +42,7 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _column(column: selectors.Column) -> dict[str, Any]:
+def _column(column: whatif.Column) -> dict[str, Any]:
     result = column.result
     out: dict[str, Any] = {"label": column.label, "overrides": column.overrides}
     if result is None:
@@ -90,14 +91,14 @@ class Command(BaseCommand):
                     f"{', '.join(sorted(form_fields | set(ALIASES)))}"
                 )
             data[f"a-{name}"] = value.strip()
-        state = selectors.today(deployment)
+        state = deployment_today(deployment)
         if state.scenario is None:
             raise CommandError("; ".join(state.problems))
         form = VariantForm(data, prefix="a")
         if not form.is_valid():
             raise CommandError("; ".join(field_errors(form, "--set")))
         variants = [("a", "Variant", form.overrides())] if form.overrides() else []
-        result = selectors.whatif(state, variants)
+        result = whatif.whatif(state, variants)
         for column in result.columns:
             if column.error:
                 raise CommandError(f"{column.label}: {column.error}")
@@ -120,11 +121,12 @@ class Command(BaseCommand):
                     )
             self.stdout.write(json.dumps(doc, indent=2))
             return
-        width = max(len(m.label) for m in result.metrics) + 2
+        table = tables.whatif_table(result)
+        width = max(len(m.label) for m in tables.METRICS) + 2
         self.stdout.write(
             "".ljust(width) + "".join(c.label.rjust(24) for c in result.columns)
         )
-        for metric, cells in result.rows:
+        for metric, cells in table.rows:
             line = metric.label.ljust(width)
             for cell in cells:
                 text = cell.text + (f" ({cell.delta})" if cell.delta else "")

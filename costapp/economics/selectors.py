@@ -1,4 +1,4 @@
-"""Reads shared by views, exports and the API.
+"""Reads of unit economics: cost and traffic per deployment-day, the overview.
 
 Cost per deployment-day has two clocks (PRODUCT.md). Until the bill for a day
 arrives the cost is *provisional*: measured GPU-hours (``gpu_seconds / 3600``,
@@ -9,8 +9,6 @@ passes it as ``billed`` and it replaces the provisional figure (basis 'billed').
 
 from __future__ import annotations
 
-import zoneinfo
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -18,12 +16,9 @@ from decimal import Decimal
 from typing import Literal
 
 import pandas as pd
-from django.conf import settings
 from django.db.models import Avg, Count, Sum
 from django.db.models.functions import TruncDate
-from django.utils import timezone
 
-from analytics.histograms import bucket_quantile, buckets_sum
 from analytics.unit_costs import (
     daily_unit_costs,
     relative_change,
@@ -33,7 +28,7 @@ from analytics.unit_costs import (
 )
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import billed_deployment_days
-from costapp.models import Deployment, DeploymentHour, HistogramHour
+from costapp.models import Deployment, DeploymentHour
 
 QUANTUM = Decimal("1e-12")
 Basis = Literal["provisional", "billed"]
@@ -66,19 +61,14 @@ class DeploymentDay:
         return self.prompt_tokens + self.generation_tokens
 
 
-def display_today(now: datetime | None = None) -> date:
-    tz = zoneinfo.ZoneInfo(settings.DISPLAY_TIME_ZONE)
-    return (now or timezone.now()).astimezone(tz).date()
-
-
 def _utc(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
 
 
-def deployment_day_costs(
+def deployment_days_read(
+    *,
     start: date,
     end: date,
-    *,
     deployments: Iterable[str] | None = None,
     billed: BilledCosts | None = None,
 ) -> list[DeploymentDay]:
@@ -223,7 +213,9 @@ def overview_read(*, today: date, days: int = 90) -> Overview:
     end = today
     start = end - timedelta(days=days)
     frame = deployment_days_frame(
-        deployment_day_costs(start, end, billed=billed_deployment_days(start, end))
+        deployment_days_read(
+            start=start, end=end, billed=billed_deployment_days(start, end)
+        )
     )
     last7 = frame[frame["day"] >= end - timedelta(days=7)]
     prev7 = frame[
@@ -292,39 +284,12 @@ def overview_read(*, today: date, days: int = 90) -> Overview:
     )
 
 
-def latency_daily_percentiles(
-    deployment: Deployment,
-    *,
-    start: date,
-    end: date,
-    metric: str,
-    quantiles: tuple[float, ...] = (0.5, 0.95),
-) -> dict[date, tuple[float | None, ...]]:
-    """Per UTC day: percentiles from the day's summed hourly buckets."""
-    by_day: dict[date, list[tuple[list[float | None], list[float]]]] = defaultdict(list)
-    rows = HistogramHour.objects.filter(
-        deployment=deployment, metric=metric, hour__gte=_utc(start), hour__lt=_utc(end)
-    ).values_list("hour", "bounds", "cumulative_counts")
-    for hour, bounds, counts in rows:
-        by_day[hour.astimezone(UTC).date()].append((bounds, counts))
-    out: dict[date, tuple[float | None, ...]] = {}
-    for day in sorted(by_day):
-        summed = buckets_sum(by_day[day])
-        out[day] = tuple(
-            bucket_quantile(q, summed) if summed is not None else None
-            for q in quantiles
-        )
-    return out
-
-
 @dataclass(frozen=True)
 class DeploymentDetail:
     deployment: Deployment
     start: date
     end: date
     days: pd.DataFrame  # unit costs, requests by reason, GPU-hours, replicas
-    ttft: dict[date, tuple[float | None, ...]]  # p50, p95 in seconds
-    itl: dict[date, tuple[float | None, ...]]
 
 
 def deployment_detail_read(
@@ -333,9 +298,9 @@ def deployment_detail_read(
     end = today
     start = end - timedelta(days=days)
     frame = deployment_days_frame(
-        deployment_day_costs(
-            start,
-            end,
+        deployment_days_read(
+            start=start,
+            end=end,
             deployments=[deployment.name],
             billed=billed_deployment_days(start, end),
         )
@@ -345,6 +310,4 @@ def deployment_detail_read(
         start=start,
         end=end,
         days=frame,
-        ttft=latency_daily_percentiles(deployment, start=start, end=end, metric="ttft"),
-        itl=latency_daily_percentiles(deployment, start=start, end=end, metric="itl"),
     )

@@ -1,3 +1,5 @@
+"""Unit-economics pages: thin views over economics.selectors and charts."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -5,10 +7,10 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from costapp import charts
+from costapp import formatting as fmt
 from costapp.access import requires
-from costapp.fleet import formatting as fmt
-from costapp.selectors import display_today, overview_read
+from costapp.economics import charts
+from costapp.economics.selectors import overview_read
 
 _KPI_FORMAT: dict[str, Callable[[float], str]] = {
     "usd": fmt.usd,
@@ -19,7 +21,7 @@ _KPI_FORMAT: dict[str, Callable[[float], str]] = {
 
 @requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
-    data = overview_read(today=display_today())
+    data = overview_read(today=fmt.display_today())
     kpis = [
         {
             "label": k.label,
@@ -58,7 +60,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     ]
     return render(
         request,
-        "overview.html",
+        "economics/overview.html",
         {
             "start": data.start,
             "end": data.end,

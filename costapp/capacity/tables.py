@@ -1,0 +1,268 @@
+"""The capacity pages' text: what-if cells and deltas, MIG rows, search rows.
+
+Numbers come from ``whatif.py``; this module only writes them as people read
+them, through ``costapp/formatting.py`` (a missing figure is ``MISSING``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from analytics.capacity.engine import Result
+from costapp.capacity.whatif import MigComparison, SearchOutcome, WhatIf
+from costapp.formatting import MISSING, number
+
+
+@dataclass(frozen=True)
+class Metric:
+    field: str
+    label: str
+    unit: str
+    scale: float = 1.0
+    digits: int = 0
+    better: str = "higher"  # or "lower"
+    money: bool = False
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric(
+        "kv_bytes_per_token",
+        "KV bytes per token (per GPU)",
+        "KiB",
+        1 / 1024,
+        1,
+        "lower",
+    ),
+    Metric("kv_cache_memory_bytes", "KV pool", "GiB", 1 / 1024**3, 2),
+    Metric("kv_cache_tokens", "KV pool", "tokens"),
+    Metric("num_gpu_blocks", "KV blocks", "blocks"),
+    Metric("max_concurrency", "Max concurrency (this request shape)", "seqs", 1, 1),
+    Metric("batch_size", "Batch within the ITL SLA", "seqs"),
+    Metric("decode_step_ms", "Decode step at that batch", "ms", 1, 2, "lower"),
+    Metric("itl_at_percentile_ms", "ITL at the SLA percentile", "ms", 1, 1, "lower"),
+    Metric("ttft_ms", "TTFT without queueing", "ms", 1, 0, "lower"),
+    Metric("throughput_tokens_per_s", "Output tokens/s per replica", "tok/s", 1, 0),
+    Metric(
+        "max_requests_per_s_within_sla",
+        "Requests/s per replica within SLA",
+        "req/s",
+        1,
+        2,
+    ),
+    Metric("replicas", "Replicas for the target", "", 1, 0, "lower"),
+    Metric("gpus_needed", "GPUs needed", "GPU", 1, 2, "lower"),
+    Metric("cost_per_hour", "Cost per hour", "/h", 1, 2, "lower", True),
+    Metric(
+        "cost_per_1k_requests", "Cost per 1k requests", "/1k req", 1, 4, "lower", True
+    ),
+    Metric("cost_per_1m_tokens", "Cost per 1M tokens", "/1M tok", 1, 4, "lower", True),
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    delta: str = ""
+    tone: str = ""  # good, bad or ""
+
+
+def _value(result: Result, metric: Metric) -> float | None:
+    raw = getattr(result, metric.field)
+    if raw is None:
+        return None
+    value = float(raw)
+    return value if math.isfinite(value) else None
+
+
+def _format(value: float | None, metric: Metric, currency: str) -> str:
+    if value is None:
+        return MISSING
+    text = number(value * metric.scale, metric.digits)
+    # The code, not a symbol: columns priced from different rate cards sit side
+    # by side, so each amount names its currency the same way.
+    if metric.money:
+        return f"{currency} {text}{metric.unit}"
+    return f"{text} {metric.unit}".strip()
+
+
+def _delta(base: float | None, value: float | None, metric: Metric) -> Cell:
+    if base is None or value is None:
+        return Cell("")
+    diff = (value - base) * metric.scale
+    if abs(diff) < 0.5 * 10 ** (-metric.digits):
+        return Cell("=", "", "")
+    rel = f" ({(value - base) / base:+.0%})" if base else ""
+    better = (diff > 0) == (metric.better == "higher")
+    return Cell(f"{diff:+,.{metric.digits}f}{rel}", "", "good" if better else "bad")
+
+
+def _cells(
+    result: Result | None, base: Result | None, currency: str
+) -> tuple[Cell, ...]:
+    cells = []
+    for metric in METRICS:
+        if result is None:
+            cells.append(Cell(MISSING))
+            continue
+        value = _value(result, metric)
+        text = _format(value, metric, currency)
+        if base is None or base is result:
+            cells.append(Cell(text))
+            continue
+        delta = _delta(_value(base, metric), value, metric)
+        cells.append(Cell(text, delta.text, delta.tone))
+    return tuple(cells)
+
+
+@dataclass(frozen=True)
+class WhatIfTable:
+    columns: tuple[tuple[Cell, ...], ...]  # per column; () for a refused input
+    rows: tuple[tuple[Metric, tuple[Cell, ...]], ...]  # per metric, columns with cells
+    blocks_check: str | None = None  # vLLM's reported KV blocks against the model's
+
+
+def whatif_table(whatif: WhatIf) -> WhatIfTable:
+    """Every metric of every column as text, variants with their delta to today."""
+    base = whatif.base
+    columns = tuple(
+        _cells(c.result, base, whatif.currency) if c.scenario is not None else ()
+        for c in whatif.columns
+    )
+    rows = tuple(
+        (metric, tuple(cells[i] for cells in columns if cells))
+        for i, metric in enumerate(METRICS)
+    )
+    check = None
+    observed = whatif.today.observed_blocks
+    if observed and base is not None and base.num_gpu_blocks > 0:
+        off = (base.num_gpu_blocks - observed) / observed
+        check = (
+            f"vLLM reported num_gpu_blocks={observed:,}; the model predicts "
+            f"{base.num_gpu_blocks:,} for today's settings ({off:+.1%})"
+        )
+    return WhatIfTable(columns, rows, check)
+
+
+@dataclass(frozen=True)
+class MigRow:
+    deployment: str
+    layout: str
+    valid: bool
+    reason: str | None
+    placements: str
+    instances: tuple[str, ...]
+    requests_per_s: str
+    idle_slices: int
+    cost_per_hour: str
+    cost_per_1k_requests: str
+    best: bool = False
+
+
+def mig_rows(comparison: MigComparison) -> list[MigRow]:
+    """One row per deployment and layout; the cheapest per deployment marked."""
+    price = comparison.price
+    currency = price.currency if price else ""
+    rows: list[MigRow] = []
+    for found in comparison.deployments:
+        for report in found.reports:
+            instances = tuple(
+                f"{p.profile}@{p.start}: "
+                + (
+                    f"{r.max_requests_per_s_within_sla:,.2f} req/s, batch "
+                    f"{r.batch_size}, {r.kv_cache_tokens:,} KV tokens"
+                    if r.feasible
+                    else f"does not run ({r.reason})"
+                )
+                for p, r in zip(report.placements, report.instances, strict=True)
+            )
+            rows.append(
+                MigRow(
+                    deployment=found.deployment,
+                    layout=" + ".join(report.layout),
+                    valid=report.valid,
+                    reason=report.reason,
+                    placements=", ".join(
+                        f"{p.profile}@{p.start}" for p in report.placements
+                    ),
+                    instances=instances,
+                    requests_per_s=f"{report.requests_per_s:,.2f}"
+                    if report.valid
+                    else MISSING,
+                    idle_slices=report.idle_compute_slices,
+                    cost_per_hour=(
+                        f"{currency} {report.gpu_cost_per_hour:,.2f}"
+                        if report.valid and report.gpu_cost_per_hour is not None
+                        else MISSING
+                    ),
+                    cost_per_1k_requests=(
+                        f"{currency} {report.cost_per_1k_requests:,.4f}"
+                        if report.cost_per_1k_requests is not None
+                        else MISSING
+                    ),
+                    best=found.cheapest is not None
+                    and report.cost_per_1k_requests == found.cheapest,
+                )
+            )
+    return rows
+
+
+def _fmt(value: Any, digits: int) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return MISSING
+    return f"{number:,.{digits}f}" if math.isfinite(number) else MISSING
+
+
+def _config_text(row: Mapping[str, Any], keys: Sequence[str]) -> str:
+    parts = []
+    for key in keys:
+        value = row.get(key)
+        if key == "mig_profile" and (value is None or value != value):
+            value = "whole GPU"
+        parts.append(f"{key}={value}")
+    return ", ".join(parts)
+
+
+def search_rows(frame: Any, keys: Sequence[str], limit: int) -> list[dict[str, str]]:
+    """Ranked or refused search rows as display strings."""
+    out: list[dict[str, str]] = []
+    if frame is None or not len(frame):
+        return out
+    for rank, (_, row) in enumerate(frame.head(limit).iterrows(), start=1):
+        out.append(
+            {
+                "rank": str(rank),
+                "config": _config_text(row, keys),
+                "cost_per_1k_requests": _fmt(row.get("cost_per_1k_requests"), 4),
+                "cost_per_1m_tokens": _fmt(row.get("cost_per_1m_tokens"), 4),
+                "p95_latency_s": _fmt(row.get("p95_latency_s"), 2),
+                "itl_ms": _fmt(row.get("itl_at_percentile_ms"), 1),
+                "ttft_ms": _fmt(row.get("ttft_ms"), 0),
+                "gpus": _fmt(row.get("gpus_needed"), 2),
+                "rps": _fmt(row.get("max_requests_per_s_within_sla"), 2),
+                "kv_tokens": _fmt(row.get("kv_cache_tokens"), 0),
+                "score": _fmt(row.get("score"), 4),
+                "calibration": str(row.get("calibration") or ""),
+                "reason": str(row.get("reason") or ""),
+            }
+        )
+    return out
+
+
+def pareto_series(
+    outcome: SearchOutcome, keys: Sequence[str]
+) -> tuple[list[float], list[float], list[str], list[float], list[float], str]:
+    ranked = outcome.ranked.dropna(subset=["cost_per_1k_requests"])
+    front = outcome.pareto
+    return (
+        [float(v) for v in ranked["cost_per_1k_requests"]],
+        [float(v) for v in ranked["p95_latency_s"]],
+        [_config_text(r, keys) for _, r in ranked.iterrows()],
+        [float(v) for v in front["cost_per_1k_requests"]],
+        [float(v) for v in front["p95_latency_s"]],
+        outcome.currency,
+    )

@@ -1,0 +1,100 @@
+"""Numbers as people read them: $1,234.56, 12.3k req, +4.2%, and the display day.
+
+Used by views to present selector results; templates only print strings. Every
+area formats through this one module, so a missing figure reads the same
+everywhere (``MISSING``) and every amount can carry its currency (``money``).
+"""
+
+from __future__ import annotations
+
+import math
+import zoneinfo
+from datetime import date, datetime
+from decimal import Decimal
+
+from django.conf import settings
+from django.utils import timezone
+
+MISSING = "\u2013"  # an en dash: no figure, which is not zero
+# Currencies written with a symbol; any other ISO 4217 code is written out
+# before the amount ("EUR 1,234.56"), so no amount is shown without its currency.
+SYMBOLS = {"USD": "$"}
+
+
+def display_today(now: datetime | None = None) -> date:
+    """Today in the display time zone (pages end their windows on this day)."""
+    tz = zoneinfo.ZoneInfo(settings.DISPLAY_TIME_ZONE)
+    return (now or timezone.now()).astimezone(tz).date()
+
+
+def _missing(value: float | Decimal | None) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def money(value: float | Decimal | None, currency: str, *, places: int = 2) -> str:
+    """An amount with its currency: ``$1,234.56``, ``-$3.10``, ``EUR 12.00``."""
+    if not currency:
+        raise ValueError(f"currency = {currency!r}: an amount needs its currency")
+    if _missing(value):
+        return MISSING
+    v = float(value)  # type: ignore[arg-type]
+    sign = "-" if v < 0 else ""
+    amount = f"{abs(v):,.{places}f}"
+    symbol = SYMBOLS.get(currency)
+    if symbol is not None:
+        return f"{sign}{symbol}{amount}"
+    return f"{sign}{currency} {amount}"
+
+
+def money_unit(value: float | Decimal | None, currency: str) -> str:
+    """Unit costs: three decimals below one unit of currency, cents above."""
+    if _missing(value):
+        return MISSING
+    v = float(value)  # type: ignore[arg-type]
+    return money(v, currency, places=3 if abs(v) < 1 else 2)
+
+
+def usd(value: float | Decimal | None, *, places: int = 2) -> str:
+    return money(value, "USD", places=places)
+
+
+def usd_unit(value: float | Decimal | None) -> str:
+    return money_unit(value, "USD")
+
+
+def count_short(value: float | None, unit: str = "") -> str:
+    if _missing(value):
+        return MISSING
+    v = float(value)  # type: ignore[arg-type]
+    for limit, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= limit:
+            text = f"{v / limit:,.1f}{suffix}"
+            break
+    else:
+        text = f"{v:,.0f}"
+    return f"{text} {unit}".strip()
+
+
+def number(value: float | None, places: int = 1) -> str:
+    if _missing(value):
+        return MISSING
+    return f"{float(value):,.{places}f}"  # type: ignore[arg-type]
+
+
+def percent(value: float | None, *, signed: bool = False, places: int = 1) -> str:
+    if _missing(value):
+        return MISSING
+    v = float(value) * 100  # type: ignore[arg-type]
+    return f"{v:+.{places}f}%" if signed else f"{v:.{places}f}%"
+
+
+def trend_class(change: float | None, *, threshold: float = 0.1) -> str:
+    """CSS class for a change of a cost: up is bad, down is good."""
+    if _missing(change):
+        return ""
+    c = float(change)  # type: ignore[arg-type]
+    if c >= threshold:
+        return "up"
+    if c <= -threshold:
+        return "down"
+    return ""

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+import math
+from decimal import Decimal
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from costapp import formatting as fmt
+
+
+def test_money_writes_dollars_with_a_symbol_and_others_with_their_code() -> None:
+    assert fmt.money(1234.5, "USD") == "$1,234.50"
+    assert fmt.money(Decimal("-3.1"), "USD") == "-$3.10"
+    assert fmt.money(1234.5, "EUR") == "EUR 1,234.50"
+    assert fmt.money(-0.125, "EUR", places=3) == "-EUR 0.125"
+
+
+def test_a_missing_amount_reads_as_missing_in_any_currency() -> None:
+    assert fmt.money(None, "EUR") == fmt.MISSING
+    assert fmt.money(math.nan, "USD") == fmt.MISSING
+    assert fmt.money_unit(None, "EUR") == fmt.MISSING
+
+
+def test_an_amount_without_a_currency_is_refused_naming_the_value() -> None:
+    with pytest.raises(ValueError, match="currency = ''"):
+        fmt.money(1.0, "")
+
+
+def test_unit_costs_keep_three_decimals_below_one_unit_and_cents_above() -> None:
+    assert fmt.money_unit(0.12345, "EUR") == "EUR 0.123"
+    assert fmt.money_unit(12.345, "EUR") == "EUR 12.35"
+    assert fmt.usd_unit(0.12345) == "$0.123"
+
+
+@given(st.floats(allow_nan=False, allow_infinity=False, width=32), st.integers(0, 4))
+def test_usd_is_money_in_dollars_as_it_was_written_before(
+    value: float, places: int
+) -> None:
+    sign = "-" if value < 0 else ""
+    assert fmt.usd(value, places=places) == f"{sign}${abs(value):,.{places}f}"
+    assert fmt.usd(value, places=places) == fmt.money(value, "USD", places=places)
