@@ -9,17 +9,12 @@ pattern missing from ``EXPECTED`` fails.
 from __future__ import annotations
 
 import itertools
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 import pytest
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver
 
-from costapp.models import IngestRun, Scenario
-from tests.capacity.seed_demo import seed_chat
+from tests.support.crawl import concrete, seed_url_objects, url_patterns
 from tests.support.users import user_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
@@ -74,46 +69,9 @@ EXPECTED: dict[str, Rule] = {
 SKIPPED_NAMESPACES = ("admin:",)
 
 
-def url_patterns(
-    resolvers: list[URLPattern | URLResolver] | None = None,
-    prefix: str = "",
-    namespace: str = "",
-) -> Iterator[tuple[str, str]]:
-    """(URL name, route) for every named pattern, however deeply included."""
-    for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
-        if isinstance(entry, URLResolver):
-            ns = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
-            yield from url_patterns(entry.url_patterns, prefix + str(entry.pattern), ns)
-        elif entry.name:
-            yield f"{namespace}{entry.name}", prefix + str(entry.pattern)
-
-
 @pytest.fixture
 def seeded() -> dict[str, str]:
-    """Objects for the patterns' parameters (a 404 would hide a check)."""
-    deployment = seed_chat(datetime.now(UTC))
-    scenario = Scenario.objects.create(
-        name="crawl", deployment=deployment, inputs={"query": ""}
-    )
-    run = IngestRun.objects.create(
-        source="focus",
-        window_start=datetime(2026, 11, 1, tzinfo=UTC),
-        window_end=datetime(2026, 11, 2, tzinfo=UTC),
-    )
-    return {
-        "deployment": deployment.name,
-        "name": deployment.name,
-        "share_token": scenario.share_token,
-        "run_id": str(run.pk),
-    }
-
-
-def concrete(route: str, values: dict[str, str]) -> str:
-    def fill(match: re.Match[str]) -> str:
-        return values[match.group(1)]
-
-    path = re.sub(r"<(?:\w+:)?(\w+)>", fill, route)
-    return "/" + path.lstrip("^").rstrip("$")
+    return seed_url_objects()
 
 
 _users = itertools.count()

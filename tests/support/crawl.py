@@ -1,0 +1,54 @@
+"""Walking the URLconf: every named pattern, with its parameters filled from
+seeded objects. Shared by the crawler and the fuzz test."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from costapp.models import IngestRun, Scenario
+from tests.capacity.seed_demo import seed_chat
+
+
+def url_patterns(
+    resolvers: list[URLPattern | URLResolver] | None = None,
+    prefix: str = "",
+    namespace: str = "",
+) -> Iterator[tuple[str, str]]:
+    """(URL name, route) for every named pattern, however deeply included."""
+    for entry in resolvers if resolvers is not None else get_resolver().url_patterns:
+        if isinstance(entry, URLResolver):
+            ns = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+            yield from url_patterns(entry.url_patterns, prefix + str(entry.pattern), ns)
+        elif entry.name:
+            yield f"{namespace}{entry.name}", prefix + str(entry.pattern)
+
+
+def seed_url_objects() -> dict[str, str]:
+    """Objects for the patterns' parameters (a 404 would hide a check)."""
+    deployment = seed_chat(datetime.now(UTC))
+    scenario = Scenario.objects.create(
+        name="crawl", deployment=deployment, inputs={"query": ""}
+    )
+    run = IngestRun.objects.create(
+        source="focus",
+        window_start=datetime(2026, 11, 1, tzinfo=UTC),
+        window_end=datetime(2026, 11, 2, tzinfo=UTC),
+    )
+    return {
+        "deployment": deployment.name,
+        "name": deployment.name,
+        "share_token": scenario.share_token,
+        "run_id": str(run.pk),
+    }
+
+
+def concrete(route: str, values: dict[str, str]) -> str:
+    def fill(match: re.Match[str]) -> str:
+        return values[match.group(1)]
+
+    path = re.sub(r"<(?:\w+:)?(\w+)>", fill, route)
+    return "/" + path.lstrip("^").rstrip("$")
