@@ -139,6 +139,8 @@ def browser() -> Iterator[object]:
         "--window-size=1400,1000",
     ):
         options.add_argument(arg)
+    # Console messages include Content-Security-Policy violations.
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
     driver.set_window_size(1400, 1000)
     try:
@@ -353,3 +355,44 @@ def test_the_deployment_page_draws_its_four_charts(
 
 def test_the_demo_command_reports_how_long_the_ingest_took(server: DemoServer) -> None:
     assert any("demo data:" in line for line in server.lines), server.lines
+
+
+def test_no_page_the_demo_user_opens_violates_the_content_security_policy(
+    server: DemoServer, browser: object
+) -> None:
+    d = browser
+    _login(d, server)
+    con = sqlite3.connect(server.db)
+    (name,) = con.execute(
+        "SELECT name FROM costapp_deployment ORDER BY name"
+    ).fetchone()
+    pages = [
+        "/",
+        "/home/",
+        "/fleet/",
+        f"/fleet/{name}/",
+        "/costs/",
+        "/costs/reconciliation/",
+        "/telemetry/",
+        f"/telemetry/{name}/",
+        "/capacity/",
+        f"/capacity/{name}/",
+        "/capacity/mig/",
+        "/capacity/search/",
+        "/capacity/scenarios/",
+        "/capacity/calibrations/",
+    ]
+    d.get_log("browser")  # type: ignore[attr-defined]  # drop earlier tests' messages
+    violations = []
+    for page in pages:
+        d.get(server.url + page)  # type: ignore[attr-defined]
+        wait_for(
+            lambda: d.execute_script("return document.readyState") == "complete",  # type: ignore[attr-defined]
+            timeout=30,
+            what=page,
+        )
+        for entry in d.get_log("browser"):  # type: ignore[attr-defined]
+            message = entry.get("message", "")
+            if "Content Security Policy" in message or "Refused to" in message:
+                violations.append(f"{page}: {message}")
+    assert not violations, "\n".join(violations)
