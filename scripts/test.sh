@@ -50,7 +50,7 @@ export PYTHONHASHSEED=0
 log "ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-log "import contract (analytics never imports Django)"
+log "import contracts (pyproject.toml: analytics is pure, areas and layers one-way)"
 .venv/bin/lint-imports
 log "mypy"
 .venv/bin/mypy costapp analytics
