@@ -50,8 +50,9 @@ Primitive = str | int | float | bool | None
 
 
 def shown(value: Any) -> str:
-    """``repr(value)`` cut to 80 characters: what a message may quote."""
-    text = repr(value)
+    """``repr(value)`` cut to 80 characters: what a message may quote (a date
+    as its ISO text, as a user typed it)."""
+    text = repr(value.isoformat() if isinstance(value, date) else value)
     if len(text) > SHOWN_CHARS:
         text = text[: SHOWN_CHARS - 1] + "…"
     return text

@@ -87,6 +87,7 @@ NULLS = {"", "NULL", "null"}
 # without spaces, as long as the column holds. Full-width digits and NUL
 # bytes are refused.
 ACCOUNT = re.compile(r"[!-~]{1,32}")
+NUL_MARK = "\ue000".encode()  # a private-use character standing for a NUL byte
 DEFAULT_MAX_BYTES = 1 << 30
 DEFAULT_MAX_INFLATION = 100
 # Below this many decompressed bytes the inflation ratio is not checked: a
@@ -129,21 +130,28 @@ class _Capped(io.RawIOBase):
         self.limit = limit
         self.name = name
         self.count = 0
+        self.pending = b""
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
-        data = self.raw.read(len(buffer))
-        self.count += len(data)
-        if self.count > self.limit:
-            raise FocusError(
-                f"{self.name}: decompresses to more than {self.limit:,} bytes "
-                "(COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES, COSTAPP_FOCUS_MAX_INFLATION); "
-                "nothing was imported"
-            )
-        buffer[: len(data)] = data
-        return len(data)
+        if not self.pending:
+            data = self.raw.read(max(1, len(buffer)))
+            self.count += len(data)
+            if self.count > self.limit:
+                raise FocusError(
+                    f"{self.name}: decompresses to more than {self.limit:,} bytes "
+                    "(COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES, "
+                    "COSTAPP_FOCUS_MAX_INFLATION); nothing was imported"
+                )
+            # pandas' CSV parser ends a cell at a NUL byte ("1234\x005678"
+            # became "1234"): mark it so the row check can name the cell.
+            self.pending = data.replace(b"\x00", NUL_MARK)
+        size = min(len(buffer), len(self.pending))
+        buffer[:size] = self.pending[:size]
+        self.pending = self.pending[size:]
+        return size
 
     def close(self) -> None:
         self.raw.close()
@@ -346,6 +354,12 @@ class FocusSource:
         )
 
     def _fold(self, n: int, row: Mapping[str, Any], periods: dict) -> None:
+        for column, value in row.items():
+            if isinstance(value, str) and ("\x00" in value or "\ue000" in value):
+                raise self._error(
+                    n, column, value.replace("\ue000", "\x00"), "contains a NUL byte"
+                )
+
         def text(column: str, max_length: int = 1000) -> str:
             value = _cell(row, column)
             if value is None:

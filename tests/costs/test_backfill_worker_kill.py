@@ -95,6 +95,11 @@ def celery_broker(redis_url: str) -> Iterator[str]:
             app._pool.force_close_all()
         app._pool = None
         app.amqp._producer_pool = None
+        # kombu's process-wide registry still holds producer pools bound to the
+        # connection pool closed above; a later eager task would acquire one.
+        from kombu import pools
+
+        pools.reset()
 
     saved = {k: app.conf.get(k) for k in ("broker_url", "task_always_eager")}
     reset_connections()
