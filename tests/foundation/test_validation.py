@@ -220,3 +220,62 @@ def test_numbers_stay_numbers_in_the_csv() -> None:
     assert csv_cell(None) == ""
     assert csv_cell(True) == "True"
     assert csv_text(["a", "b"], [[Decimal("-1.5"), "x"]]) == "a,b\r\n-1.5,x\r\n"
+
+
+# -- capacity inputs bounded through the shared layer --------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("layouts", "words"),
+    [
+        ("1000000x1g", "layouts='1000000x1g': 1000000 instances"),
+        ("10^12x1g", "layouts='10^12x1g': not a MIG profile"),
+        ("9" * 5000 + "x1g", "a GPU holds at most 7"),
+        ("4g+4g+1g+1g+1g+1g+1g+1g", "8 instances; a GPU holds at most 7"),
+    ],
+)
+def test_a_mig_layout_no_gpu_can_hold_is_refused_quickly(
+    client: object, layouts: str, words: str
+) -> None:
+    import time
+
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    assert isinstance(client, Client)
+    client.force_login(User.objects.create_user("lead"))
+    started = time.perf_counter()
+    page = client.get("/capacity/mig/", {"gpu": "H100-SXM", "layouts": layouts})
+    assert time.perf_counter() - started < 2
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert words.replace("'", "&#x27;") in text, text[-2000:]
+
+
+def test_the_default_mig_layouts_still_parse() -> None:
+    from costapp.capacity.forms import DEFAULT_LAYOUTS, _parse_layouts
+
+    assert _parse_layouts(DEFAULT_LAYOUTS)[-2] == ["1g"] * 7
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"[" * 5000 + b"]" * 5000, "nested 5000 levels deep; at most 20"),
+        (b'{"a": ' + b"9" * 5000 + b"}", "integer of 5000 digits"),
+        (b'{"a": NaN}', "not a finite number"),
+    ],
+)
+def test_a_calibration_file_too_deep_or_with_a_huge_integer_is_refused(
+    content: bytes, words: str
+) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from costapp.capacity.forms import CalibrationUploadForm
+
+    form = CalibrationUploadForm({}, {"file": SimpleUploadedFile("cal.json", content)})
+    assert not form.is_valid()
+    message = " ".join(form.errors["file"])
+    assert "file 'cal.json'=" in message and words in message
