@@ -22,6 +22,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from costapp.models import IngestRun
 
 logger = logging.getLogger(__name__)
+AMOUNT_PLACES = Decimal("1e-12")
 
 
 class CostExplorerError(SourceError):
@@ -136,7 +138,16 @@ def records_from_response(
                 if field is None:
                     continue
                 try:
-                    fields[field] = decimal_in(amount.get("Amount"), field=metric)
+                    # Cost Explorer prints float residues such as
+                    # "3.5527136788E-15": rounded to the column's 12 places
+                    # (as PostgreSQL's NUMERIC(28, 12) did on insert), not refused.
+                    value = decimal_in(
+                        amount.get("Amount"), field=metric, max_places=40
+                    )
+                    exponent = value.as_tuple().exponent
+                    if isinstance(exponent, int) and exponent < -12:
+                        value = value.quantize(AMOUNT_PLACES)
+                    fields[field] = value
                 except InvalidInput as exc:
                     raise SourceError(
                         f"Cost Explorer sent {metric} Amount={shown(exc.value)} "

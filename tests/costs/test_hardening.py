@@ -581,3 +581,53 @@ def test_the_scenario_export_neutralises_a_formula_in_the_name() -> None:
     rows = list(csv.reader(io.StringIO(scenario_csv_export(scenario))))
     assert rows[1][0] == "'" + EVIL[0]
     assert rows[1][1] == "'-A1"
+
+
+def test_a_cost_explorer_float_residue_is_rounded_to_twelve_places_not_refused(
+    ce: CostExplorerEmulator,
+) -> None:
+    ce.add(Line(ACCOUNT, "2025-01-03", "BoxUsage", "1"))
+    ce.raw_amounts["2025-01-03"] = "3.5527136788E-15"
+    (run,) = services.bills_backfill_create(
+        account_ids=[ACCOUNT], start=date(2025, 1, 1), end=date(2025, 2, 1)
+    )
+    ingest_run_task(run.pk)
+    run.refresh_from_db()
+    assert run.status == IngestRun.SUCCEEDED, run.error
+    assert CostLine.objects.get().amortized_cost == 0
+
+
+def test_the_release_command_switches_a_month_to_the_other_source(
+    ce: CostExplorerEmulator, tmp_path: Path
+) -> None:
+    from django.core.management.base import CommandError
+
+    ce.add(Line(ACCOUNT, "2024-09-03", "BoxUsage", "2.5"))
+    (run,) = services.bills_backfill_create(
+        account_ids=[ACCOUNT], start=date(2024, 9, 1), end=date(2024, 10, 1)
+    )
+    ingest_run_task(run.pk)
+    rows = sample_rows()
+    for r in rows:
+        r["SubAccountId"] = ACCOUNT
+    focus_file = write_csv(tmp_path / "switch.csv", rows)
+    assert import_file(str(focus_file)).status == IngestRun.FAILED  # claimed by CE
+    out = io.StringIO()
+    call_command(
+        "bills_period_release", "--account", ACCOUNT, "--month", "2024-09", stdout=out
+    )
+    assert "would release" in out.getvalue() and CostLine.objects.count() == 1
+    call_command(
+        "bills_period_release",
+        "--account",
+        ACCOUNT,
+        "--month",
+        "2024-09",
+        "--yes",
+        stdout=out,
+    )
+    assert "1 line(s) deleted" in out.getvalue()
+    assert import_file(str(focus_file)).status == IngestRun.SUCCEEDED
+    assert set(CostLine.objects.values_list("source", flat=True)) == {"focus"}
+    with pytest.raises(CommandError, match="month='9999-99'"):
+        call_command("bills_period_release", "--account", ACCOUNT, "--month", "9999-99")
