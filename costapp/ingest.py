@@ -15,6 +15,7 @@ from decimal import Decimal
 from operator import attrgetter
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -48,6 +49,29 @@ BULK_SIZE = 2000
 # Below this many cost lines the ORM upsert is as quick as staging a COPY.
 COPY_MIN_ROWS = 500
 CE_REQUEST_PRICE = Decimal("0.01")
+AMOUNT_FIELDS = (
+    "unblended_cost",
+    "amortized_cost",
+    "net_amortized_cost",
+    "net_unblended_cost",
+    "billed_cost",
+    "effective_cost",
+    "list_cost",
+)
+
+
+def needs_review(record: CostRecord, threshold: Decimal | None = None) -> bool:
+    """Whether any amount of the line is at or above the plausibility
+    threshold (COSTAPP_BILL_REVIEW_THRESHOLD, default 10M in the line's
+    currency). Such a line is stored and flagged, never refused: an
+    all-upfront reservation fee can be that large."""
+    if threshold is None:
+        threshold = Decimal(str(settings.COSTAPP_BILL_REVIEW_THRESHOLD))
+    for name in AMOUNT_FIELDS:
+        value = getattr(record, name)
+        if value is not None and abs(value) >= threshold:
+            return True
+    return False
 
 
 class UnknownDeployment(ValueError):
@@ -144,7 +168,7 @@ def _costlines_copy_upsert(
     """
     names = [f.name for f in fields(CostRecord)]
     table = CostLine._meta.db_table
-    columns = ["source", *names, "fetched_at", "run_id"]
+    columns = ["source", *names, "fetched_at", "run_id", "needs_review"]
     col_sql = ", ".join(connection.ops.quote_name(c) for c in columns)
     key_sql = ", ".join(connection.ops.quote_name(c) for c in CostLine.NATURAL_KEY)
     updates = ", ".join(
@@ -153,7 +177,8 @@ def _costlines_copy_upsert(
         if c not in CostLine.NATURAL_KEY
     )
     run_id = run.pk if run is not None else None
-    tail = f"\t{_copy_text(now)}\t{_copy_text(run_id)}\n"
+    tail = f"\t{_copy_text(now)}\t{_copy_text(run_id)}\t"
+    threshold = Decimal(str(settings.COSTAPP_BILL_REVIEW_THRESHOLD))
     head = _copy_text(source) + "\t"
     get = attrgetter(*names)
     convert = _copy_converters()
@@ -170,6 +195,7 @@ def _costlines_copy_upsert(
                             [f(v) for f, v in zip(convert, get(r), strict=True)]
                         )
                         + tail
+                        + ("t\n" if needs_review(r, threshold) else "f\n")
                         for r in records[start : start + BULK_SIZE]
                     )
                 )
@@ -209,10 +235,17 @@ def records_write(
     if connection.vendor == "postgresql" and len(costs) >= COPY_MIN_ROWS:
         written += _costlines_copy_upsert(costs, source=source, run=run, now=now)
     else:
+        threshold = Decimal(str(settings.COSTAPP_BILL_REVIEW_THRESHOLD))
         written += _upsert(
             CostLine,
             [
-                CostLine(source=source, fetched_at=now, run=run, **_values(r))
+                CostLine(
+                    source=source,
+                    fetched_at=now,
+                    run=run,
+                    needs_review=needs_review(r, threshold),
+                    **_values(r),
+                )
                 for r in costs
             ],
             CostLine.NATURAL_KEY,
@@ -333,8 +366,16 @@ def ingest_run_execute(*, run: IngestRun, source: Source) -> IngestRun:
     except (SourceError, UnknownDeployment) as exc:
         status = IngestRun.PARTIAL if batches_written else IngestRun.FAILED
         logger.warning("ingest run %s %s: %s", run.pk, status, exc)
+        # Requests made for the batch that failed were paid for too.
+        spent = int(getattr(exc, "api_requests", 0) or 0)
         IngestRun.objects.filter(pk=run.pk).update(
-            status=status, error=str(exc), finished_at=timezone.now()
+            status=status,
+            error=str(exc),
+            finished_at=timezone.now(),
+            api_requests=F("api_requests") + spent,
+            api_cost_usd=F("api_cost_usd") + CE_REQUEST_PRICE * spent
+            if source.name == "cost_explorer"
+            else F("api_cost_usd"),
         )
     else:
         IngestRun.objects.filter(pk=run.pk).update(

@@ -151,6 +151,13 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1800, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2100, minimum=1)
 CELERY_TIMEZONE = "UTC"
+# Routing lives here, never in call arguments: callers just delay_on_commit().
+COSTAPP_INGEST_QUEUE = env_str("COSTAPP_INGEST_QUEUE", "celery")
+CELERY_TASK_ROUTES = {
+    "costapp.tasks.ingest_run_task": {"queue": COSTAPP_INGEST_QUEUE},
+    "costapp.costs.tasks.focus_import_task": {"queue": COSTAPP_INGEST_QUEUE},
+    "costapp.costs.tasks.bills_refresh_task": {"queue": COSTAPP_INGEST_QUEUE},
+}
 
 PROMETHEUS_URL = env_str("PROMETHEUS_URL", "")
 PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME", "")
@@ -174,6 +181,33 @@ COST_EXPLORER_ACCOUNTS = env_list("COST_EXPLORER_ACCOUNTS", "")
 COST_EXPLORER_BUDGET_USD = env_float("COST_EXPLORER_BUDGET_USD", 1.0, minimum=0)
 
 COSTAPP_DEMO = env_bool("COSTAPP_DEMO", False)
+
+# Uploads (FOCUS exports, calibrations) are cut off while they stream in, at
+# this many bytes (costapp/costs/uploads.py); FOCUS files wait for the worker
+# in COSTAPP_UPLOAD_DIR, which docker-compose.yml shares between web and worker.
+COSTAPP_UPLOAD_MAX_BYTES = env_int(
+    "COSTAPP_UPLOAD_MAX_BYTES", 256 * 1024 * 1024, minimum=1024
+)
+COSTAPP_UPLOAD_DIR = Path(env_str("COSTAPP_UPLOAD_DIR", str(VAR_DIR / "uploads")))
+# A FOCUS file may decompress to at most this many bytes, and to at most
+# COSTAPP_FOCUS_MAX_INFLATION times its size beyond 16 MiB (a gzip bomb).
+COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES = env_int(
+    "COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES", 1024 * 1024 * 1024, minimum=1024
+)
+COSTAPP_FOCUS_MAX_INFLATION = env_int("COSTAPP_FOCUS_MAX_INFLATION", 100, minimum=2)
+# The only S3 locations the FOCUS form may read (s3://bucket/prefix/, comma
+# separated); empty: uploads only. Local server paths are never read from the web.
+COSTAPP_FOCUS_S3_PREFIXES = env_list("COSTAPP_FOCUS_S3_PREFIXES", "")
+# A bill line at or above this amount (in its currency) is stored and flagged
+# for review, not refused: a real all-upfront fee can be this large.
+COSTAPP_BILL_REVIEW_THRESHOLD = env_float(
+    "COSTAPP_BILL_REVIEW_THRESHOLD", 10_000_000.0, minimum=0
+)
+FILE_UPLOAD_HANDLERS = [
+    "costapp.costs.uploads.CappedUploadHandler",
+    "django.core.files.uploadhandler.MemoryFileUploadHandler",
+    "django.core.files.uploadhandler.TemporaryFileUploadHandler",
+]
 
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)

@@ -1,19 +1,34 @@
-"""Thin Celery tasks: ids in, a service call, nothing else."""
+"""Thin Celery tasks: ids in, a service call, nothing else.
+
+Queueing is one-way: services return rows, and callers queue them here after
+the service returns (``delay_on_commit``: the task never runs before the row it
+reads is committed). Queues are chosen by ``CELERY_TASK_ROUTES``, not by
+arguments.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from costapp.costs.services import bills_claims_release
 from costapp.ingest import ingest_run_execute
 from costapp.models import IngestRun
 from costapp.sources.registry import source_for_run
 
 logger = logging.getLogger(__name__)
+
+
+def _claims_release(run_id: int) -> None:
+    # A failed Cost Explorer run gives back the months it did not store.
+    run = IngestRun.objects.filter(pk=run_id).first()
+    if run is not None:
+        bills_claims_release(run=run)
 
 
 @shared_task(acks_late=True)
@@ -31,8 +46,16 @@ def ingest_run_task(run_id: int) -> str | None:
             error=f"{type(exc).__name__}: {exc}",
             finished_at=timezone.now(),
         )
+        _claims_release(run_id)
         raise
+    _claims_release(run_id)
     return run.status
+
+
+def ingest_runs_queue(runs: Iterable[IngestRun]) -> None:
+    """Queue each run's ingest once the transaction that created it commits."""
+    for run in runs:
+        ingest_run_task.delay_on_commit(run.pk)
 
 
 @shared_task

@@ -9,9 +9,14 @@ from django import forms
 
 from costapp.capacity import adapters
 from costapp.models import Deployment
+from costapp.validation import InvalidInput, json_in, shown
 
 _VERSION = re.compile(r"^v?\d+\.\d+(\.\d+)?([.+-]?[\w.]*)?$")
 NONE = "none"  # "whole GPU" in the MIG select
+
+# The upload form refuses past this size before the service reads the file
+# (services.py checks the same constant for the command line).
+MAX_CALIBRATION_BYTES = 5 * 1024 * 1024
 
 
 def field_errors(form: forms.Form, label: str = "") -> list[str]:
@@ -180,6 +185,13 @@ class SimulateForm(forms.Form):
     )
 
 
+# A GPU holds at most 7 MIG instances (A100/H100/H200/B200 all cap at 7
+# compute slices), so a layout longer than that cannot exist; a bound here
+# keeps "1000000x1g" from building a million-entry list.
+MAX_MIG_PARTS = 7
+MAX_LAYOUTS = 20
+
+
 def _parse_layouts(text: str) -> list[list[str]]:
     layouts = []
     for line in text.replace(";", "\n").splitlines():
@@ -189,11 +201,31 @@ def _parse_layouts(text: str) -> list[list[str]]:
         parts: list[str] = []
         for token in line.replace(" ", "").split("+"):
             match = re.match(r"^(\d+)\s*[x\u00d7*]\s*(.+)$", token)
+            count_text = match.group(1) if match else ""
+            if match and (len(count_text) > 2 or int(count_text) > MAX_MIG_PARTS):
+                raise forms.ValidationError(
+                    f"layouts={shown(token)}: {count_text[:20]} instances; a GPU "
+                    f"holds at most {MAX_MIG_PARTS}"
+                )
             if match:
-                parts.extend([match.group(2)] * int(match.group(1)))
+                parts.extend([match.group(2)] * int(count_text))
             elif token:
+                if not re.fullmatch(r"[\w.]{1,32}", token):
+                    raise forms.ValidationError(
+                        f"layouts={shown(token)}: not a MIG profile such as 3g or "
+                        "3g.40gb, nor a count such as 7x1g"
+                    )
                 parts.append(token)
+            if len(parts) > MAX_MIG_PARTS:
+                raise forms.ValidationError(
+                    f"layouts={shown(line)}: {len(parts)} instances; a GPU holds "
+                    f"at most {MAX_MIG_PARTS}"
+                )
         layouts.append(parts)
+        if len(layouts) > MAX_LAYOUTS:
+            raise forms.ValidationError(
+                f"layouts={shown(text)}: more than {MAX_LAYOUTS} layouts"
+            )
     return layouts
 
 
@@ -240,7 +272,12 @@ class MigCompareForm(forms.Form):
         text = data.get("layouts")
         if gpu and text:
             resolved = []
-            for layout in _parse_layouts(text):
+            try:
+                layouts = _parse_layouts(text)
+            except forms.ValidationError as exc:
+                self.add_error("layouts", exc)
+                return data
+            for layout in layouts:
                 try:
                     resolved.append([mig_profile_for(gpu, p) for p in layout])
                 except forms.ValidationError as exc:
@@ -366,3 +403,22 @@ class CalibrationUploadForm(forms.Form):
         if value and not _VERSION.match(value):
             raise forms.ValidationError("expected a vLLM version such as 0.10.1")
         return value
+
+    def clean_file(self) -> Any:
+        """The file parses as JSON at most 20 deep, with integers Python can
+        read (the shared input layer); the view reads it again from the start."""
+        upload = self.cleaned_data["file"]
+        if upload.size > MAX_CALIBRATION_BYTES:
+            raise forms.ValidationError(
+                f"file={shown(upload.name)}: {upload.size:,} bytes, larger than "
+                f"{MAX_CALIBRATION_BYTES:,}"
+            )
+        content = upload.read()
+        upload.seek(0)
+        try:
+            json_in(content, field=f"file {upload.name[:80]!r}")
+        except InvalidInput as exc:
+            if exc.reason.startswith(("is not JSON", "is not UTF-8")):
+                return upload  # the import names the line (services.calibration_import)
+            raise forms.ValidationError(str(exc)) from None
+        return upload

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -25,11 +23,11 @@ from analytics.capacity.calibration_types import (
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.errors import InvalidInput
 from costapp.capacity import adapters
+from costapp.capacity.forms import MAX_CALIBRATION_BYTES
 from costapp.capacity.tables import METRICS, Cell, whatif_table
 from costapp.capacity.whatif import Column, WhatIf
+from costapp.csv_export import csv_text
 from costapp.models import Calibration, Deployment, Scenario
-
-MAX_CALIBRATION_BYTES = 5 * 1024 * 1024
 
 
 class CalibrationImportError(ValueError):
@@ -264,26 +262,23 @@ def scenario_csv_export(scenario: Scenario) -> str:
     columns = scenario.result.get("columns", [])
     input_names = list(adapters.SCENARIO_FIELDS)
     metric_names = [m.field for m in METRICS]
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(
-        [
-            "scenario",
-            "column",
-            *input_names,
-            "feasible",
-            "reason",
-            "calibration",
-            "currency",
-            *metric_names,
-            "warnings",
-            "error",
-        ]
-    )
+    header = [
+        "scenario",
+        "column",
+        *input_names,
+        "feasible",
+        "reason",
+        "calibration",
+        "currency",
+        *metric_names,
+        "warnings",
+        "error",
+    ]
+    rows = []
     for col in columns:
         inputs = col.get("scenario") or {}
         metrics = col.get("metrics") or {}
-        writer.writerow(
+        rows.append(
             [
                 scenario.name,
                 col.get("label"),
@@ -300,4 +295,5 @@ def scenario_csv_export(scenario: Scenario) -> str:
                 col.get("error") or "",
             ]
         )
-    return out.getvalue()
+    # Scenario names are the user's: the one writer neutralises formulas.
+    return csv_text(header, rows)

@@ -1,51 +1,104 @@
+"""Forms of the bills pages; every error names the field and the value sent."""
+
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from django import forms
 from django.utils import timezone
 
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
+from costapp.costs.services import BillsError, focus_name_check, focus_uri_check
+from costapp.validation import InvalidInput, account_id_in, date_in, shown
 
 MAX_DAYS = 3 * 366
 
 
-class WindowForm(forms.Form):
+class BoundedDateField(forms.DateField):
+    """An ISO date within costapp's supported range (2000-01-01..2100-12-31);
+    the error names the field and the value, so ``0001-01-01`` or
+    ``2026-13-45`` is a message, never an overflow further down."""
+
+    widget = forms.DateInput({"type": "date"})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.name = ""
+
+    def to_python(self, value: Any) -> date | None:
+        if value in self.empty_values:
+            return None
+        try:
+            return date_in(
+                value.strip() if isinstance(value, str) else value,
+                field=self.name or "date",
+            )
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc), code="invalid") from None
+
+
+class _Named(forms.Form):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, field in self.fields.items():
+            if isinstance(field, BoundedDateField):
+                field.name = name
+
+    def messages(self) -> list[str]:
+        """Every error as one sentence naming the field and the value."""
+        out: list[str] = []
+        for name, errors in self.errors.items():
+            raw = self.data.get(self.add_prefix(name), "") if name != "__all__" else ""
+            for item in errors:
+                error = str(item)
+                if name == "__all__" or error.startswith(f"{name}="):
+                    out.append(error)
+                else:
+                    out.append(f"{name}={shown(raw)}: {error}")
+        return out
+
+
+class WindowForm(_Named):
     """A UTC day window (end exclusive, like Cost Explorer) and a cost basis."""
 
-    start = forms.DateField(required=False, widget=forms.DateInput({"type": "date"}))
-    end = forms.DateField(
-        required=False,
-        label="End (exclusive)",
-        widget=forms.DateInput({"type": "date"}),
-    )
+    start = BoundedDateField(required=False)
+    end = BoundedDateField(required=False, label="End (exclusive)")
     basis = forms.ChoiceField(choices=list(BASES.items()), required=False)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if self.errors:
+            return data
         today = timezone.now().date()
         data["end"] = data.get("end") or today + timedelta(days=1)
         data["start"] = data.get("start") or data["end"] - timedelta(days=31)
         data["basis"] = data.get("basis") or DEFAULT_BASIS
         if data["end"] <= data["start"]:
             raise forms.ValidationError(
-                f"end {data['end']} must be after start {data['start']}"
+                f"end={data['end'].isoformat()!r}: must be after start {data['start']}"
             )
         if (data["end"] - data["start"]).days > MAX_DAYS:
-            raise forms.ValidationError(f"window longer than {MAX_DAYS} days")
+            raise forms.ValidationError(
+                f"end={data['end'].isoformat()!r}: the window from "
+                f"{data['start']} is longer than {MAX_DAYS} days"
+            )
         return data
 
 
-class BackfillForm(forms.Form):
+def default_window() -> dict[str, Any]:
+    form = WindowForm({})
+    form.is_valid()
+    return form.cleaned_data
+
+
+class BackfillForm(_Named):
     accounts = forms.CharField(
         help_text="12-digit linked account ids, comma separated",
         max_length=2000,
     )
-    start = forms.DateField(widget=forms.DateInput({"type": "date"}))
-    end = forms.DateField(
-        label="End (exclusive)", widget=forms.DateInput({"type": "date"})
-    )
+    start = BoundedDateField()
+    end = BoundedDateField(label="End (exclusive)")
     granularity = forms.ChoiceField(
         choices=[("DAILY", "daily"), ("HOURLY", "hourly (trailing 14 days)")]
     )
@@ -59,42 +112,53 @@ class BackfillForm(forms.Form):
     def clean_accounts(self) -> list[str]:
         raw = self.cleaned_data["accounts"]
         accounts = [a.strip() for a in raw.replace("\n", ",").split(",") if a.strip()]
-        bad = [a for a in accounts if not (a.isdigit() and len(a) == 12)]
-        if bad:
-            raise forms.ValidationError(
-                f"not 12-digit AWS account ids: {', '.join(bad)}"
-            )
         if not accounts:
             raise forms.ValidationError("at least one account id")
+        try:
+            accounts = [account_id_in(a, field="accounts") for a in accounts]
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from None
         return list(dict.fromkeys(accounts))
+
+    def clean_tag_key(self) -> str:
+        value = self.cleaned_data.get("tag_key") or ""
+        if "\x00" in value:
+            raise forms.ValidationError(f"tag_key={shown(value)}: contains a NUL byte")
+        return value.strip()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if data.get("start") and data.get("end") and data["end"] <= data["start"]:
             raise forms.ValidationError(
-                f"end {data['end']} must be after start {data['start']}"
+                f"end={data['end'].isoformat()!r}: must be after start {data['start']}"
             )
         return data
 
 
-class FocusImportForm(forms.Form):
-    file = forms.FileField(required=False, help_text="a FOCUS CSV or Parquet export")
+class FocusImportForm(_Named):
+    file = forms.FileField(
+        required=False,
+        help_text="a FOCUS CSV or Parquet export (.csv, .csv.gz, .parquet)",
+    )
     uri = forms.CharField(
         required=False,
         max_length=1000,
-        label="or a path / S3 URI",
-        help_text="/data/focus/2025-01.parquet or s3://bucket/key.csv.gz",
+        label="or an S3 URI",
+        help_text="s3://bucket/prefix/2025-01.parquet, under a prefix the admin "
+        "allows (COSTAPP_FOCUS_S3_PREFIXES)",
     )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if self.errors:
+            return data
         if bool(data.get("file")) == bool(data.get("uri")):
-            raise forms.ValidationError("give either a file or a path/S3 URI")
-        name = data["file"].name if data.get("file") else data["uri"]
-        if not name.lower().endswith(
-            (".csv", ".csv.gz", ".parquet", ".parq", ".csv.zip", ".csv.bz2")
-        ):
-            raise forms.ValidationError(
-                f"{name!r}: expected a .csv, .csv.gz or .parquet file"
-            )
+            raise forms.ValidationError("give either a file or an S3 URI")
+        try:
+            if data.get("file"):
+                focus_name_check(data["file"].name)
+            else:
+                data["uri"] = focus_uri_check(data["uri"])
+        except BillsError as exc:
+            raise forms.ValidationError(str(exc)) from None
         return data

@@ -108,6 +108,7 @@ class BillDay:
     lines: int
     estimated: bool
     sources: tuple[str, ...]
+    review_lines: int = 0  # lines flagged above the plausibility threshold
 
 
 def bill_days(start: date, end: date, basis: Basis) -> list[BillDay]:
@@ -117,10 +118,18 @@ def bill_days(start: date, end: date, basis: Basis) -> list[BillDay]:
     for line in _lines(start, end):
         key = (line.period_start.date(), line.account_id, line.currency)
         slot = acc.setdefault(
-            key, {"total": Decimal(0), "lines": 0, "estimated": False, "src": set()}
+            key,
+            {
+                "total": Decimal(0),
+                "lines": 0,
+                "estimated": False,
+                "src": set(),
+                "review": 0,
+            },
         )
         slot["total"] += line_amount(line, basis)
         slot["lines"] += 1
+        slot["review"] += line.needs_review
         slot["estimated"] |= line.estimated
         slot["src"].add(line.source)
     return [
@@ -132,6 +141,7 @@ def bill_days(start: date, end: date, basis: Basis) -> list[BillDay]:
             s["lines"],
             s["estimated"],
             tuple(sorted(s["src"])),
+            s["review"],
         )
         for (day, account, currency), s in sorted(acc.items(), reverse=True)
     ]
@@ -434,13 +444,12 @@ def run_progress(run: IngestRun) -> RunProgress:
     if run.source != "cost_explorer" or not run.steps_total:
         done = days_total if run.status == IngestRun.SUCCEEDED else 0
         return RunProgress(run, days_total, done, 100 if done else 0)
-    from costapp.sources.base import SourceError, Window
-    from costapp.sources.cost_explorer import month_chunks, source_from_run
+    from costapp.sources.base import Window
+    from costapp.sources.cost_explorer import month_chunks
 
-    try:
-        per_chunk = len(source_from_run(run).families)
-    except SourceError:
-        per_chunk = 1
+    # Stored at create time (costs.services.BackfillPlan.params).
+    families = (run.params or {}).get("families")
+    per_chunk = families if isinstance(families, int) and families > 0 else 1
     chunks = month_chunks(Window(run.window_start, run.window_end))
     accounts = max(1, run.steps_total // max(1, per_chunk * len(chunks)))
     steps, done_days = run.steps_done, 0

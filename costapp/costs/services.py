@@ -4,6 +4,10 @@ One source of truth per account and billing month: the first source to write
 an account-month claims it (BillingPeriodSource) and the other source is then
 refused with the reason, so one account never counts from both Cost Explorer
 and a FOCUS export.
+
+Services create and run rows; they never queue. The caller (a view, a command,
+a beat task) queues what a service returned, with ``costapp.tasks
+.ingest_runs_queue`` or ``focus_import_task.delay_on_commit``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -21,11 +26,18 @@ from django.utils import timezone
 
 from costapp.costs.selectors import allocation_rules, previous_month_estimated
 from costapp.ingest import CE_REQUEST_PRICE, batch_write, ingest_run_create
-from costapp.models import BillingPeriodSource, IngestRun
+from costapp.models import BillingPeriodSource, CostLine, IngestRun
 from costapp.models.costs import SOURCES
 from costapp.sources.base import SourceError, Window
 from costapp.sources.cost_explorer import CostExplorerSource, month_chunks
 from costapp.sources.focus import FocusSource, period_batch
+from costapp.validation import (
+    InvalidInput,
+    account_id_in,
+    date_in,
+    filename_in,
+    text_in,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -92,13 +104,18 @@ def billing_periods_claim(
 
 
 def _window(start: date, end: date) -> Window:
+    """The backfill's window; both dates within the supported range."""
     try:
-        return Window(
-            datetime.combine(start, datetime.min.time(), tzinfo=UTC),
-            datetime.combine(end, datetime.min.time(), tzinfo=UTC),
-        )
-    except ValueError as exc:
-        raise BillsError(f"window: {exc}") from None
+        start = date_in(start, field="start")
+        end = date_in(end, field="end")
+    except InvalidInput as exc:
+        raise BillsError(str(exc)) from None
+    if end <= start:
+        raise BillsError(f"end={end.isoformat()!r}: must be after start {start}")
+    return Window(
+        datetime.combine(start, datetime.min.time(), tzinfo=UTC),
+        datetime.combine(end, datetime.min.time(), tzinfo=UTC),
+    )
 
 
 def _group_by(tag_key: str) -> list[dict[str, str]]:
@@ -118,6 +135,7 @@ class BackfillPlan:
     cost_usd: Decimal
     budget_usd: Decimal
     refused: tuple[str, ...]  # account-months another source owns
+    families: int = 1  # queries per account-month (7 with a tag breakdown)
 
     @property
     def over_budget(self) -> bool:
@@ -125,9 +143,12 @@ class BackfillPlan:
 
     @property
     def params(self) -> dict[str, Any]:
+        # ``families`` lets the progress page count months from steps without
+        # building an adapter (costs.selectors.run_progress).
         return {
             "granularity": self.granularity,
             "group_by": _group_by(self.tag_key),
+            "families": self.families,
         }
 
 
@@ -144,8 +165,13 @@ def bills_backfill_plan(
     their cost, without calling AWS."""
     window = _window(start, end)
     try:
+        accounts = [account_id_in(a, field="account_ids") for a in account_ids]
+        tag_key = text_in(tag_key, field="tag_key", max_length=128).strip()
+    except InvalidInput as exc:
+        raise BillsError(str(exc)) from None
+    try:
         source = CostExplorerSource(
-            account_ids=list(account_ids),
+            account_ids=accounts,
             granularity=granularity,
             group_by=_group_by(tag_key),
             now=now,
@@ -154,13 +180,13 @@ def bills_backfill_plan(
     except SourceError as exc:
         raise BillsError(str(exc)) from None
     refused = []
-    for account in account_ids:
+    for account in accounts:
         for claim in BillingPeriodSource.objects.filter(
             account_id=account, billing_period__in=_months(window.start, window.end)
         ).exclude(source="cost_explorer"):
             refused.append(_claim_message(claim, "AWS Cost Explorer"))
     return BackfillPlan(
-        account_ids=tuple(account_ids),
+        account_ids=tuple(accounts),
         window=window,
         granularity=granularity,
         tag_key=tag_key,
@@ -168,11 +194,12 @@ def bills_backfill_plan(
         cost_usd=CE_REQUEST_PRICE * requests,
         budget_usd=Decimal(str(settings.COST_EXPLORER_BUDGET_USD)),
         refused=tuple(refused),
+        families=len(source.families),
     )
 
 
 @transaction.atomic
-def bills_backfill_start(
+def bills_backfill_create(
     *,
     account_ids: Sequence[str],
     start: date,
@@ -180,10 +207,10 @@ def bills_backfill_start(
     granularity: str = "DAILY",
     tag_key: str = "",
     confirmed: bool = False,
-    queue: str | None = None,
     now: datetime | None = None,
 ) -> list[IngestRun]:
-    """Claim the account-months, create one run per account, queue them.
+    """Claim the account-months and create one run per account, atomically.
+    Returns the runs; the caller queues them (costapp.tasks.ingest_runs_queue).
 
     Refuses (BillsError) a window another source owns, and a plan above
     settings.COST_EXPLORER_BUDGET_USD unless ``confirmed``.
@@ -218,29 +245,49 @@ def bills_backfill_start(
             params={"account_ids": [account], **plan.params},
         )
         runs.append(run)
-    for run in runs:
-        _queue_ingest(run.pk, queue)
     return runs
 
 
-def _queue_ingest(run_id: int, queue: str | None) -> None:
-    from costapp.tasks import ingest_run_task
+def bills_claims_release(*, run: IngestRun) -> int:
+    """After a Cost Explorer run that failed (or stopped part-way), give back
+    the claims on the account-months it did not store, so a FOCUS import of
+    those months is not refused forever. A month that holds Cost Explorer lines
+    (this run's or an earlier one's) keeps its claim. Returns claims deleted."""
+    if run.source != "cost_explorer" or run.status not in {
+        IngestRun.FAILED,
+        IngestRun.PARTIAL,
+    }:
+        return 0
+    accounts = (run.params or {}).get("account_ids") or [run.target]
+    released = 0
+    with transaction.atomic():
+        for account in accounts:
+            for chunk in month_chunks(Window(run.window_start, run.window_end)):
+                month = chunk.start.date().replace(day=1)
+                first = datetime.combine(month, datetime.min.time(), tzinfo=UTC)
+                following = (first + timedelta(days=32)).replace(day=1)
+                stored = CostLine.objects.filter(
+                    source="cost_explorer",
+                    account_id=account,
+                    period_start__gte=first,
+                    period_start__lt=following,
+                ).exists()
+                if stored:
+                    continue
+                deleted, _ = BillingPeriodSource.objects.filter(
+                    account_id=account, billing_period=month, source="cost_explorer"
+                ).delete()
+                released += deleted
+    if released:
+        logger.info("run %s released %d unused claim(s)", run.pk, released)
+    return released
 
-    def send() -> None:
-        if queue:
-            result = ingest_run_task.apply_async((run_id,), queue=queue)
-        else:
-            result = ingest_run_task.delay(run_id)
-        if result.id:
-            IngestRun.objects.filter(pk=run_id).update(celery_task_id=result.id)
 
-    transaction.on_commit(send)
-
-
-def bills_refresh(*, today: date | None = None) -> list[IngestRun]:
-    """Re-pull the current month (and the previous one while any of its lines
-    is still estimated) for every watched account, so estimates become final.
-    The schedule is the budget: it is not asked for confirmation."""
+def bills_refresh_create(*, today: date | None = None) -> list[IngestRun]:
+    """Runs that re-pull the current month (and the previous one while any of
+    its lines is still estimated) for every watched account, so estimates
+    become final. The schedule is the budget: it is not asked for
+    confirmation. The caller queues the runs."""
     today = today or timezone.now().date()
     first = today.replace(day=1)
     start = first
@@ -251,7 +298,7 @@ def bills_refresh(*, today: date | None = None) -> list[IngestRun]:
     tag_keys = allocation_rules().tag_keys
     for account in settings.COST_EXPLORER_ACCOUNTS:
         try:
-            runs += bills_backfill_start(
+            runs += bills_backfill_create(
                 account_ids=[account],
                 start=start,
                 end=today + timedelta(days=1),
@@ -265,42 +312,135 @@ def bills_refresh(*, today: date | None = None) -> list[IngestRun]:
 
 # -- FOCUS import ---------------------------------------------------------------
 
+FOCUS_SUFFIXES = (".csv", ".csv.gz", ".parquet", ".parq", ".csv.zip", ".csv.bz2")
 
-def focus_import_start(*, uri: str, queue: str | None = None) -> IngestRun:
-    """Create the run and queue its import (costapp.costs.tasks.focus_import_task)."""
+
+def upload_dir() -> Path:
+    """Where uploads wait for the worker: under COSTAPP_VAR_DIR, a volume the
+    web and worker containers share (docker-compose.yml)."""
+    return Path(settings.COSTAPP_UPLOAD_DIR)
+
+
+def focus_name_check(name: str, *, field: str = "file") -> str:
+    """A FOCUS file name: a plain name of at most 200 characters with a
+    suffix the reader knows."""
+    try:
+        name = filename_in(name, field=field, max_length=200)
+    except InvalidInput as exc:
+        raise BillsError(str(exc)) from None
+    if not name.lower().endswith(FOCUS_SUFFIXES):
+        raise BillsError(f"{field}={name!r}: expected a .csv, .csv.gz or .parquet file")
+    return name
+
+
+def focus_uri_check(uri: str) -> str:
+    """An s3:// URI under one of the prefixes an admin allows in
+    COSTAPP_FOCUS_S3_PREFIXES; a server path or any other bucket is refused
+    before anything is opened (the answer never tells whether it exists)."""
+    try:
+        uri = text_in(uri, field="uri", max_length=1000, required=True).strip()
+    except InvalidInput as exc:
+        raise BillsError(str(exc)) from None
+    allowed = [p for p in settings.COSTAPP_FOCUS_S3_PREFIXES if p.startswith("s3://")]
+    bucket, _, key = uri[5:].partition("/") if uri.startswith("s3://") else ("", "", "")
+    if not bucket or not key or ".." in key.split("/"):
+        raise BillsError(
+            f"uri={uri[:80]!r}: only s3://bucket/key URIs under an allowed prefix "
+            "are read; upload a local file instead"
+        )
+    if not any(uri.startswith(p.rstrip("/") + "/") for p in allowed):
+        shown = ", ".join(allowed) if allowed else "none configured"
+        raise BillsError(
+            f"uri={uri[:80]!r}: not under an S3 prefix allowed in "
+            f"COSTAPP_FOCUS_S3_PREFIXES ({shown})"
+        )
+    focus_name_check(key.rsplit("/", 1)[-1], field="uri")
+    return uri
+
+
+def _upload_check(path: Path) -> Path:
+    folder = upload_dir().resolve()
+    resolved = Path(path).resolve()
+    if folder not in resolved.parents:
+        raise BillsError(f"upload={str(path)[:80]!r}: not in the upload directory")
+    return resolved
+
+
+def focus_import_create(
+    *,
+    upload: Path | None = None,
+    name: str = "",
+    uri: str = "",
+    tag_keys: Sequence[str] | None = None,
+) -> IngestRun:
+    """The run of one FOCUS import: an uploaded file (already stored in the
+    upload directory; ``name`` is the name the user gave it) or an S3 URI an
+    admin allows. The caller queues ``focus_import_task`` with the run's id."""
+    if (upload is None) == (not uri):
+        raise BillsError("give either an uploaded file or an S3 URI")
+    if upload is not None:
+        path = _upload_check(upload)
+        shown = focus_name_check(name or path.name)
+        params: dict[str, Any] = {"upload": str(path), "name": shown}
+        target = shown
+    else:
+        uri = focus_uri_check(uri)
+        params = {"uri": uri}
+        target = uri
+    if tag_keys is not None:
+        params["tag_keys"] = list(tag_keys)
     now = timezone.now()
-    run = ingest_run_create(
+    return ingest_run_create(
         source="focus",
         window=Window(now, now + timedelta(seconds=1)),
-        target=uri[:200],
-        params={"uri": uri},
+        target=target[:200],
+        params=params,
     )
-    from costapp.costs.tasks import focus_import_task
-
-    def send() -> None:
-        if queue:
-            focus_import_task.apply_async((run.pk,), queue=queue)
-        else:
-            focus_import_task.delay(run.pk)
-
-    transaction.on_commit(send)
-    return run
 
 
-def focus_import_execute(*, run: IngestRun, chunk_rows: int | None = None) -> IngestRun:
+def focus_run_check(run: IngestRun) -> None:
+    """What a worker may open for a run: an upload in the upload directory or
+    an allowed S3 URI (a stored run's parameters are input too)."""
+    params = run.params or {}
+    if params.get("upload"):
+        _upload_check(Path(params["upload"]))
+    else:
+        focus_uri_check(str(params.get("uri") or run.target))
+
+
+def _fail(run: IngestRun, message: str) -> None:
+    IngestRun.objects.filter(pk=run.pk).update(
+        status=IngestRun.FAILED, error=message[:5000], finished_at=timezone.now()
+    )
+
+
+def focus_import_execute(
+    *, run: IngestRun, chunk_rows: int | None = None, trusted: bool = False
+) -> IngestRun:
     """Read and check the whole file, then replace every (account, billing
     period) it holds in ONE transaction, after claiming each period for FOCUS.
-    A malformed row or a period another source owns writes nothing."""
-    uri = run.params.get("uri") or run.target
-    source = FocusSource(
-        uri=uri,
-        tag_keys=run.params.get("tag_keys") or allocation_rules().tag_keys,
-        **({"chunk_rows": chunk_rows} if chunk_rows else {}),
-    )
+    A malformed row or a period another source owns writes nothing.
+
+    ``trusted`` (the ``focus_import`` command, run by an operator on the
+    server) may name a local path; otherwise only an upload or an allowed S3
+    URI is opened. Whatever happens, the run does not stay "running".
+    """
+    params = run.params or {}
     IngestRun.objects.filter(pk=run.pk).update(
         status=IngestRun.RUNNING, started_at=timezone.now(), error=""
     )
     try:
+        if not trusted:
+            focus_run_check(run)
+        uri = params.get("upload") or params.get("uri") or run.target
+        source = FocusSource(
+            uri=uri,
+            tag_keys=params.get("tag_keys") or allocation_rules().tag_keys,
+            display_name=params.get("name") or None,
+            max_bytes=settings.COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES,
+            max_inflation=settings.COSTAPP_FOCUS_MAX_INFLATION,
+            **({"chunk_rows": chunk_rows} if chunk_rows else {}),
+        )
         periods = source.scan()
         if not periods:
             raise SourceError(
@@ -320,9 +460,10 @@ def focus_import_execute(*, run: IngestRun, chunk_rows: int | None = None) -> In
                 )
                 batch_write(batch=period_batch(period), source="focus", run=run)
     except (SourceError, BillsError) as exc:
-        IngestRun.objects.filter(pk=run.pk).update(
-            status=IngestRun.FAILED, error=str(exc), finished_at=timezone.now()
-        )
+        _fail(run, str(exc))
+    except Exception as exc:  # recorded on the run, then re-raised for the log
+        _fail(run, f"{type(exc).__name__}: {exc}")
+        raise
     else:
         IngestRun.objects.filter(pk=run.pk).update(
             status=IngestRun.SUCCEEDED, finished_at=timezone.now()

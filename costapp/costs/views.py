@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
-import csv
 import uuid
-from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils.text import get_valid_filename
 from django.views.decorators.http import require_http_methods
 
 from costapp.access import requires
 from costapp.costs import selectors, services
-from costapp.costs.forms import BackfillForm, FocusImportForm, WindowForm
+from costapp.costs.forms import (
+    BackfillForm,
+    FocusImportForm,
+    WindowForm,
+    default_window,
+)
+from costapp.costs.tasks import focus_import_task
+from costapp.costs.uploads import upload_refused
+from costapp.csv_export import csv_lines
 from costapp.models import IngestRun
+from costapp.tasks import ingest_runs_queue
 
 EXPORT_COLUMNS = [
     "date",
@@ -31,18 +38,26 @@ EXPORT_COLUMNS = [
 ]
 
 
-def _window(request: HttpRequest) -> tuple[WindowForm, dict]:
-    form = WindowForm(request.GET or None)
-    if request.GET and form.is_valid():
-        return form, form.cleaned_data
-    empty = WindowForm({})
-    empty.is_valid()
-    return form, empty.cleaned_data
+def _window(request: HttpRequest) -> tuple[WindowForm, dict[str, Any], list[str]]:
+    """(form to show, window shown, errors). After an error the form shows the
+    window the page actually shows, and the errors say which one it is."""
+    if not request.GET:
+        return WindowForm(), default_window(), []
+    form = WindowForm(request.GET)
+    if form.is_valid():
+        return form, form.cleaned_data, []
+    shown = default_window()
+    errors = form.messages()
+    errors.append(
+        f"showing the default window {shown['start']} to {shown['end']} "
+        f"({selectors.BASES[shown['basis']]}) instead"
+    )
+    return WindowForm(initial=shown), shown, errors
 
 
 @requires("costapp.view_bills")
 def bills(request: HttpRequest) -> HttpResponse:
-    form, w = _window(request)
+    form, w, errors = _window(request)
     days = selectors.bill_days(w["start"], w["end"], w["basis"])
     return render(
         request,
@@ -50,8 +65,10 @@ def bills(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "window": w,
+            "window_errors": errors,
             "days": days,
             "estimated_days": sorted({d.day for d in days if d.estimated}),
+            "review_lines": sum(d.review_lines for d in days),
             "totals": selectors.bill_total(w["start"], w["end"], w["basis"]),
             "runs": selectors.recent_runs(),
             "basis_label": selectors.BASES[w["basis"]],
@@ -61,38 +78,34 @@ def bills(request: HttpRequest) -> HttpResponse:
 
 @requires("costapp.view_bills")
 def reconciliation(request: HttpRequest) -> HttpResponse:
-    form, w = _window(request)
+    form, w, errors = _window(request)
     return render(
         request,
         "costs/reconciliation.html",
         {
             "form": form,
             "window": w,
+            "window_errors": errors,
             "rows": selectors.reconciliation_rows(w["start"], w["end"], w["basis"]),
             "basis_label": selectors.BASES[w["basis"]],
         },
     )
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @requires("costapp.export_bills")
 def export_csv(request: HttpRequest) -> HttpResponseBase:
-    form, w = _window(request)
-    if request.GET and not form.is_valid():
+    form = WindowForm(request.GET)
+    if not form.is_valid():
         return HttpResponse(
-            "; ".join(str(e) for errs in form.errors.values() for e in errs),
-            status=400,
-            content_type="text/plain",
+            "; ".join(form.messages()), status=400, content_type="text/plain"
         )
+    w = form.cleaned_data
     rows = selectors.allocation_export_rows(w["start"], w["end"], w["basis"])
-    writer = csv.writer(_Echo())
-    # Decimal strings at stored precision: a spreadsheet sum reconciles exactly.
-    lines = [writer.writerow(EXPORT_COLUMNS)] + [
-        writer.writerow(
+    # Decimals at stored precision (a spreadsheet sum reconciles exactly);
+    # account ids and names pass the one writer's formula guard.
+    lines = csv_lines(
+        EXPORT_COLUMNS,
+        (
             [
                 r.day.isoformat(),
                 r.account_id,
@@ -101,11 +114,11 @@ def export_csv(request: HttpRequest) -> HttpResponseBase:
                 r.target,
                 r.pool,
                 r.how,
-                format(r.amount, "f"),
+                r.amount,
             ]
-        )
-        for r in rows
-    ]
+            for r in rows
+        ),
+    )
     response = StreamingHttpResponse(lines, content_type="text/csv")
     response["Content-Disposition"] = (
         f'attachment; filename="costapp-bill-{w["basis"]}-{w["start"]}-{w["end"]}.csv"'
@@ -126,16 +139,17 @@ def backfill(request: HttpRequest) -> HttpResponse:
             "start": data["start"],
             "end": data["end"],
             "granularity": data["granularity"],
-            "tag_key": data["tag_key"].strip(),
+            "tag_key": data["tag_key"],
         }
         try:
             plan = services.bills_backfill_plan(**args)
             if request.POST.get("action") == "start" and (
                 not plan.over_budget or data["confirm"]
             ):
-                runs = services.bills_backfill_start(
+                runs = services.bills_backfill_create(
                     **args, confirmed=bool(data["confirm"])
                 )
+                ingest_runs_queue(runs)
                 messages.success(
                     request,
                     f"backfill queued: {len(runs)} run(s), {plan.requests} requests "
@@ -144,6 +158,8 @@ def backfill(request: HttpRequest) -> HttpResponse:
                 return redirect("costs:run", run_id=runs[0].pk)
         except services.BillsError as exc:
             error = str(exc)
+    elif request.method == "POST":
+        error = "; ".join(form.messages())
     return render(
         request,
         "costs/backfill.html",
@@ -166,22 +182,56 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     )
 
 
+def _store_upload(upload: Any) -> Any:
+    """Write the upload under the upload directory (a name of our own: the
+    user's name stays in the run's parameters), stopping at the cap."""
+    folder = services.upload_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    suffix = "".join(
+        s for s in services.FOCUS_SUFFIXES if upload.name.lower().endswith(s)
+    )[-8:]
+    path = folder / f"{uuid.uuid4().hex}{suffix}"
+    written = 0
+    limit = int(settings.COSTAPP_UPLOAD_MAX_BYTES)
+    try:
+        with path.open("wb") as out:
+            for chunk in upload.chunks():
+                written += len(chunk)
+                if written > limit:
+                    raise services.BillsError(
+                        f"file={upload.name[:80]!r}: larger than the upload limit "
+                        f"of {limit:,} bytes (COSTAPP_UPLOAD_MAX_BYTES)"
+                    )
+                out.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
+
+
 @requires("costapp.import_focus", write="costapp.import_focus")
 @require_http_methods(["GET", "POST"])
 def focus_import(request: HttpRequest) -> HttpResponse:
+    # Reading POST and FILES runs the upload handlers, which may cut a file off.
     form = FocusImportForm(request.POST or None, request.FILES or None)
-    if request.method == "POST" and form.is_valid():
+    refused = upload_refused(request) if request.method == "POST" else ""
+    error = refused
+    if request.method == "POST" and not refused and form.is_valid():
         upload = form.cleaned_data.get("file")
-        if upload:
-            folder = Path(settings.VAR_DIR) / "uploads"
-            folder.mkdir(parents=True, exist_ok=True)
-            path = folder / f"{uuid.uuid4().hex}-{get_valid_filename(upload.name)}"
-            with path.open("wb") as out:
-                for chunk in upload.chunks():
-                    out.write(chunk)
-            uri = str(path)
+        path = None
+        try:
+            if upload:
+                path = _store_upload(upload)
+                run = services.focus_import_create(upload=path, name=upload.name)
+            else:
+                run = services.focus_import_create(uri=form.cleaned_data["uri"])
+        except services.BillsError as exc:
+            if path is not None:
+                path.unlink(missing_ok=True)
+            error = str(exc)
         else:
-            uri = form.cleaned_data["uri"].strip()
-        run = services.focus_import_start(uri=uri)
-        return redirect("costs:run", run_id=run.pk)
-    return render(request, "costs/focus_import.html", {"form": form})
+            focus_import_task.delay_on_commit(run.pk)
+            return redirect("costs:run", run_id=run.pk)
+    elif request.method == "POST" and not refused:
+        error = "; ".join(form.messages())
+    return render(request, "costs/focus_import.html", {"form": form, "error": error})

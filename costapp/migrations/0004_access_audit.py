@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('costapp', '0002_deployment_dcgm_selector'),
+        ('costapp', '0003_bills_review_flag'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -78,6 +78,9 @@ class CostLine(models.Model):
     usage_quantity = money_field(null=True, blank=True)
     usage_unit = models.CharField(max_length=32, blank=True)
     estimated = models.BooleanField(default=False)
+    # An amount above COSTAPP_BILL_REVIEW_THRESHOLD_USD: imported (a real
+    # all-upfront fee can be that large) but shown for someone to check.
+    needs_review = models.BooleanField(default=False, db_default=False)
     fetched_at = models.DateTimeField()
     run = models.ForeignKey(
         "costapp.IngestRun", null=True, blank=True, on_delete=models.SET_NULL

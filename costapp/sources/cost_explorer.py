@@ -26,11 +26,25 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
+from costapp.validation import ACCOUNT_ID, InvalidInput, decimal_in, shown
 
 if TYPE_CHECKING:
     from costapp.models import IngestRun
 
 logger = logging.getLogger(__name__)
+AMOUNT_PLACES = Decimal("1e-12")
+
+
+class CostExplorerError(SourceError):
+    """A failure that ends an account-month, carrying the requests already
+    made for it: each was charged, so the run counts them (docs/costs.md)."""
+
+    def __init__(
+        self, message: str, *, permanent: bool = False, api_requests: int = 0
+    ) -> None:
+        super().__init__(message, permanent=permanent)
+        self.api_requests = api_requests
+
 
 # Cost Explorer metric name -> CostRecord field.
 METRIC_FIELDS = {
@@ -123,7 +137,26 @@ def records_from_response(
                 field = METRIC_FIELDS.get(metric)
                 if field is None:
                     continue
-                fields[field] = Decimal(amount["Amount"])
+                try:
+                    # Cost Explorer prints float residues such as
+                    # "3.5527136788E-15": rounded to the column's 12 places
+                    # (as PostgreSQL's NUMERIC(28, 12) did on insert), not refused.
+                    value = decimal_in(
+                        amount.get("Amount"), field=metric, max_places=40
+                    )
+                    exponent = value.as_tuple().exponent
+                    if isinstance(exponent, int) and exponent < -12:
+                        value = value.quantize(AMOUNT_PLACES)
+                    fields[field] = value
+                except InvalidInput as exc:
+                    raise SourceError(
+                        f"Cost Explorer sent {metric} Amount={shown(exc.value)} "
+                        f"({exc.reason}) for account {account_id}, day "
+                        f"{result['TimePeriod']['Start']}, group "
+                        f"{shown(group.get('Keys', []))}: nothing of this month "
+                        "was stored",
+                        permanent=True,
+                    ) from None
                 if metric == "UsageQuantity":
                     fields["usage_unit"] = amount.get("Unit", "")
                 elif amount.get("Unit"):
@@ -231,7 +264,8 @@ class CostExplorerSource:
                 "no account to query (account_ids is empty)", permanent=True
             )
         for account in account_ids:
-            if not (account.isdigit() and len(account) == 12):
+            # ASCII digits only: str.isdigit() also accepts full-width ones.
+            if not (isinstance(account, str) and ACCOUNT_ID.fullmatch(account)):
                 raise SourceError(
                     f"account_ids: {account!r} is not a 12-digit AWS account id",
                     permanent=True,
@@ -388,10 +422,18 @@ class CostExplorerSource:
                 )
                 last = exc
                 continue
+            except SourceError as exc:
+                # Pages already fetched (and the refused one, which AWS also
+                # answered) were charged: they travel with the error.
+                made = requests + (1 if isinstance(exc, _Refused) else 0)
+                raise CostExplorerError(
+                    str(exc), permanent=exc.permanent, api_requests=made
+                ) from exc
             return records, requests
-        raise SourceError(
+        raise CostExplorerError(
             f"Cost Explorer data kept changing for account {account} from "
-            f"{queries[0].window.start:%Y-%m-%d} ({MAX_RESTARTS + 1} tries): {last}"
+            f"{queries[0].window.start:%Y-%m-%d} ({MAX_RESTARTS + 1} tries): {last}",
+            api_requests=requests,
         )
 
     def fetch(self, window: Window) -> Iterator[Batch]:
@@ -421,6 +463,10 @@ class _RequestChanged(SourceError):
     pass
 
 
+class _Refused(SourceError):
+    """AWS answered the request with an error: it was made (and counted)."""
+
+
 def _client_error(exc: Any, query: Query) -> SourceError:
     error = exc.response.get("Error", {})
     code = error.get("Code", "ClientError")
@@ -429,9 +475,7 @@ def _client_error(exc: Any, query: Query) -> SourceError:
     if code == "RequestChangedException":
         return _RequestChanged(f"{code}: {message}")
     permanent = code not in {"LimitExceededException", "ThrottlingException"}
-    return SourceError(
-        f"Cost Explorer {code} ({where}): {message}", permanent=permanent
-    )
+    return _Refused(f"Cost Explorer {code} ({where}): {message}", permanent=permanent)
 
 
 def _merge(records: Iterable[CostRecord]) -> Iterator[CostRecord]:

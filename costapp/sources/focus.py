@@ -16,18 +16,30 @@ uses them. The column mapping is documented in docs/costs.md.
 
 from __future__ import annotations
 
-import json
+import bz2
+import gzip
+import io
 import logging
 import os
+import re
 import tempfile
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from datetime import datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
+from costapp.validation import (
+    InvalidInput,
+    datetime_in,
+    decimal_in,
+    flat_object_in,
+    shown,
+    text_in,
+)
 
 if TYPE_CHECKING:
     from costapp.models import IngestRun
@@ -70,6 +82,17 @@ CHARGE_CATEGORIES = {
     "Adjustment": "other",
 }
 NULLS = {"", "NULL", "null"}
+# Account ids are the provider's (AWS 12 digits, but the FOCUS sample's own
+# sub-accounts have 11; Azure and GCP use other shapes): printable ASCII
+# without spaces, as long as the column holds. Full-width digits and NUL
+# bytes are refused.
+ACCOUNT = re.compile(r"[!-~]{1,32}")
+NUL_MARK = "\ue000".encode()  # a private-use character standing for a NUL byte
+DEFAULT_MAX_BYTES = 1 << 30
+DEFAULT_MAX_INFLATION = 100
+# Below this many decompressed bytes the inflation ratio is not checked: a
+# tiny file compresses badly or very well without meaning anything.
+INFLATION_FLOOR = 16 << 20
 
 
 @dataclass
@@ -97,26 +120,42 @@ class FocusError(SourceError):
         super().__init__(message, permanent=True)
 
 
-def _parse_time(value: Any) -> datetime:
-    if isinstance(value, datetime):
-        dt = value
-    else:
-        text = str(value).strip().replace("Z", "+00:00")
-        dt = datetime.fromisoformat(text)
-    # FOCUS date/times are UTC; a naive value is read as UTC.
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+class _Capped(io.RawIOBase):
+    """A decompressing reader that refuses to inflate past a limit: a 204 kB
+    gzip of 200 MiB is refused when the limit is reached, before pandas holds
+    any of it."""
 
+    def __init__(self, raw: Any, *, limit: int, name: str) -> None:
+        self.raw = raw
+        self.limit = limit
+        self.name = name
+        self.count = 0
+        self.pending = b""
 
-def _parse_decimal(value: Any) -> Decimal:
-    if isinstance(value, Decimal):
-        result = value
-    elif isinstance(value, float):
-        result = Decimal(repr(value))
-    else:
-        result = Decimal(str(value).strip())
-    if not result.is_finite():
-        raise InvalidOperation(value)
-    return result
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if not self.pending:
+            data = self.raw.read(max(1, len(buffer)))
+            self.count += len(data)
+            if self.count > self.limit:
+                raise FocusError(
+                    f"{self.name}: decompresses to more than {self.limit:,} bytes "
+                    "(COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES, "
+                    "COSTAPP_FOCUS_MAX_INFLATION); nothing was imported"
+                )
+            # pandas' CSV parser ends a cell at a NUL byte ("1234\x005678"
+            # became "1234"): mark it so the row check can name the cell.
+            self.pending = data.replace(b"\x00", NUL_MARK)
+        size = min(len(buffer), len(self.pending))
+        buffer[:size] = self.pending[:size]
+        self.pending = self.pending[size:]
+        return size
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
 
 
 def _cell(row: Mapping[str, Any], column: str) -> Any:
@@ -138,13 +177,18 @@ class FocusSource:
         tag_keys: Sequence[str] = (),
         chunk_rows: int = CHUNK_ROWS,
         s3_client: Any = None,
+        display_name: str | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_inflation: int = DEFAULT_MAX_INFLATION,
     ) -> None:
         self.uri = uri
         self.tag_keys = list(tag_keys)
         self.chunk_rows = chunk_rows
         self._s3 = s3_client
         self._periods: dict[tuple[str, datetime], Period] | None = None
-        self.display_name = uri.rsplit("/", 1)[-1]
+        self.display_name = (display_name or uri.rsplit("/", 1)[-1])[:200]
+        self.max_bytes = max_bytes
+        self.max_inflation = max_inflation
 
     # -- reading ------------------------------------------------------------
 
@@ -153,8 +197,12 @@ class FocusSource:
         (to disk, not memory) so both readers can seek and chunk it."""
         if not self.uri.startswith("s3://"):
             path = Path(self.uri)
-            if not path.is_file():
-                raise FocusError(f"FOCUS file {self.uri}: no such file")
+            try:
+                found = path.is_file()
+            except OSError as exc:  # a 300-character name, a NUL byte
+                raise FocusError(f"FOCUS file {shown(self.uri)}: {exc}") from None
+            if not found:
+                raise FocusError(f"FOCUS file {shown(self.uri)}: no such file")
             return path, False
         bucket, _, key = self.uri[5:].partition("/")
         if not bucket or not key:
@@ -167,7 +215,16 @@ class FocusSource:
 
             client = boto3.client("s3")
         suffix = "".join(Path(key).suffixes[-2:])
-        fd, name = tempfile.mkstemp(prefix="focus-", suffix=suffix)
+        try:
+            size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
+        except (ClientError, BotoCoreError) as exc:
+            raise FocusError(f"{self.uri}: cannot read from S3: {exc}") from exc
+        if size > self.max_bytes:
+            raise FocusError(
+                f"{self.uri}: {size:,} bytes, more than the {self.max_bytes:,} "
+                "allowed (COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES)"
+            )
+        fd, name = tempfile.mkstemp(prefix="focus-", suffix=suffix[-16:])
         try:
             with os.fdopen(fd, "wb") as out:
                 client.download_fileobj(bucket, key, out)
@@ -175,6 +232,37 @@ class FocusSource:
             os.unlink(name)
             raise FocusError(f"{self.uri}: cannot read from S3: {exc}") from exc
         return Path(name), True
+
+    def _limit(self, path: Path) -> int:
+        """Decompressed bytes allowed for the file at ``path``."""
+        by_ratio = max(INFLATION_FLOOR, path.stat().st_size * self.max_inflation)
+        return min(self.max_bytes, by_ratio)
+
+    def _open_text(self, path: Path) -> io.BufferedReader:
+        """The CSV's bytes, decompressed as they are read, capped."""
+        name = path.name.lower()
+        raw: Any
+        if name.endswith(".gz"):
+            raw = gzip.open(path, "rb")
+        elif name.endswith(".bz2"):
+            raw = bz2.open(path, "rb")
+        elif name.endswith(".zip"):
+            try:
+                archive = zipfile.ZipFile(path)
+                members = [i for i in archive.infolist() if not i.is_dir()]
+            except (zipfile.BadZipFile, OSError) as exc:
+                raise FocusError(f"{self.display_name}: not a zip file: {exc}") from exc
+            if len(members) != 1:
+                raise FocusError(
+                    f"{self.display_name}: a zip must hold exactly one CSV, "
+                    f"not {len(members)} files"
+                )
+            raw = archive.open(members[0])
+        else:
+            raw = path.open("rb")
+        return io.BufferedReader(
+            _Capped(raw, limit=self._limit(path), name=self.display_name)
+        )
 
     def _rows(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         """(1-based data row number, row) in chunks."""
@@ -191,6 +279,17 @@ class FocusSource:
                 ) from exc
             columns = [c for c in parquet.schema_arrow.names if c in wanted]
             self._check_header(parquet.schema_arrow.names)
+            metadata = parquet.metadata
+            inflated = sum(
+                metadata.row_group(i).total_byte_size
+                for i in range(metadata.num_row_groups)
+            )
+            if inflated > self._limit(path):
+                raise FocusError(
+                    f"{self.display_name}: decompresses to {inflated:,} bytes, more "
+                    f"than the {self._limit(path):,} allowed "
+                    "(COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES, COSTAPP_FOCUS_MAX_INFLATION)"
+                )
             n = 0
             for batch in parquet.iter_batches(
                 batch_size=self.chunk_rows, columns=columns
@@ -201,9 +300,11 @@ class FocusSource:
             return
         import pandas as pd
 
+        handle = self._open_text(path)
         try:
             reader = pd.read_csv(
-                path,
+                handle,
+                compression=None,
                 chunksize=self.chunk_rows,
                 dtype=str,
                 keep_default_na=False,
@@ -220,12 +321,23 @@ class FocusSource:
                     n += 1
                     yield n, row
             if first:  # empty file with a header only
-                header = pd.read_csv(path, nrows=0).columns
+                handle.close()
+                handle = self._open_text(path)
+                header = pd.read_csv(handle, compression=None, nrows=0).columns
                 self._check_header(list(header))
-        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
-            if isinstance(exc, FocusError):
-                raise
+        except FocusError:
+            raise
+        except (
+            pd.errors.ParserError,
+            pd.errors.EmptyDataError,
+            UnicodeDecodeError,
+            ValueError,
+            OSError,
+            EOFError,
+        ) as exc:
             raise FocusError(f"{self.display_name}: not a readable CSV: {exc}") from exc
+        finally:
+            handle.close()
 
     def _check_header(self, columns: Sequence[str]) -> None:
         absent = [c for c in REQUIRED if c not in columns]
@@ -237,14 +349,25 @@ class FocusSource:
 
     def _error(self, row: int, column: str, value: Any, why: str) -> FocusError:
         return FocusError(
-            f"{self.display_name} row {row}, column {column}: {value!r} {why}; "
+            f"{self.display_name} row {row}, column {column}: {shown(value)} {why}; "
             "nothing was imported"
         )
 
     def _fold(self, n: int, row: Mapping[str, Any], periods: dict) -> None:
-        def text(column: str) -> str:
+        for column, value in row.items():
+            if isinstance(value, str) and ("\x00" in value or "\ue000" in value):
+                raise self._error(
+                    n, column, value.replace("\ue000", "\x00"), "contains a NUL byte"
+                )
+
+        def text(column: str, max_length: int = 1000) -> str:
             value = _cell(row, column)
-            return "" if value is None else str(value).strip()
+            if value is None:
+                return ""
+            try:
+                return text_in(str(value), field=column, max_length=max_length).strip()
+            except InvalidInput as exc:
+                raise self._error(n, column, value, exc.reason) from None
 
         def decimal(column: str, required: bool = True) -> Decimal | None:
             value = _cell(row, column)
@@ -253,23 +376,33 @@ class FocusSource:
                     raise self._error(n, column, row.get(column), "is required")
                 return None
             try:
-                return _parse_decimal(value)
-            except (InvalidOperation, ValueError):
-                raise self._error(n, column, value, "is not a decimal") from None
+                return decimal_in(value, field=column)
+            except InvalidInput as exc:
+                raise self._error(n, column, value, exc.reason) from None
 
         def time(column: str) -> datetime:
             value = _cell(row, column)
             if value is None:
                 raise self._error(n, column, row.get(column), "is required")
             try:
-                return _parse_time(value)
-            except ValueError:
-                raise self._error(n, column, value, "is not a date/time") from None
+                return datetime_in(value, field=column)
+            except InvalidInput as exc:
+                raise self._error(n, column, value, exc.reason) from None
 
-        account = text("SubAccountId") or text("BillingAccountId")
+        sub_account, billing_account = text("SubAccountId"), text("BillingAccountId")
+        account = sub_account or billing_account
+        column = "SubAccountId" if sub_account else "BillingAccountId"
         if not account:
             raise self._error(
                 n, "BillingAccountId", row.get("BillingAccountId"), "is required"
+            )
+        if not ACCOUNT.fullmatch(account):
+            raise self._error(
+                n,
+                column,
+                row.get(column),
+                "is not an account id (ASCII letters, digits and punctuation, "
+                "at most 32)",
             )
         currency = text("BillingCurrency")
         if len(currency) != 3 or not currency.isalpha() or not currency.isupper():
@@ -313,12 +446,11 @@ class FocusSource:
         tag_key = tag_value = ""
         raw_tags = _cell(row, "Tags")
         if raw_tags is not None:
+            # FOCUS Tags are a flat key-value object; anything nested is refused.
             try:
-                tags = json.loads(raw_tags) if isinstance(raw_tags, str) else raw_tags
-            except json.JSONDecodeError:
-                raise self._error(n, "Tags", raw_tags, "is not JSON") from None
-            if not isinstance(tags, dict):
-                raise self._error(n, "Tags", raw_tags, "is not a JSON object")
+                tags = flat_object_in(raw_tags, field="Tags")
+            except InvalidInput as exc:
+                raise self._error(n, "Tags", raw_tags, exc.reason) from None
             for key in self.tag_keys:
                 if key in tags:
                     tag_key, tag_value = key, str(tags[key])

@@ -59,6 +59,9 @@ class CostExplorerEmulator:
     def __init__(self, *, page_size: int = 50) -> None:
         self.ledger: list[Line] = []
         self.estimated: set[str] = set()  # period starts still estimated
+        # period start -> the Amount text sent for every cost metric that day,
+        # whatever the ledger says (a corrupt answer such as "abc")
+        self.raw_amounts: dict[str, str] = {}
         self.page_size = page_size
         self.delay_s = 0.0
         self.failures: list[Failure] = []
@@ -191,7 +194,14 @@ class CostExplorerEmulator:
                         {
                             "Keys": list(keys),
                             "Metrics": {
-                                m: {"Amount": _amount(v[0]), "Unit": v[1]}
+                                m: {
+                                    "Amount": self.raw_amounts.get(
+                                        p_start, _amount(v[0])
+                                    )
+                                    if m != "UsageQuantity"
+                                    else _amount(v[0]),
+                                    "Unit": v[1],
+                                }
                                 for m, v in acc.items()
                             },
                         },

@@ -17,11 +17,12 @@ from urllib.parse import quote
 import pytest
 from django.conf import settings
 
-from costapp.costs.services import bills_backfill_start
+from costapp.costs.services import bills_backfill_create
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import CostLine, IngestRun
 from costapp.sources.base import Window
 from costapp.sources.cost_explorer import source_from_run
+from costapp.tasks import ingest_run_task
 from tests.costs.ce_emulator import CostExplorerEmulator, Line
 from tests.costs.conftest import ACCOUNT, cost_lines, utc
 from tests.support.services import ROOT, stop, wait_for
@@ -94,6 +95,11 @@ def celery_broker(redis_url: str) -> Iterator[str]:
             app._pool.force_close_all()
         app._pool = None
         app.amqp._producer_pool = None
+        # kombu's process-wide registry still holds producer pools bound to the
+        # connection pool closed above; a later eager task would acquire one.
+        from kombu import pools
+
+        pools.reset()
 
     saved = {k: app.conf.get(k) for k in ("broker_url", "task_always_eager")}
     reset_connections()
@@ -140,12 +146,11 @@ def test_a_killed_worker_then_a_rerun_leaves_the_same_bill_as_an_uninterrupted_r
     worker = Worker(queue, env, tmp_path / "worker.log")
     try:
         worker.start()
-        (first,) = bills_backfill_start(
-            account_ids=[ACCOUNT],
-            start=date(2025, 1, 1),
-            end=date(2025, 4, 1),
-            queue=queue,
+        (first,) = bills_backfill_create(
+            account_ids=[ACCOUNT], start=date(2025, 1, 1), end=date(2025, 4, 1)
         )
+        # The test's own queue, so no other worker on this broker takes it.
+        ingest_run_task.apply_async((first.pk,), queue=queue)
         wait_run(first.pk, lambda r: r.steps_done >= 1)
         worker.kill()
         killed = IngestRun.objects.get(pk=first.pk)
@@ -154,12 +159,10 @@ def test_a_killed_worker_then_a_rerun_leaves_the_same_bill_as_an_uninterrupted_r
         assert CostLine.objects.exists()
 
         worker.start()
-        (second,) = bills_backfill_start(
-            account_ids=[ACCOUNT],
-            start=date(2025, 1, 1),
-            end=date(2025, 4, 1),
-            queue=queue,
+        (second,) = bills_backfill_create(
+            account_ids=[ACCOUNT], start=date(2025, 1, 1), end=date(2025, 4, 1)
         )
+        ingest_run_task.apply_async((second.pk,), queue=queue)
         done = wait_run(second.pk, lambda r: r.finished)
         assert done.status == IngestRun.SUCCEEDED, done.error
     finally:

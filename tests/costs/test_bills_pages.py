@@ -19,8 +19,8 @@ from costapp.costs.services import (
     BudgetNotConfirmed,
     PeriodClaimed,
     billing_periods_claim,
+    bills_backfill_create,
     bills_backfill_plan,
-    bills_backfill_start,
 )
 from costapp.costs.tasks import bills_refresh_task
 from costapp.models import (
@@ -31,6 +31,7 @@ from costapp.models import (
     Pool,
     RateCard,
 )
+from costapp.tasks import ingest_runs_queue
 from tests.costs.ce_emulator import CostExplorerEmulator, Line
 from tests.costs.conftest import ACCOUNT, utc
 from tests.support.users import user_in
@@ -259,7 +260,7 @@ def test_a_backfill_above_budget_asks_for_confirmation(
     progress = client.get(done["Location"])
     assert b"59 / 59" in progress.content
     with pytest.raises(BudgetNotConfirmed):
-        bills_backfill_start(
+        bills_backfill_create(
             account_ids=[ACCOUNT],
             start=date(2025, 1, 1),
             end=date(2025, 3, 1),
@@ -274,7 +275,7 @@ def test_a_backfill_of_a_period_owned_by_focus_is_refused() -> None:
     )
     assert plan.requests == 2 and plan.refused
     with pytest.raises(PeriodClaimed, match="2025-02 already comes from FOCUS"):
-        bills_backfill_start(
+        bills_backfill_create(
             account_ids=[ACCOUNT],
             start=date(2025, 1, 20),
             end=date(2025, 2, 5),
@@ -299,8 +300,10 @@ def test_the_refresh_repulls_this_month_and_last_while_it_is_estimated(
     # Last month had no estimated line in the database: only March.
     assert CostLine.objects.count() == 1
     with capture(execute=True):  # type: ignore[operator]
-        bills_backfill_start(
-            account_ids=[ACCOUNT], start=date(2025, 2, 1), end=date(2025, 3, 1)
+        ingest_runs_queue(
+            bills_backfill_create(
+                account_ids=[ACCOUNT], start=date(2025, 2, 1), end=date(2025, 3, 1)
+            )
         )
     assert CostLine.objects.filter(estimated=True).count() == 2
     with capture(execute=True):  # type: ignore[operator]
@@ -353,7 +356,7 @@ def test_an_uploaded_focus_file_imports_and_a_bad_name_is_refused(
 ) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    settings.VAR_DIR = tmp_path  # type: ignore[attr-defined]
+    settings.COSTAPP_UPLOAD_DIR = tmp_path  # type: ignore[attr-defined]
     client.force_login(user_in("finance", "finance", "admin", password="pw"))
     with open("tests/costs/fixtures/focus_1.0_sample_aws_first50.csv", "rb") as f:
         upload = SimpleUploadedFile("sep.csv", f.read(), content_type="text/csv")
@@ -367,4 +370,9 @@ def test_an_uploaded_focus_file_imports_and_a_bad_name_is_refused(
     assert b"succeeded" in page.content
     bad = client.post("/costs/focus/", {"uri": "/etc/passwd"})
     assert bad.status_code == 200
+    assert b"only s3://bucket/key URIs" in bad.content
+    bad = client.post(
+        "/costs/focus/",
+        {"file": SimpleUploadedFile("notes.txt", b"x", content_type="text/plain")},
+    )
     assert b"expected a .csv" in bad.content

@@ -79,7 +79,8 @@ def import_file(uri: str, **kwargs: object) -> IngestRun:
         target=uri,
         params={"uri": uri, "tag_keys": ["application"]},
     )
-    return focus_import_execute(run=run, **kwargs)  # type: ignore[arg-type]
+    # As the focus_import command does: an operator may name a local path.
+    return focus_import_execute(run=run, trusted=True, **kwargs)  # type: ignore[arg-type]
 
 
 def totals_by_account(field: str) -> dict[str, Decimal]:

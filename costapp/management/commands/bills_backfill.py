@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import date
 from typing import Any
 
@@ -9,17 +10,21 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from costapp.costs.services import (
     BillsError,
+    bills_backfill_create,
     bills_backfill_plan,
-    bills_backfill_start,
 )
 from costapp.models import IngestRun
+from costapp.tasks import ingest_runs_queue
+from costapp.validation import InvalidInput, date_in
+
+logger = logging.getLogger(__name__)
 
 
 def _date(value: str) -> date:
     try:
-        return date.fromisoformat(value)
-    except ValueError:
-        raise CommandError(f"{value!r} is not a date (YYYY-MM-DD)") from None
+        return date_in(value, field="date")
+    except InvalidInput as exc:
+        raise CommandError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -59,9 +64,14 @@ class Command(BaseCommand):
                 return
             if plan.over_budget and not opts["yes"]:
                 raise CommandError("above the budget: rerun with --yes to accept")
-            runs = bills_backfill_start(**kwargs, confirmed=opts["yes"])
+            runs = bills_backfill_create(**kwargs, confirmed=opts["yes"])
         except BillsError as exc:
             raise CommandError(str(exc)) from None
+        try:
+            # Without a broker the task runs here and now; with one, in a worker.
+            ingest_runs_queue(runs)
+        except Exception:  # the run records its failure; the summary says it
+            logger.exception("a backfill run crashed")
         for run in runs:
             run.refresh_from_db()
             self.stdout.write(
@@ -69,5 +79,5 @@ class Command(BaseCommand):
                 f"requests, ${run.api_cost_usd}, {run.rows_written} rows"
                 + (f" ({run.error})" if run.error else "")
             )
-        if any(r.status in {IngestRun.FAILED} for r in runs):
+        if any(r.status == IngestRun.FAILED for r in runs):
             raise CommandError("a run failed")

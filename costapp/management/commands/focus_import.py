@@ -1,4 +1,8 @@
-"""Import a FOCUS 1.0-1.2 export (CSV or Parquet, local path or s3://bucket/key)."""
+"""Import a FOCUS 1.0-1.2 export (CSV or Parquet, local path or s3://bucket/key).
+
+Run by an operator on the server, so it may name a local file; the web form
+only takes uploads and S3 URIs under COSTAPP_FOCUS_S3_PREFIXES.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,13 @@ from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
 
 from costapp.costs.services import focus_import_execute
 from costapp.ingest import ingest_run_create
 from costapp.models import IngestRun
 from costapp.sources.base import Window
+from costapp.validation import InvalidInput, text_in
 
 
 class Command(BaseCommand):
@@ -22,19 +28,21 @@ class Command(BaseCommand):
         parser.add_argument("uri", metavar="PATH_OR_S3_URI")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        from django.utils import timezone
-
+        try:
+            uri = text_in(opts["uri"], field="uri", max_length=1000, required=True)
+        except InvalidInput as exc:
+            raise CommandError(str(exc)) from None
         now = timezone.now()
         run = ingest_run_create(
             source="focus",
             window=Window(now, now + timedelta(seconds=1)),
-            target=opts["uri"][:200],
-            params={"uri": opts["uri"]},
+            target=uri[:200],
+            params={"uri": uri},
         )
-        run = focus_import_execute(run=run)
+        run = focus_import_execute(run=run, trusted=True)
         if run.status != IngestRun.SUCCEEDED:
             raise CommandError(run.error)
         self.stdout.write(
-            f"imported {opts['uri']}: {run.steps_total} account-period(s), "
+            f"imported {uri}: {run.steps_total} account-period(s), "
             f"{run.rows_written} lines written, {run.rows_deleted} replaced"
         )

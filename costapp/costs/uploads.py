@@ -1,0 +1,62 @@
+"""An upload handler that stops reading a file at COSTAPP_UPLOAD_MAX_BYTES.
+
+It runs first in FILE_UPLOAD_HANDLERS, so a file over the limit is cut off while
+it streams in: the bytes past the limit are never written to memory or disk,
+and the parse stops there (``StopUpload``). The view reads
+``request.upload_refused`` to say why the file is missing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+
+# Room for the form's other fields and the multipart boundaries.
+OVERHEAD_BYTES = 64 * 1024
+
+
+def upload_refused(request: Any) -> str:
+    """Why an upload of this request was cut off, or ""."""
+    return str(getattr(request, "upload_refused", ""))
+
+
+class CappedUploadHandler(FileUploadHandler):
+    def __init__(self, request: Any = None) -> None:
+        super().__init__(request)
+        self.limit = int(settings.COSTAPP_UPLOAD_MAX_BYTES)
+        self.request_length = 0
+
+    def handle_raw_input(
+        self,
+        input_data: Any,
+        META: Any,
+        content_length: int,
+        boundary: Any,
+        encoding: str | None = None,
+    ) -> None:
+        self.request_length = content_length
+        return None
+
+    def _refuse(self, why: str) -> None:
+        if self.request is not None:
+            self.request.upload_refused = (  # type: ignore[attr-defined]
+                f"file={self.file_name!r}: {why}; the limit is {self.limit:,} bytes "
+                "(COSTAPP_UPLOAD_MAX_BYTES)"
+            )
+        raise StopUpload(connection_reset=True)
+
+    def new_file(self, *args: Any, **kwargs: Any) -> None:
+        super().new_file(*args, **kwargs)
+        if self.request_length > self.limit + OVERHEAD_BYTES:
+            # The client said how much it sends: refuse before reading any.
+            self._refuse(f"the request is {self.request_length:,} bytes")
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
+        if start + len(raw_data) > self.limit:
+            self._refuse("larger than the upload limit")
+        return raw_data
+
+    def file_complete(self, file_size: int) -> None:
+        return None
