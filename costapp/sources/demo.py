@@ -788,11 +788,3 @@ def _list_price(instance_type: str, day: date) -> Decimal:
     if not prices:
         raise ValueError(f"no list price for {instance_type} on {day}")
     return max(prices, key=lambda p: p.effective_from).price_per_hour
-
-
-def source_from_run(run: Any) -> DemoSource:
-    """The demo source for an ingest run: params seed, days; end = window end."""
-    params = run.params or {}
-    end = run.window_end
-    days = int(params.get("days") or max(1, (end - run.window_start).days))
-    return DemoSource(seed=int(params.get("seed", 7)), days=days, end=end)

@@ -25,12 +25,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
-
-if TYPE_CHECKING:
-    from costapp.models import IngestRun
 
 logger = logging.getLogger(__name__)
 
@@ -442,9 +439,3 @@ def period_batch(period: Period) -> Batch:
         ),
         steps=1,
     )
-
-
-def source_from_run(run: IngestRun) -> FocusSource:
-    params = run.params or {}
-    uri = params.get("uri") or run.target
-    return FocusSource(uri=uri, tag_keys=params.get("tag_keys", ()))

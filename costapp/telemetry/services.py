@@ -102,10 +102,10 @@ def telemetry_backfill_start(
 def telemetry_run_execute(*, run: IngestRun) -> IngestRun:
     """Run synchronously (command line, refresh task)."""
     from costapp.sources.base import SourceError
-    from costapp.sources.prometheus import source_from_run
+    from costapp.sources.registry import source_for_run
 
     try:
-        source = source_from_run(run)
+        source = source_for_run(run)
     except SourceError as exc:
         IngestRun.objects.filter(pk=run.pk).update(
             status=IngestRun.FAILED, error=str(exc), finished_at=timezone.now()

@@ -29,8 +29,8 @@ from costapp.sources.prometheus import (
     PrometheusConfig,
     PrometheusSource,
     Target,
-    source_from_run,
 )
+from costapp.sources.registry import source_for_run
 from costapp.telemetry.services import telemetry_backfill_start, telemetry_run_create
 from tests.support.services import free_port
 from tests.telemetry.conftest import BUDGET, PromServer
@@ -96,7 +96,7 @@ def run_backfill(
         dcgm_selectors={k: v for k, v in DCGM.items() if k in deployments},
         options={**PARAMS, **params},
     )
-    source = source_from_run(run)
+    source = source_for_run(run)
     if log is not None:
         source.client.session.hooks["response"].append(_recorder(log))
     return ingest_run_execute(run=run, source=source)
