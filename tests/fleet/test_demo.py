@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.db import connection
 
-from costapp.fleet.demo import demo_fleet_load, demo_ingest, demo_user_ensure
+from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest, demo_user_ensure
 from costapp.fleet.services import rate_card_seed
 from costapp.models import (
     CostLine,

@@ -9,7 +9,7 @@ import time_machine
 from django.contrib.auth.models import User
 from django.test import Client
 
-from costapp.fleet.demo import demo_fleet_load, demo_ingest
+from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest
 from costapp.fleet.services import rate_card_seed
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
