@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import timedelta
 
 from celery import shared_task
@@ -33,6 +34,13 @@ def ingest_run_task(run_id: int) -> str | None:
         )
         raise
     return run.status
+
+
+def ingest_runs_queue(runs: Iterable[IngestRun]) -> None:
+    """Queue each run's ingest once the transaction that created it commits
+    (a worker never looks for a row it cannot see yet)."""
+    for run in runs:
+        ingest_run_task.delay_on_commit(run.pk)
 
 
 @shared_task

@@ -1,4 +1,8 @@
-"""Telemetry writes: start a backfill (queued after commit), refresh the last hours."""
+"""Telemetry writes: create a backfill run, execute one, refresh the last hours.
+
+Services return runs and never queue: the callers (the telemetry page) queue
+them with ``costapp.tasks.ingest_runs_queue`` once the service returns.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from costapp.ingest import ingest_run_create, ingest_run_execute
@@ -74,29 +77,6 @@ def telemetry_run_create(
     return ingest_run_create(
         source=SOURCE, window=window, target=",".join(deployments), params=params
     )
-
-
-def telemetry_backfill_start(
-    *,
-    deployments: list[str],
-    start: datetime,
-    end: datetime,
-    dcgm_selectors: dict[str, str] | None = None,
-    options: dict[str, Any] | None = None,
-) -> IngestRun:
-    """Create the run and queue it once the row is committed."""
-    from costapp.tasks import ingest_run_task
-
-    with transaction.atomic():
-        run = telemetry_run_create(
-            deployments=deployments,
-            start=start,
-            end=end,
-            dcgm_selectors=dcgm_selectors,
-            options=options,
-        )
-        transaction.on_commit(lambda: ingest_run_task.delay(run.pk))
-    return run
 
 
 def telemetry_run_execute(*, run: IngestRun) -> IngestRun:

@@ -10,6 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from costapp.models import Deployment
+from costapp.tasks import ingest_runs_queue
 from costapp.telemetry import selectors, services
 from costapp.telemetry.forms import BackfillForm
 
@@ -22,7 +23,7 @@ def index(request: HttpRequest) -> HttpResponse:
         names = [d.name for d in form.cleaned_data["deployments"]]
         selector = form.cleaned_data["dcgm_selector"]
         try:
-            run = services.telemetry_backfill_start(
+            run = services.telemetry_run_create(
                 deployments=names,
                 start=start,
                 end=end,
@@ -32,6 +33,7 @@ def index(request: HttpRequest) -> HttpResponse:
         except services.TelemetryInputError as exc:
             form.add_error(None, str(exc))
         else:
+            ingest_runs_queue([run])
             messages.success(request, f"Backfill run {run.pk} queued.")
             return redirect("telemetry:index")
     return render(

@@ -31,7 +31,7 @@ from costapp.sources.prometheus import (
     Target,
 )
 from costapp.sources.registry import source_for_run
-from costapp.telemetry.services import telemetry_backfill_start, telemetry_run_create
+from costapp.telemetry.services import telemetry_run_create
 from tests.support.services import free_port
 from tests.telemetry.conftest import BUDGET, PromServer
 from tests.telemetry.proxy import Proxy
@@ -392,4 +392,4 @@ def test_backfill_start_refuses_a_deployment_without_selector(
     from costapp.telemetry.services import TelemetryInputError
 
     with pytest.raises(TelemetryInputError, match="bare"):
-        telemetry_backfill_start(deployments=["bare"], start=at(T0), end=at(END))
+        telemetry_run_create(deployments=["bare"], start=at(T0), end=at(END))
