@@ -252,7 +252,9 @@ def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     )
     for name, hour, gpu_s, stop, length in rows:
         slot = acc[(name, hour.astimezone(UTC).date())]
-        slot[0] += gpu_s
+        # Unknown GPU-seconds (NULL) are left out rather than crash the page;
+        # issue 8 wants such a member allocated by its nominal GPU count.
+        slot[0] += gpu_s if gpu_s is not None else 0.0
         slot[1] += stop + length
     # Telemetry is float; six decimals of a GPU-hour (3.6 ms) is far below
     # what it measures, and a fixed scale keeps the split reproducible.

@@ -63,7 +63,7 @@ def _focus(run: IngestRun) -> FocusSource:
 def _prometheus(run: IngestRun) -> PrometheusSource:
     """run.params: {"deployments": [names] (default: all with a selector),
     "dcgm_selectors": {name: matchers} (default: each deployment's own
-    ``dcgm_selector``), and any ``Options`` field}."""
+    ``dcgm_selector``), and any ``Options`` field}; never a "config"."""
     from costapp.sources.prometheus import (
         PrometheusConfig,
         PrometheusSource,
@@ -72,6 +72,16 @@ def _prometheus(run: IngestRun) -> PrometheusSource:
     )
 
     params = dict(run.params or {})
+    if "config" in params:
+        # The URL, credentials and bearer token come from PROMETHEUS_* settings
+        # only: a stored run naming its own URL would have the configured
+        # token sent wherever that URL points.
+        raise SourceError(
+            f"config={params['config']!r:.80}: a run may not carry Prometheus "
+            "settings of its own (URL, credentials); they come from the "
+            "PROMETHEUS_* settings",
+            permanent=True,
+        )
     qs = Deployment.objects.all()
     names = params.get("deployments")
     if names:
@@ -84,7 +94,7 @@ def _prometheus(run: IngestRun) -> PrometheusSource:
             )
     else:
         qs = qs.exclude(prometheus_selector="")
-    config = PrometheusConfig.from_settings(**(params.get("config") or {}))
+    config = PrometheusConfig.from_settings()
     return PrometheusSource(
         targets=targets_from_deployments(list(qs), params.get("dcgm_selectors")),
         config=config,

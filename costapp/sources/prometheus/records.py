@@ -98,7 +98,12 @@ def deployment_records(
     interval_default: float,
     device_seconds: dict[int, float] | None = None,
 ) -> list[Record]:
-    """Hourly deployment and histogram records of one slice from raw samples."""
+    """Hourly deployment and histogram records of one slice from raw samples.
+
+    ``device_seconds``: None when the deployment has no DCGM selector (GPU
+    seconds from the replica count); else the DCGM GPU-seconds per hour, an
+    hour absent from it unknown.
+    """
     table = ENGINES[target.engine]
     pairs = _preferred(series, table)
     interval = scrape_interval([s.t for s, _ in pairs], interval_default)
@@ -183,10 +188,16 @@ def deployment_records(
     records: list[Record] = []
     for h in sorted(hours_seen):
         reps_mean, reps_max = replicas.get(h, (0.0, 0.0))
+        # Measured or unknown, never 0: with a DCGM selector an hour without
+        # DCGM samples is unknown; without one, an hour without a replica
+        # count is (replicas x the deployment's GPUs per replica otherwise).
+        gpu_seconds: float | None
         if device_seconds is not None:
-            gpu_seconds = device_seconds.get(h, 0.0)
-        else:
+            gpu_seconds = device_seconds.get(h)
+        elif h in replicas:
             gpu_seconds = reps_mean * HOUR_S * target.gpu_share
+        else:
+            gpu_seconds = None
 
         def g(name: str, i: int, h: int = h) -> float | None:
             stat = gauge_stats.get(name, {}).get(h)
@@ -283,8 +294,10 @@ def device_records(
         values = per_device[key]
         hours = sorted({h for f, per in values.items() for h in per if h < slice_end_s})
         for h in hours:
-            n = values.get("_samples", {}).get(h, 0)
-            gpu_seconds[h] += n * interval * key.gpu_share
+            up = values.get("_samples", {})
+            n = up.get(h, 0)
+            if h in up:  # an hour without the "up" series measured nothing
+                gpu_seconds[h] += n * interval * key.gpu_share
             records.append(
                 DeviceHourRecord(
                     hostname=key.hostname,

@@ -29,7 +29,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from costapp.sources.base import Batch, DiscoveryRecord, Record, SourceError, Window
+from costapp.sources.base import (
+    Batch,
+    DeploymentHourRecord,
+    DiscoveryRecord,
+    Record,
+    SourceError,
+    Window,
+)
 from costapp.sources.engines import DCGM, ENGINES, names_used
 from costapp.sources.prometheus.client import (
     PrometheusClient,
@@ -50,6 +57,7 @@ from costapp.sources.prometheus.records import (
     deployment_records,
     device_records,
 )
+from costapp.sources.promql import selector_problem
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +130,11 @@ class PrometheusSource:
         self.reader = Reader(self.client, self.options)
         self._now = now or (lambda: datetime.now(UTC))
         self.selector_errors: list[str] = []
+        # What could not be measured (GPU-hours unknown), for the run.
+        self.warnings: list[str] = []
+        problem = selector_problem(self.options.fleet_dcgm_selector)
+        if problem is not None:
+            raise SourceError(f"fleet_dcgm_selector={problem}", permanent=True)
 
     # -- protocol
 
@@ -150,6 +163,7 @@ class PrometheusSource:
             records=list(discovery),
             steps=1,
             api_requests=self.client.requests - before,
+            warnings=tuple(self.warnings),
         )
         fleet: _Job | None = None
         if self.options.fleet_dcgm_selector:
@@ -184,6 +198,21 @@ class PrometheusSource:
             if table is None:
                 self.selector_errors.append(
                     f"{target.name}: unknown engine {target.engine!r}"
+                )
+                continue
+            # Stored runs and deployments are checked again here, where the
+            # text is spliced into PromQL: nothing unchecked reaches Prometheus.
+            problem = selector_problem(target.selector)
+            if problem is not None:
+                message = f"{target.name}: prometheus_selector={problem}"
+                self.selector_errors.append(message)
+                records.append(
+                    DiscoveryRecord(
+                        deployment=target.name,
+                        observed_at=observed,
+                        engine=target.engine,
+                        error=message,
+                    )
                 )
                 continue
             selector = _selector(table.names(), target.selector)
@@ -227,7 +256,14 @@ class PrometheusSource:
                 if labels not in label_sets[name] and len(label_sets[name]) < 20:
                     label_sets[name].append(labels)
             dcgm_names: list[str] = []
-            if target.dcgm_selector:
+            dcgm_problem = selector_problem(target.dcgm_selector)
+            if dcgm_problem is not None:
+                message = (
+                    f"{target.name}: dcgm_selector={dcgm_problem}; GPU-hours unknown"
+                )
+                self.selector_errors.append(message)
+                error = "; ".join(p for p in (error, message) if p)
+            elif target.dcgm_selector:
                 try:
                     dcgm_found = self.client.series(
                         [_selector(sorted(DCGM), target.dcgm_selector)],
@@ -239,11 +275,22 @@ class PrometheusSource:
                         f"{target.name}: DCGM selector {{{target.dcgm_selector}}} was "
                         f"refused by Prometheus ({exc.error_type or 'error'}): {exc}"
                     )
+                    message += "; GPU-hours unknown"
                     self.selector_errors.append(message)
                     error = "; ".join(p for p in (error, message) if p)
-                    dcgm_found = []
-                dcgm_names = sorted({s.get("__name__", "") for s in dcgm_found})
-                for s in dcgm_found:
+                    dcgm_found = None
+                dcgm_names = sorted({s.get("__name__", "") for s in dcgm_found or []})
+                if dcgm_found is not None and not dcgm_names:
+                    message = (
+                        f"{target.name}: DCGM selector {{{target.dcgm_selector}}} "
+                        "matched no DCGM series between "
+                        f"{_hour(start_s):%Y-%m-%d %H:%M} and "
+                        f"{_hour(end_s):%Y-%m-%d %H:%M} UTC: GPU-hours "
+                        "unknown (not zero) for every hour read; check the selector"
+                    )
+                    self.warnings.append(message)
+                    error = "; ".join(p for p in (error, message) if p)
+                for s in dcgm_found or []:
                     name = s.get("__name__", "")
                     labels = {k: v for k, v in s.items() if k != "__name__"}
                     if labels not in label_sets[name] and len(label_sets[name]) < 20:
@@ -366,12 +413,17 @@ class PrometheusSource:
         reads = [next(pending) if w[0] else [] for w in wanted]
         # Yielded only once every read of the slice is in: a failure stores
         # none of the slice's batches, as before.
-        built: list[list[Record]] = []
+        built: list[tuple[list[Record], tuple[str, ...]]] = []
         for i, job in enumerate(all_jobs):
             main = merge_chunks([f.result() for f in reads[2 * i]])
             dcgm = merge_chunks([f.result() for f in reads[2 * i + 1]])
             records: list[Record] = []
-            device_seconds = None
+            # A deployment read through a DCGM selector is measured by DCGM
+            # only: when the selector matched nothing (or was refused), its
+            # hours are unknown, not replicas x GPUs and never 0.
+            device_seconds: dict[int, float] | None = (
+                {} if job.target.dcgm_selector else None
+            )
             if job.dcgm_names:
                 born = self._born(
                     job.dcgm_names, job.target.dcgm_selector, a, job.dcgm_state, dcgm
@@ -400,14 +452,48 @@ class PrometheusSource:
                         device_seconds=device_seconds,
                     )
                 )
-            built.append(records)
-        for records in built:
+            built.append((records, _unknown_gpu_hours(job, records)))
+        for records, warnings in built:
             yield Batch(
                 records=records,
                 steps=1,
                 api_requests=self.client.requests - before,
+                warnings=warnings,
             )
             before = self.client.requests
+
+
+def _unknown_gpu_hours(job: _Job, records: list[Record]) -> tuple[str, ...]:
+    """One warning per deployment and slice naming the hours whose GPU-seconds
+    could not be measured, and why."""
+    hours = [
+        r.hour
+        for r in records
+        if isinstance(r, DeploymentHourRecord) and r.gpu_seconds is None
+    ]
+    if not hours:
+        return ()
+    target = job.target
+    if target.dcgm_selector:
+        why = f"no DCGM samples for {{{target.dcgm_selector}}}"
+    else:
+        table = ENGINES[target.engine]
+        up = sorted(
+            name
+            for name, roles in table.roles.items()
+            if any(r.kind == "gauge" and r.field == table.up_field for r in roles)
+        )
+        why = f"no DCGM selector and no {' or '.join(up)} samples (replicas unknown)"
+    span = (
+        f"{hours[0]:%Y-%m-%d %H:%M} UTC"
+        if len(hours) == 1
+        else f"{len(hours)} hours from {hours[0]:%Y-%m-%d %H:%M} to "
+        f"{hours[-1]:%Y-%m-%d %H:%M} UTC"
+    )
+    return (
+        f"{target.name}: GPU-hours unknown for {span} ({why}); a figure stored "
+        "by an earlier read is kept",
+    )
 
 
 def targets_from_deployments(
