@@ -11,6 +11,7 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
+from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 
 from costapp.models import Deployment
@@ -45,11 +46,26 @@ def day_parse(field: str, raw: Any) -> date:
     return day
 
 
+class _NamedErrors(forms.Form):
+    """Text fields whose own checks refuse a NUL byte naming the field and the
+    value; Django's ProhibitNullCharactersValidator says neither."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            if isinstance(field, forms.CharField):
+                field.validators = [
+                    v
+                    for v in field.validators
+                    if not isinstance(v, ProhibitNullCharactersValidator)
+                ]
+
+
 def _midnight(day: date) -> datetime:
     return datetime.combine(day, time(), UTC)
 
 
-class BackfillForm(forms.Form):
+class BackfillForm(_NamedErrors):
     deployments = forms.ModelMultipleChoiceField(
         queryset=Deployment.objects.exclude(prometheus_selector="").order_by("name"),
         to_field_name="name",
@@ -114,7 +130,7 @@ PROMETHEUS_MISSING = (
 )
 
 
-class WindowForm(forms.Form):
+class WindowForm(_NamedErrors):
     """The deployment page's ``?start=&end=`` (UTC days); both optional."""
 
     start = forms.CharField(required=False, max_length=200)

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
+from django.utils.html import escape
 
 from costapp.ingest import ingest_run_create
 from costapp.models import Deployment, DeploymentHour, DeviceHour, IngestRun
@@ -291,3 +292,126 @@ def test_the_backfill_command_refuses_an_injected_dcgm_selector(settings: Any) -
             f"--dcgm-selector={INJECTION}",
         )
     assert not IngestRun.objects.exists()
+
+
+# -- the backfill form and the deployment page: bounded, and saying why -------
+
+
+@pytest.fixture
+def lead(client: Client) -> Client:
+    client.force_login(User.objects.create_user("lead"))
+    return client
+
+
+def post_backfill(client: Client, **fields: str) -> str:
+    data = {"deployments": ["chat-v1"], "start": "2024-03-04", "end": "2024-03-05"}
+    response = client.post("/telemetry/", {**data, **fields})
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def test_without_a_prometheus_url_the_backfill_form_says_so_and_stores_nothing(
+    settings: Any, lead: Client
+) -> None:
+    settings.PROMETHEUS_URL = ""
+    deployment()
+    assert "PROMETHEUS_URL is not set" in lead.get("/telemetry/").content.decode()
+    page = post_backfill(lead)
+    assert '<ul class="errorlist nonfield"><li>PROMETHEUS_URL is not set' in page
+    assert not IngestRun.objects.exists()
+
+
+@pytest.mark.parametrize(
+    "field, value, why",
+    [
+        ("start", "0001-01-01", "outside 2015-01-01 .. "),
+        ("end", "9999-12-31", "outside 2015-01-01 .. "),
+        ("start", "2026-13-45", "not a day (YYYY-MM-DD)"),
+        ("start", "2024\x00", "not a day (YYYY-MM-DD)"),
+        ("dcgm_selector", INJECTION, "expected &#x27;,&#x27; at position 12"),
+        ("dcgm_selector", 'Hostname="a\x00"', "contains a NUL byte"),
+    ],
+)
+def test_the_backfill_form_refuses_a_bad_value_naming_the_field_and_the_value(
+    settings: Any, lead: Client, field: str, value: str, why: str
+) -> None:
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"  # never contacted
+    deployment()
+    page = post_backfill(lead, **{field: value})
+    assert escape(f"{field}={value!r}") in page
+    assert why in page
+    assert not IngestRun.objects.exists()
+
+
+def test_a_backfill_over_the_step_budget_is_refused_until_confirmed(
+    settings: Any, lead: Client, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"  # the run is never executed
+    deployment()
+    # 2015-01-01 .. 2024-03-05 is 3,351 one-day slices of one deployment.
+    page = post_backfill(lead, start="2015-01-01", end="2024-03-05")
+    assert (
+        "end=&#x27;2024-03-05T00:00:00+00:00&#x27;: this backfill takes 3,352 steps"
+        in (page)
+    )
+    assert "over the budget of 2,000: confirm it" in page
+    assert not IngestRun.objects.exists()
+    with django_capture_on_commit_callbacks() as queued:
+        response = lead.post(
+            "/telemetry/",
+            {
+                "deployments": ["chat-v1"],
+                "start": "2015-01-01",
+                "end": "2024-03-05",
+                "confirm": "on",
+            },
+        )
+    assert response.status_code == 302
+    run = IngestRun.objects.get()
+    assert (run.window_start, run.window_end) == (
+        datetime(2015, 1, 1, tzinfo=UTC),
+        datetime(2024, 3, 5, tzinfo=UTC),
+    )
+    assert len(queued) == 1  # queued once the row commits
+
+
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("start=0001-01-01", "start=&#x27;0001-01-01&#x27;: outside 2015-01-01 .. "),
+        ("end=9999-12-31", "end=&#x27;9999-12-31&#x27;: outside 2015-01-01 .. "),
+        ("start=junk", "start=&#x27;junk&#x27;: not a day (YYYY-MM-DD)"),
+        ("start=2024%00", "start=&#x27;2024\\x00&#x27;: not a day (YYYY-MM-DD)"),
+        (
+            "start=2024-03-05&end=2024-03-04",
+            "end=&#x27;2024-03-04&#x27;: not after start 2024-03-05",
+        ),
+        (
+            "start=2024-01-01&end=2024-03-07",
+            "This page shows at most 31 days at once: showing 2024-02-05 .. "
+            "2024-03-07 of 2024-01-01 .. 2024-03-07.",
+        ),
+    ],
+)
+def test_the_deployment_page_names_a_refused_or_capped_window(
+    lead: Client, query: str, message: str
+) -> None:
+    dep = deployment()
+    DeploymentHour.objects.create(deployment=dep, hour=at(T0), gpu_seconds=3600.0)
+    response = lead.get(f"/telemetry/chat-v1/?{query}")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert message in page
+    assert "at most 31 days at once" in page
+
+
+def test_the_deployment_page_shows_at_most_31_days_of_hours(lead: Client) -> None:
+    dep = deployment()
+    DeploymentHour.objects.bulk_create(
+        DeploymentHour(deployment=dep, hour=at(T0 + h * HOUR), gpu_seconds=3600.0)
+        for h in range(40 * 24)
+    )
+    page = lead.get(
+        f"/telemetry/chat-v1/?start={at(T0).date()}&end={at(T0 + 40 * DAY).date()}"
+    ).content.decode()
+    assert page.count('<td class="num">3,600</td>') == 31 * 24
