@@ -211,6 +211,30 @@ def test_a_re_read_that_finds_dcgm_series_replaces_the_stored_figure_even_when_s
     assert all(v == pytest.approx(MIG_3G) for v in gpu_seconds("chat-v0").values())
 
 
+@pytest.mark.integration
+def test_hours_without_any_sample_write_no_row_keep_what_was_stored_and_warn(
+    fleet: PromServer,
+) -> None:
+    # chat-v0's scrape gap runs from day 1 20:17 to day 2 01:17.
+    earlier = at(T0 + DAY + 22 * HOUR)
+    dep = Deployment.objects.get(name="chat-v0")
+    DeploymentHour.objects.create(
+        deployment=dep, hour=earlier, requests_stop=7.0, gpu_seconds=1234.0
+    )
+    run = backfill("chat-v0", T0 + DAY + 12 * HOUR, T0 + 2 * DAY)
+    assert run.status == IngestRun.SUCCEEDED, run.error
+    assert run.warnings == [
+        "chat-v0: no samples for 3 hours from 2024-03-05 21:00 to 2024-03-05 23:00 "
+        "UTC: no row written for them (missing, not zero); rows stored by an "
+        "earlier read are kept"
+    ]
+    kept = DeploymentHour.objects.get(deployment=dep, hour=earlier)
+    assert (kept.requests_stop, kept.gpu_seconds) == (7.0, 1234.0)
+    assert not DeploymentHour.objects.filter(
+        deployment=dep, hour__in=[at(T0 + DAY + 21 * HOUR), at(T0 + DAY + 23 * HOUR)]
+    ).exists()
+
+
 # -- selectors and stored runs ----------------------------------------------
 
 INJECTION = 'Hostname="x"} or {__name__=~".+"'

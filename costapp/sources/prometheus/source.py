@@ -452,7 +452,11 @@ class PrometheusSource:
                         device_seconds=device_seconds,
                     )
                 )
-            built.append((records, _unknown_gpu_hours(job, records)))
+            warnings = _unknown_gpu_hours(job, records)
+            if job.names:
+                now_s = int(self._now().timestamp())
+                warnings += _unseen_hours(job, records, a, min(b, now_s))
+            built.append((records, warnings))
         for records, warnings in built:
             yield Batch(
                 records=records,
@@ -484,15 +488,35 @@ def _unknown_gpu_hours(job: _Job, records: list[Record]) -> tuple[str, ...]:
             if any(r.kind == "gauge" and r.field == table.up_field for r in roles)
         )
         why = f"no DCGM selector and no {' or '.join(up)} samples (replicas unknown)"
-    span = (
-        f"{hours[0]:%Y-%m-%d %H:%M} UTC"
-        if len(hours) == 1
-        else f"{len(hours)} hours from {hours[0]:%Y-%m-%d %H:%M} to "
+    return (
+        f"{target.name}: GPU-hours unknown for {_span(hours)} ({why}); a figure stored "
+        "by an earlier read is kept",
+    )
+
+
+def _span(hours: list[datetime]) -> str:
+    if len(hours) == 1:
+        return f"{hours[0]:%Y-%m-%d %H:%M} UTC"
+    return (
+        f"{len(hours)} hours from {hours[0]:%Y-%m-%d %H:%M} to "
         f"{hours[-1]:%Y-%m-%d %H:%M} UTC"
     )
+
+
+def _unseen_hours(
+    job: _Job, records: list[Record], start_s: int, end_s: int
+) -> tuple[str, ...]:
+    """The past hours of a slice without a single sample: no row is written
+    (missing, not zero), so what an earlier read stored for them stays."""
+    seen = {
+        int(r.hour.timestamp()) for r in records if isinstance(r, DeploymentHourRecord)
+    }
+    unseen = [_hour(h) for h in range(start_s, end_s, HOUR_S) if h not in seen]
+    if not unseen:
+        return ()
     return (
-        f"{target.name}: GPU-hours unknown for {span} ({why}); a figure stored "
-        "by an earlier read is kept",
+        f"{job.target.name}: no samples for {_span(unseen)}: no row written for "
+        "them (missing, not zero); rows stored by an earlier read are kept",
     )
 
 
