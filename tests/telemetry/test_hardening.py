@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -439,3 +440,45 @@ def test_the_deployment_page_shows_at_most_31_days_of_hours(lead: Client) -> Non
         f"/telemetry/chat-v1/?start={at(T0).date()}&end={at(T0 + 40 * DAY).date()}"
     ).content.decode()
     assert page.count('<td class="num">3,600</td>') == 31 * 24
+
+
+def test_the_fleet_file_and_the_admin_refuse_the_injected_selector_with_field_and_value(
+    tmp_path: Path,
+) -> None:
+    """The same check as the form, the command and the adapter (promql.py)."""
+    import yaml
+
+    from costapp.fleet.fleetfile import FleetFileError, fleet_load
+    from costapp.fleet.forms import DeploymentForm
+
+    example = Path(__file__).resolve().parents[2] / "docs" / "fleet.example.yaml"
+    data = yaml.safe_load(example.read_text())
+    data["deployments"][0]["dcgm_selector"] = INJECTION
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(FleetFileError) as refused:
+        fleet_load(path=path)
+    assert f"(chat): dcgm_selector {INJECTION!r}: expected ','" in str(refused.value)
+    assert not Deployment.objects.exists()
+
+    fleet_load(path=example)
+    chat = Deployment.objects.get(name="chat")
+    values = {
+        f: getattr(chat, f)
+        for f in DeploymentForm.Meta.fields
+        if f not in {"pool", "cost_rules"}
+    }
+    form = DeploymentForm(
+        data={
+            **values,
+            "cost_rules": "[]",
+            "pool": chat.pool_id,
+            "dcgm_selector": INJECTION,
+        },
+        instance=chat,
+    )
+    assert not form.is_valid()
+    assert form.errors["dcgm_selector"] == [
+        f"dcgm_selector {INJECTION!r}: expected ',' at position 12: "
+        "'} or {__name__=~\".+\"'"
+    ]
