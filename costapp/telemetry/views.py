@@ -64,7 +64,7 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
             "hours": hours,
             "gpu_unknown": sum(1 for h in hours if h.row.gpu_seconds is None),
             "window_latency": window_latency,
-            "devices": selectors.device_hours(dep, start, end),
+            "devices": selectors.device_summary(dep, start, end),
             "discovery": selectors.discovery(dep),
         },
     )

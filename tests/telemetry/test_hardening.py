@@ -430,16 +430,37 @@ def test_the_deployment_page_names_a_refused_or_capped_window(
     assert "at most 31 days at once" in page
 
 
-def test_the_deployment_page_shows_at_most_31_days_of_hours(lead: Client) -> None:
+def test_the_deployment_page_shows_at_most_31_days_of_hours_and_a_row_per_gpu(
+    lead: Client,
+) -> None:
     dep = deployment()
     DeploymentHour.objects.bulk_create(
         DeploymentHour(deployment=dep, hour=at(T0 + h * HOUR), gpu_seconds=3600.0)
         for h in range(40 * 24)
     )
+    DeviceHour.objects.bulk_create(
+        DeviceHour(
+            deployment=dep,
+            hostname="node-b",
+            gpu_uuid=f"GPU-{g}",
+            gpu_index=g,
+            hour=at(T0 + h * HOUR),
+            power_w_mean=100.0 + g,
+            energy_j=360_000.0,
+        )
+        for h in range(40 * 24)
+        for g in range(2)
+    )
     page = lead.get(
         f"/telemetry/chat-v1/?start={at(T0).date()}&end={at(T0 + 40 * DAY).date()}"
     ).content.decode()
     assert page.count('<td class="num">3,600</td>') == 31 * 24
+    # GPUs: one row each over the window (not one per GPU and hour).
+    devices = page[page.index('id="devices"') :]
+    assert devices.count("<td>node-b</td>") == 2
+    assert devices.count('<td class="num">744</td>') == 2  # hours seen
+    assert '<td class="num">101.0</td>' in devices  # GPU 1's mean power
+    assert '<td class="num">267,840,000</td>' in devices  # 744 h x 360 kJ
 
 
 def test_the_fleet_file_and_the_admin_refuse_the_injected_selector_with_field_and_value(
