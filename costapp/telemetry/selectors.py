@@ -107,14 +107,6 @@ def deployment_hours(
     return out, window
 
 
-def device_hours(
-    deployment: Deployment, start: datetime, end: datetime
-) -> QuerySet[DeviceHour]:
-    return DeviceHour.objects.filter(
-        deployment=deployment, hour__gte=start, hour__lt=end
-    ).order_by("hour", "hostname", "gpu_index", "gpu_instance_id")
-
-
 @dataclass(frozen=True)
 class DeviceSummary:
     """One GPU or MIG instance over a window."""
