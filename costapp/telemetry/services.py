@@ -83,16 +83,6 @@ def _check_window(start: datetime, end: datetime, now: datetime) -> Window:
         raise TelemetryInputError("end", end.isoformat(), str(exc)) from exc
 
 
-def telemetry_steps(*, window: Window, deployments: int, params: dict[str, Any]) -> int:
-    """The steps a run will plan (PrometheusSource.plan), without building it."""
-    slice_s = int(params.get("slice_hours") or 24) * 3600
-    start = int(window.start.timestamp()) // 3600 * 3600
-    end = -(-int(window.end.timestamp()) // 3600) * 3600
-    slices = -(-(end - start) // slice_s)
-    fleet = 1 if params.get("fleet_dcgm_selector") else 0
-    return 1 + slices * (deployments + fleet)
-
-
 def telemetry_run_create(
     *,
     deployments: list[str],
@@ -150,7 +140,13 @@ def telemetry_run_create(
                     key, value, f"must lie in {low:g} .. {high:g}"
                 )
         params[key] = value
-    steps = telemetry_steps(window=window, deployments=len(deployments), params=params)
+    # Imported here: the adapter (requests, numpy, prometheus-api-client) is
+    # loaded only when a run is made, as the registry does.
+    from costapp.sources.prometheus import options_from_params, plan_steps
+
+    steps = plan_steps(
+        window, targets=len(deployments), options=options_from_params(params)
+    )
     if steps > MAX_STEPS and not confirmed:
         raise TelemetryInputError(
             "end",

@@ -17,6 +17,7 @@ from costapp.sources.prometheus.source import (
     PrometheusSource,
     Target,
     options_from_params,
+    plan_steps,
     targets_from_deployments,
 )
 
@@ -28,5 +29,6 @@ __all__ = [
     "QueryError",
     "Target",
     "options_from_params",
+    "plan_steps",
     "targets_from_deployments",
 ]

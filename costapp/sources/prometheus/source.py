@@ -150,9 +150,7 @@ class PrometheusSource:
         return [(a, min(a + step, end)) for a in range(start, end, step)]
 
     def plan(self, window: Window) -> int:
-        slices = len(self._slices(window))
-        fleet = 1 if self.options.fleet_dcgm_selector else 0
-        return 1 + slices * (len(self.targets) + fleet)
+        return plan_steps(window, targets=len(self.targets), options=self.options)
 
     def fetch(self, window: Window) -> Iterator[Batch]:
         slices = self._slices(window)
@@ -454,8 +452,9 @@ class PrometheusSource:
                 )
             warnings = _unknown_gpu_hours(job, records)
             if job.names:
-                now_s = int(self._now().timestamp())
-                warnings += _unseen_hours(job, records, a, min(b, now_s))
+                # Complete hours only: the current one may not be scraped yet.
+                now_hour = int(self._now().timestamp()) // HOUR_S * HOUR_S
+                warnings += _unseen_hours(job, records, a, min(b, now_hour))
             built.append((records, warnings))
         for records, warnings in built:
             yield Batch(
@@ -492,6 +491,16 @@ def _unknown_gpu_hours(job: _Job, records: list[Record]) -> tuple[str, ...]:
         f"{target.name}: GPU-hours unknown for {_span(hours)} ({why}); a figure stored "
         "by an earlier read is kept",
     )
+
+
+def plan_steps(window: Window, *, targets: int, options: Options) -> int:
+    """Steps a run over ``window`` takes: discovery, then one per target (and
+    the fleet's DCGM read) and slice. Also the backfill form's step budget."""
+    start = int(window.start.timestamp()) // HOUR_S * HOUR_S
+    end = -(-math.ceil(window.end.timestamp()) // HOUR_S) * HOUR_S
+    slices = -(-(end - start) // (options.slice_hours * HOUR_S))
+    fleet = 1 if options.fleet_dcgm_selector else 0
+    return 1 + slices * (targets + fleet)
 
 
 def _span(hours: list[datetime]) -> str:
