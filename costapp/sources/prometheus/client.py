@@ -48,23 +48,23 @@ class PrometheusConfig:
     gzip: bool = False
 
     @classmethod
-    def from_settings(cls, **overrides: Any) -> PrometheusConfig:
+    def from_settings(cls) -> PrometheusConfig:
+        """The PROMETHEUS_* settings, and nothing else: the credentials and the
+        bearer token go only to the configured URL (a run cannot override it)."""
         from django.conf import settings
 
-        values: dict[str, Any] = {
-            "url": settings.PROMETHEUS_URL,
-            "username": settings.PROMETHEUS_USERNAME,
-            "password": settings.PROMETHEUS_PASSWORD,
-            "bearer_token": settings.PROMETHEUS_BEARER_TOKEN,
-            "ca_bundle": settings.PROMETHEUS_CA_BUNDLE,
-            "headers": dict(settings.PROMETHEUS_HEADERS),
-            "timeout_s": settings.PROMETHEUS_TIMEOUT_S,
-            "max_samples": settings.PROMETHEUS_MAX_SAMPLES,
-            "concurrency": settings.PROMETHEUS_CONCURRENCY,
-            "gzip": settings.PROMETHEUS_GZIP,
-        }
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        return cls(
+            url=settings.PROMETHEUS_URL,
+            username=settings.PROMETHEUS_USERNAME,
+            password=settings.PROMETHEUS_PASSWORD,
+            bearer_token=settings.PROMETHEUS_BEARER_TOKEN,
+            ca_bundle=settings.PROMETHEUS_CA_BUNDLE,
+            headers=dict(settings.PROMETHEUS_HEADERS),
+            timeout_s=settings.PROMETHEUS_TIMEOUT_S,
+            max_samples=settings.PROMETHEUS_MAX_SAMPLES,
+            concurrency=settings.PROMETHEUS_CONCURRENCY,
+            gzip=settings.PROMETHEUS_GZIP,
+        )
 
 
 class QueryError(SourceError):
