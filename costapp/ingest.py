@@ -48,6 +48,8 @@ logger = logging.getLogger(__name__)
 BULK_SIZE = 2000
 # Below this many cost lines the ORM upsert is as quick as staging a COPY.
 COPY_MIN_ROWS = 500
+# A run keeps its first warnings; a year of hours cannot bloat the row.
+MAX_WARNINGS = 200
 CE_REQUEST_PRICE = Decimal("0.01")
 AMOUNT_FIELDS = (
     "unblended_cost",
@@ -100,11 +102,14 @@ def _upsert(
     model: type[models.Model],
     rows: Sequence[models.Model],
     unique_fields: Sequence[str],
+    keep: Sequence[str] = (),
 ) -> int:
+    """Insert or update by natural key; ``keep`` fields are not updated on an
+    existing row (a new row still gets the value given)."""
     if not rows:
         return 0
     concrete = [f.name for f in model._meta.concrete_fields if not f.primary_key]
-    update_fields = [f for f in concrete if f not in unique_fields]
+    update_fields = [f for f in concrete if f not in unique_fields and f not in keep]
     model._default_manager.bulk_create(
         rows,
         batch_size=BULK_SIZE,
@@ -251,18 +256,23 @@ def records_write(
             CostLine.NATURAL_KEY,
         )
     hours = by_type.get(DeploymentHourRecord, [])
-    written += _upsert(
-        DeploymentHour,
-        [
-            DeploymentHour(
-                deployment_id=ids[r.deployment],
-                run=run,
-                **_values(r, skip="deployment"),
-            )
-            for r in hours
-        ],
-        DeploymentHour.NATURAL_KEY,
-    )
+    # GPU-seconds that could not be measured (None) never overwrite a figure
+    # an earlier read measured; a measured one replaces it, even when smaller.
+    for keep in ((), ("gpu_seconds",)):
+        written += _upsert(
+            DeploymentHour,
+            [
+                DeploymentHour(
+                    deployment_id=ids[r.deployment],
+                    run=run,
+                    **_values(r, skip="deployment"),
+                )
+                for r in hours
+                if (r.gpu_seconds is None) == bool(keep)
+            ],
+            DeploymentHour.NATURAL_KEY,
+            keep=keep,
+        )
     devices = by_type.get(DeviceHourRecord, [])
     written += _upsert(
         DeviceHour,
@@ -315,6 +325,13 @@ def batch_write(
     deleted = _replace_delete(batch.replace) if batch.replace else 0
     written = records_write(records=batch.records, source=source, run=run)
     if run is not None:
+        if batch.warnings:
+            stored = IngestRun.objects.filter(pk=run.pk).values_list(
+                "warnings", flat=True
+            )
+            IngestRun.objects.filter(pk=run.pk).update(
+                warnings=[*(stored.first() or []), *batch.warnings][:MAX_WARNINGS]
+            )
         IngestRun.objects.filter(pk=run.pk).update(
             steps_done=F("steps_done") + batch.steps,
             rows_written=F("rows_written") + written,
@@ -357,6 +374,7 @@ def ingest_run_execute(*, run: IngestRun, source: Source) -> IngestRun:
         steps_total=source.plan(window),
         steps_done=0,
         error="",
+        warnings=[],
     )
     batches_written = 0
     try:

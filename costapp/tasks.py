@@ -53,7 +53,8 @@ def ingest_run_task(run_id: int) -> str | None:
 
 
 def ingest_runs_queue(runs: Iterable[IngestRun]) -> None:
-    """Queue each run's ingest once the transaction that created it commits."""
+    """Queue each run's ingest once the transaction that created it commits
+    (a worker never looks for a row it cannot see yet)."""
     for run in runs:
         ingest_run_task.delay_on_commit(run.pk)
 

@@ -249,12 +249,30 @@ def allocation_rules() -> Rules:
 class UsageDay:
     gpu_hours: Decimal
     requests: Decimal
+    # Hours whose GPU-seconds telemetry could not measure; they count at the
+    # deployment's nominal GPUs (the fleet file's gpu_count, MIG share
+    # applied), never as zero, and every figure built on them says so.
+    nominal_hours: int = 0
+
+
+NOMINAL_LABEL = "GPU-hours unknown for {n} h: nominal GPUs used"
+
+
+def _nominal_gpu_seconds() -> dict[str, float]:
+    """GPU-seconds one hour of each deployment would use at its nominal size."""
+    out = {}
+    for dep in Deployment.objects.all():
+        share = dep.gpu_share / dep.tensor_parallel_size if dep.mig_profile else 1.0
+        out[dep.name] = 3600.0 * dep.gpu_count * share
+    return out
 
 
 def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     """Measured GPU-hours (MIG already weighted) and finished requests per
-    deployment and UTC day, from DeploymentHour."""
-    acc: dict[tuple[str, date], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    deployment and UTC day, from DeploymentHour. An hour with unknown
+    GPU-seconds counts at the deployment's nominal GPUs (``nominal_hours``)."""
+    acc: dict[tuple[str, date], list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    nominal = _nominal_gpu_seconds()
     rows = DeploymentHour.objects.filter(
         hour__gte=utc_day_start(start), hour__lt=utc_day_start(end)
     ).values_list(
@@ -262,12 +280,16 @@ def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     )
     for name, hour, gpu_s, stop, length in rows:
         slot = acc[(name, hour.astimezone(UTC).date())]
-        slot[0] += gpu_s
+        if gpu_s is None:
+            slot[0] += nominal.get(name, 0.0)
+            slot[2] += 1
+        else:
+            slot[0] += gpu_s
         slot[1] += stop + length
     # Telemetry is float; six decimals of a GPU-hour (3.6 ms) is far below
     # what it measures, and a fixed scale keeps the split reproducible.
     return {
-        k: UsageDay(Decimal(f"{v[0] / 3600:.6f}"), Decimal(f"{v[1]:.0f}"))
+        k: UsageDay(Decimal(f"{v[0] / 3600:.6f}"), Decimal(f"{v[1]:.0f}"), int(v[2]))
         for k, v in acc.items()
     }
 
@@ -362,12 +384,17 @@ def allocation_export_rows(start: date, end: date, basis: Basis) -> list[ExportR
     """Allocation per account, day, currency and target; per account-day the
     amounts sum exactly to the bill."""
     rows: list[ExportRow] = []
+    usage = usage_days(start, end)
     for (account, day, currency), allocation in sorted(
         allocation_days(start, end, basis).items()
     ):
         acc: dict[tuple[str, str, str], Decimal] = {}
         for s in allocation.shares:
-            k = (s.target, s.pool, s.how)
+            how: str = s.how
+            known = usage.get((s.target, day))
+            if known is not None and known.nominal_hours and s.pool:
+                how = f"{how}; {NOMINAL_LABEL.format(n=known.nominal_hours)}"
+            k = (s.target, s.pool, how)
             acc[k] = acc.get(k, Decimal(0)) + s.amount
         rows.extend(
             ExportRow(day, account, currency, target, pool, how, amount)

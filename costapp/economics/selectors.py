@@ -9,6 +9,7 @@ passes it as ``billed`` and it replaces the provisional figure (basis 'billed').
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -16,7 +17,7 @@ from decimal import Decimal
 from typing import Literal
 
 import pandas as pd
-from django.db.models import Avg, Count, Sum
+from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncDate
 
 from analytics.unit_costs import (
@@ -48,9 +49,12 @@ class DeploymentDay:
     gpu_hours: float
     replicas_mean: float
     hours: int  # hours with telemetry
-    cost: Decimal | None  # None: no rate card for that day
+    cost: Decimal | None  # None: not measurable (see ``missing``)
     basis: Basis
     currency: str = "USD"
+    # Why ``cost`` is None: no rate card, or GPU-hours telemetry could not
+    # measure. A provisional cost is never built on unknown GPU-hours.
+    missing: str = ""
 
     @property
     def requests(self) -> float:
@@ -89,6 +93,8 @@ def deployment_days_read(
             aborted=Sum("requests_aborted"),
             prompt=Sum("prompt_tokens"),
             generation=Sum("generation_tokens"),
+            # Before the Sum of the same name, so the filter reads the column.
+            gpu_unknown=Count("id", filter=Q(gpu_seconds__isnull=True)),
             gpu_seconds=Sum("gpu_seconds"),
             replicas=Avg("replicas_mean"),
             n=Count("id"),
@@ -105,16 +111,24 @@ def deployment_days_read(
         name = g["deployment__name"]
         day = g["day"]
         dep = fleet[name]
-        gpu_hours = float(g["gpu_seconds"] or 0.0) / 3600.0
+        unknown = int(g["gpu_unknown"])
+        # Unknown hours make the day's GPU-hours unknown: a partial sum would
+        # look like an efficiency gain.
+        gpu_hours = math.nan if unknown else float(g["gpu_seconds"] or 0.0) / 3600.0
         basis: Basis = "provisional"
         currency = "USD"
+        missing = ""
         cost: Decimal | None
         if (name, day) in billed:
             cost, basis = billed[(name, day)], "billed"
+        elif unknown:
+            cost = None
+            missing = f"GPU-hours unknown for {unknown} of {int(g['n'])} hours"
         else:
             rate = book.for_deployment(dep, day)
             if rate is None:
                 cost = None
+                missing = "no rate card in force"
             else:
                 seconds = Decimal(repr(float(g["gpu_seconds"] or 0.0)))
                 cost = (seconds / Decimal(3600) * rate[0]).quantize(QUANTUM)
@@ -134,6 +148,7 @@ def deployment_days_read(
                 cost=cost,
                 basis=basis,
                 currency=currency,
+                missing=missing,
             )
         )
     return out

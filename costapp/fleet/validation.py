@@ -8,106 +8,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from costapp.catalog import GPU_TYPES, mig_slices
+
+# One selector check for every door (re-exported: the fleet tests import it here).
+from costapp.sources.promql import SelectorError as SelectorError
+from costapp.sources.promql import selector_parse as selector_parse
+from costapp.sources.promql import selector_problem
 
 ENGINES = ("vllm", "sglang", "tgi")
 ALLOCATION_KEYS = ("gpu_hours", "requests")
 COST_RULE_KINDS = ("tag", "usage_type", "resource_id")
 SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
-LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_OPERATORS = ("=~", "!~", "!=", "=")
-_ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
-
 Problem = tuple[str, str]
-
-
-class SelectorError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class Matcher:
-    label: str
-    op: str
-    value: str
-
-
-def selector_parse(text: str) -> list[Matcher]:
-    """Parse PromQL label matchers without braces: ``a="x",b=~"y.*"``.
-
-    Strict on purpose: a selector that Prometheus would reject (or, worse,
-    accept with another meaning) must fail here, at load time, not at 3 am.
-    """
-    matchers: list[Matcher] = []
-    i, n = 0, len(text)
-
-    def skip_spaces() -> None:
-        nonlocal i
-        while i < n and text[i] in " \t":
-            i += 1
-
-    skip_spaces()
-    if i == n:
-        return matchers
-    while True:
-        skip_spaces()
-        m = LABEL_NAME.match(text, i)
-        if not m:
-            raise SelectorError(f"expected a label name at position {i}: {text[i:]!r}")
-        label = m.group(0)
-        i = m.end()
-        skip_spaces()
-        op = next((o for o in _OPERATORS if text.startswith(o, i)), None)
-        if op is None:
-            raise SelectorError(
-                f"expected one of = != =~ !~ after {label!r} at position {i}"
-            )
-        i += len(op)
-        skip_spaces()
-        if i >= n or text[i] != '"':
-            raise SelectorError(
-                f"value of {label!r} must be double-quoted (position {i})"
-            )
-        i += 1
-        chars: list[str] = []
-        while True:
-            if i >= n:
-                raise SelectorError(f"unterminated string in the value of {label!r}")
-            c = text[i]
-            if c == "\\":
-                if i + 1 >= n or text[i + 1] not in _ESCAPES:
-                    raise SelectorError(
-                        f"bad escape in the value of {label!r} at position {i}"
-                    )
-                chars.append(_ESCAPES[text[i + 1]])
-                i += 2
-                continue
-            if c == '"':
-                i += 1
-                break
-            chars.append(c)
-            i += 1
-        value = "".join(chars)
-        if op in ("=~", "!~"):
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise SelectorError(
-                    f"regex {value!r} of {label!r} does not compile: {exc}"
-                ) from None
-        matchers.append(Matcher(label, op, value))
-        skip_spaces()
-        if i == n:
-            return matchers
-        if text[i] != ",":
-            raise SelectorError(f"expected ',' at position {i}: {text[i:]!r}")
-        i += 1
-        skip_spaces()
-        if i == n:  # PromQL allows a trailing comma
-            return matchers
 
 
 OVERHEAD_KEYS = ("gpu_hours", "requests", "cost")
@@ -272,14 +186,9 @@ def deployment_problems(
             )
         )
     for field in ("prometheus_selector", "dcgm_selector"):
-        selector = entry.get(field) or ""
-        if not isinstance(selector, str):
-            problems.append((field, f"must be a string, got {selector!r}"))
-            continue
-        try:
-            selector_parse(selector)
-        except SelectorError as exc:
-            problems.append((field, f"{selector!r}: {exc}"))
+        problem = selector_problem(entry.get(field) or "")
+        if problem is not None:
+            problems.append((field, problem))
     problems += cost_rules_problems(entry.get("cost_rules"))
     pool = entry.get("pool")
     if pool and pools is not None:

@@ -30,6 +30,9 @@ class IngestRun(models.Model):
     params = models.JSONField(default=dict, blank=True)
     errors = models.JSONField(default=list, blank=True)
     error = models.TextField(blank=True)
+    # What the run could not measure though it did not fail (e.g. "GPU-hours
+    # unknown"): shown beside the status, kept apart from the error.
+    warnings = models.JSONField(default=list, blank=True)
     celery_task_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -33,8 +33,10 @@ class DeploymentHour(models.Model):
     # Engines and GPUs actually up (not the fleet file's nominal count).
     replicas_mean = models.FloatField(default=0)
     replicas_max = models.FloatField(default=0)
-    # GPU-equivalent seconds: a MIG instance counts slices/7 of a GPU.
-    gpu_seconds = models.FloatField(default=0)
+    # GPU-equivalent seconds: a MIG instance counts slices/7 of a GPU. Null
+    # when they could not be measured (a DCGM selector that matched nothing in
+    # the hour, or no replica count): unknown, never 0, or cost reads $0.
+    gpu_seconds = models.FloatField(null=True, blank=True)
     kv_cache_usage_mean = models.FloatField(null=True, blank=True)
     kv_cache_usage_max = models.FloatField(null=True, blank=True)
     running_mean = models.FloatField(null=True, blank=True)

@@ -62,7 +62,9 @@ class DeploymentHourRecord:
     generation_tokens: float = 0.0
     replicas_mean: float = 0.0
     replicas_max: float = 0.0
-    gpu_seconds: float = 0.0
+    # None when it could not be measured (no DCGM samples for a DCGM selector,
+    # or no replica count): missing, never zero.
+    gpu_seconds: float | None = None
     kv_cache_usage_mean: float | None = None
     kv_cache_usage_max: float | None = None
     running_mean: float | None = None
@@ -149,6 +151,8 @@ class Batch:
     # Progress the source reports with this batch (steps_done += steps).
     steps: int = 1
     api_requests: int = 0
+    # What the run should say it could not measure (stored on the run).
+    warnings: tuple[str, ...] = ()
 
 
 class Source(Protocol):

@@ -29,7 +29,7 @@ from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, W
 from costapp.validation import ACCOUNT_ID, InvalidInput, decimal_in, shown
 
 if TYPE_CHECKING:
-    from costapp.models import IngestRun
+    pass
 
 logger = logging.getLogger(__name__)
 AMOUNT_PLACES = Decimal("1e-12")
@@ -511,17 +511,3 @@ def _merge(records: Iterable[CostRecord]) -> Iterator[CostRecord]:
             **{**old.__dict__, **values, "estimated": old.estimated or r.estimated}
         )
     yield from merged.values()
-
-
-def source_from_run(run: IngestRun) -> CostExplorerSource:
-    params = run.params or {}
-    accounts = params.get("account_ids") or ([run.target] if run.target else [])
-    return CostExplorerSource(
-        account_ids=accounts,
-        granularity=params.get("granularity", "DAILY"),
-        group_by=params.get("group_by")
-        or ({"Type": "DIMENSION", "Key": "USAGE_TYPE"},),
-        filter=params.get("filter"),
-        metrics=params.get("metrics") or DEFAULT_METRICS,
-        max_attempts=int(params.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
-    )

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
 from costapp.validation import (
@@ -40,9 +40,6 @@ from costapp.validation import (
     shown,
     text_in,
 )
-
-if TYPE_CHECKING:
-    from costapp.models import IngestRun
 
 logger = logging.getLogger(__name__)
 
@@ -574,9 +571,3 @@ def period_batch(period: Period) -> Batch:
         ),
         steps=1,
     )
-
-
-def source_from_run(run: IngestRun) -> FocusSource:
-    params = run.params or {}
-    uri = params.get("uri") or run.target
-    return FocusSource(uri=uri, tag_keys=params.get("tag_keys", ()))

@@ -1,31 +1,123 @@
 """Which adapter serves an ingest run, by the run's ``source`` name.
 
-Each adapter module exposes ``source_from_run(run) -> Source``; imports are
-lazy so a deployment without boto3 credentials or Prometheus still starts.
+The one wiring module of ``costapp.sources`` allowed to read the ORM: it turns
+a stored run (and, for Prometheus, the fleet) into an adapter's arguments, so
+the adapters themselves never touch models (import-linter holds them to it).
+Adapters are imported lazily, so a deployment without boto3 credentials or
+Prometheus still starts.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from costapp.models import IngestRun
-from costapp.sources.base import Source
+from costapp.models import Deployment, IngestRun
+from costapp.sources.base import Source, SourceError
 
-ADAPTERS = {
-    "demo": "costapp.sources.demo",
-    "cost_explorer": "costapp.sources.cost_explorer",
-    "focus": "costapp.sources.focus",
-    "prometheus": "costapp.sources.prometheus",
+if TYPE_CHECKING:
+    from costapp.sources.cost_explorer import CostExplorerSource
+    from costapp.sources.demo import DemoSource
+    from costapp.sources.focus import FocusSource
+    from costapp.sources.prometheus import PrometheusSource
+
+
+def _demo(run: IngestRun) -> DemoSource:
+    """params seed, days; the demo ends at the run's window end."""
+    from costapp.sources.demo import DemoSource
+
+    params = run.params or {}
+    end = run.window_end
+    days = int(params.get("days") or max(1, (end - run.window_start).days))
+    return DemoSource(seed=int(params.get("seed", 7)), days=days, end=end)
+
+
+def _cost_explorer(run: IngestRun) -> CostExplorerSource:
+    from costapp.sources.cost_explorer import (
+        DEFAULT_MAX_ATTEMPTS,
+        DEFAULT_METRICS,
+        CostExplorerSource,
+    )
+
+    params = run.params or {}
+    accounts = params.get("account_ids") or ([run.target] if run.target else [])
+    return CostExplorerSource(
+        account_ids=accounts,
+        granularity=params.get("granularity", "DAILY"),
+        group_by=params.get("group_by")
+        or ({"Type": "DIMENSION", "Key": "USAGE_TYPE"},),
+        filter=params.get("filter"),
+        metrics=params.get("metrics") or DEFAULT_METRICS,
+        max_attempts=int(params.get("max_attempts", DEFAULT_MAX_ATTEMPTS)),
+    )
+
+
+def _focus(run: IngestRun) -> FocusSource:
+    from costapp.sources.focus import FocusSource
+
+    params = run.params or {}
+    # An upload run's target is only the user's file name; the stored path is
+    # in params["upload"].
+    uri = params.get("upload") or params.get("uri") or run.target
+    return FocusSource(uri=uri, tag_keys=params.get("tag_keys", ()))
+
+
+def _prometheus(run: IngestRun) -> PrometheusSource:
+    """run.params: {"deployments": [names] (default: all with a selector),
+    "dcgm_selectors": {name: matchers} (default: each deployment's own
+    ``dcgm_selector``), and any ``Options`` field}; never a "config"."""
+    from costapp.sources.prometheus import (
+        PrometheusConfig,
+        PrometheusSource,
+        options_from_params,
+        targets_from_deployments,
+    )
+
+    params = dict(run.params or {})
+    if "config" in params:
+        # The URL, credentials and bearer token come from PROMETHEUS_* settings
+        # only: a stored run naming its own URL would have the configured
+        # token sent wherever that URL points.
+        raise SourceError(
+            f"config={params['config']!r:.80}: a run may not carry Prometheus "
+            "settings of its own (URL, credentials); they come from the "
+            "PROMETHEUS_* settings",
+            permanent=True,
+        )
+    qs = Deployment.objects.all()
+    names = params.get("deployments")
+    if names:
+        qs = qs.filter(name__in=names)
+        missing = set(names) - set(qs.values_list("name", flat=True))
+        if missing:
+            raise SourceError(
+                f"deployments not in the fleet: {', '.join(sorted(missing))}",
+                permanent=True,
+            )
+    else:
+        qs = qs.exclude(prometheus_selector="")
+    config = PrometheusConfig.from_settings()
+    return PrometheusSource(
+        targets=targets_from_deployments(list(qs), params.get("dcgm_selectors")),
+        config=config,
+        options=options_from_params(params),
+    )
+
+
+ADAPTERS: dict[str, Callable[[IngestRun], Any]] = {
+    "demo": _demo,
+    "cost_explorer": _cost_explorer,
+    "focus": _focus,
+    "prometheus": _prometheus,
 }
 
 
 def source_for_run(run: IngestRun) -> Source:
     try:
-        module_name = ADAPTERS[run.source]
+        build = ADAPTERS[run.source]
     except KeyError:
         raise ValueError(
             f"ingest run {run.pk}: unknown source {run.source!r}"
         ) from None
-    module = import_module(module_name)
-    source: Source = module.source_from_run(run)
+    source: Source = build(run)
     return source

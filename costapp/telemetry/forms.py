@@ -1,21 +1,86 @@
+"""Telemetry inputs: the backfill form and the deployment page's window.
+
+Every refusal names the field and the value (cut to 80 characters), as
+``TelemetryInputError`` and the fleet file do.
+"""
+
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.core.validators import ProhibitNullCharactersValidator
+from django.utils import timezone
 
 from costapp.models import Deployment
+from costapp.sources.promql import selector_reason
+from costapp.telemetry.services import EARLIEST, MAX_STEPS
+
+# The deployment page renders every hour of its window: 31 days is 744 rows
+# (and their histograms). Longer ranges wait for server-side aggregation.
+PAGE_MAX_DAYS = 31
 
 
-class BackfillForm(forms.Form):
+def _shown(value: Any) -> str:
+    text = str(value)
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
+def day_parse(field: str, raw: Any) -> date:
+    """A UTC day ``YYYY-MM-DD`` within the days telemetry can hold."""
+    text = str(raw).strip()
+    try:
+        day = date.fromisoformat(text)
+    except ValueError:
+        raise forms.ValidationError(
+            f"{field}={_shown(raw)}: not a day (YYYY-MM-DD)"
+        ) from None
+    latest = timezone.now().date() + timedelta(days=1)
+    if not EARLIEST.date() <= day <= latest:
+        raise forms.ValidationError(
+            f"{field}={_shown(raw)}: outside {EARLIEST:%Y-%m-%d} .. {latest}, the "
+            "days telemetry can hold"
+        )
+    return day
+
+
+class _NamedErrors(forms.Form):
+    """Text fields whose own checks refuse a NUL byte naming the field and the
+    value; Django's ProhibitNullCharactersValidator says neither."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            if isinstance(field, forms.CharField):
+                field.validators = [
+                    v
+                    for v in field.validators
+                    if not isinstance(v, ProhibitNullCharactersValidator)
+                ]
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(), UTC)
+
+
+class BackfillForm(_NamedErrors):
     deployments = forms.ModelMultipleChoiceField(
         queryset=Deployment.objects.exclude(prometheus_selector="").order_by("name"),
         to_field_name="name",
         help_text="Deployments with a Prometheus selector.",
     )
-    start = forms.DateField(help_text="UTC day, inclusive")
-    end = forms.DateField(help_text="UTC day, exclusive")
+    start = forms.CharField(
+        max_length=10,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="UTC day, inclusive",
+    )
+    end = forms.CharField(
+        max_length=10,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="UTC day, exclusive",
+    )
     dcgm_selector = forms.CharField(
         required=False,
         max_length=500,
@@ -25,17 +90,90 @@ class BackfillForm(forms.Form):
         ),
     )
     scrape_interval_s = forms.FloatField(required=False, min_value=1, max_value=3600)
+    confirm = forms.BooleanField(
+        required=False,
+        label="Confirm a long backfill",
+        help_text=f"needed above {MAX_STEPS:,} steps (one per deployment and day)",
+    )
+
+    def clean_start(self) -> date:
+        return day_parse("start", self.cleaned_data["start"])
+
+    def clean_end(self) -> date:
+        return day_parse("end", self.cleaned_data["end"])
+
+    def clean_dcgm_selector(self) -> str:
+        value: str = self.cleaned_data.get("dcgm_selector") or ""
+        reason = selector_reason(value)
+        if reason is not None:
+            raise forms.ValidationError(f"dcgm_selector={_shown(value)}: {reason}")
+        return value.strip()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if not settings.PROMETHEUS_URL:
+            # Said before anything is stored or queued (the demo has none).
+            raise forms.ValidationError(PROMETHEUS_MISSING)
         start, end = data.get("start"), data.get("end")
         if start and end and end <= start:
-            self.add_error("end", f"end {end} is not after start {start}")
+            self.add_error("end", f"end={_shown(end)}: not after start {start}")
         return data
 
     def window(self) -> tuple[datetime, datetime]:
         d = self.cleaned_data
-        return (
-            datetime.combine(d["start"], time(), UTC),
-            datetime.combine(d["end"], time(), UTC),
-        )
+        return _midnight(d["start"]), _midnight(d["end"])
+
+
+PROMETHEUS_MISSING = (
+    "PROMETHEUS_URL is not set: backfills read Prometheus (or Thanos Query, Mimir, "
+    "VictoriaMetrics); set it in the environment (docs/telemetry.md)."
+)
+
+
+class WindowForm(_NamedErrors):
+    """The deployment page's ``?start=&end=`` (UTC days); both optional."""
+
+    start = forms.CharField(required=False, max_length=200)
+    end = forms.CharField(required=False, max_length=200)
+
+    def clean_start(self) -> date | None:
+        raw = self.cleaned_data.get("start")
+        return day_parse("start", raw) if raw else None
+
+    def clean_end(self) -> date | None:
+        raw = self.cleaned_data.get("end")
+        return day_parse("end", raw) if raw else None
+
+    def window(
+        self, default: tuple[datetime, datetime]
+    ) -> tuple[datetime, datetime, list[str]]:
+        """(start, end, notes): the window asked for, the default for what was
+        not given or refused, capped at ``PAGE_MAX_DAYS`` ending at ``end``."""
+        notes: list[str] = []
+        self.is_valid()  # cleaned_data keeps the fields that passed
+        data = self.cleaned_data
+        for errors in self.errors.values():
+            notes.extend(str(e) for e in errors)
+        start = _midnight(data["start"]) if data.get("start") else None
+        end = _midnight(data["end"]) if data.get("end") else None
+        if start is None and end is None:
+            start, end = default
+        elif end is None:
+            end = start + (default[1] - default[0]) if start else default[1]
+        elif start is None:
+            start = end - (default[1] - default[0])
+        assert start is not None and end is not None
+        if end <= start:
+            notes.append(
+                f"end={_shown(f'{end:%Y-%m-%d}')}: not after start {start:%Y-%m-%d}; "
+                "showing the last hours with data"
+            )
+            start, end = default
+        if end - start > timedelta(days=PAGE_MAX_DAYS):
+            asked = f"{start:%Y-%m-%d} .. {end:%Y-%m-%d}"
+            start = end - timedelta(days=PAGE_MAX_DAYS)
+            notes.append(
+                f"This page shows at most {PAGE_MAX_DAYS} days at once: showing "
+                f"{start:%Y-%m-%d} .. {end:%Y-%m-%d} of {asked}."
+            )
+        return start, end, notes

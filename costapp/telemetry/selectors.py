@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
-from django.db.models import Max, QuerySet
+from django.db.models import Avg, Count, Max, Min, QuerySet, Sum
 
 from analytics.histograms import BucketMismatch, bucket_quantile, buckets_sum
 from costapp.models import (
@@ -107,12 +107,60 @@ def deployment_hours(
     return out, window
 
 
-def device_hours(
+@dataclass(frozen=True)
+class DeviceSummary:
+    """One GPU or MIG instance over a window."""
+
+    hostname: str
+    gpu_uuid: str
+    gpu_index: int
+    gpu_model: str
+    mig_profile: str
+    gpu_instance_id: str
+    hours: int
+    first: datetime
+    last: datetime
+    gpu_util_mean: float | None
+    gr_engine_active_mean: float | None
+    dram_active_mean: float | None
+    fb_used_mib_mean: float | None
+    fb_free_mib_mean: float | None
+    power_w_mean: float | None
+    energy_j: float | None
+
+
+def device_summary(
     deployment: Deployment, start: datetime, end: datetime
-) -> QuerySet[DeviceHour]:
-    return DeviceHour.objects.filter(
-        deployment=deployment, hour__gte=start, hour__lt=end
-    ).order_by("hour", "hostname", "gpu_index", "gpu_instance_id")
+) -> list[DeviceSummary]:
+    """One row per GPU or MIG instance over the window, aggregated by the
+    database: a row per device and hour was most of a month page's 8 MB.
+    Means are over the hours the device was seen; energy is summed; a gauge
+    a device never reported stays None (Avg ignores NULLs)."""
+    rows = (
+        DeviceHour.objects.filter(deployment=deployment, hour__gte=start, hour__lt=end)
+        .values(
+            "hostname",
+            "gpu_uuid",
+            "gpu_index",
+            "gpu_model",
+            "mig_profile",
+            "gpu_instance_id",
+        )
+        .annotate(
+            hours=Count("id"),
+            first=Min("hour"),
+            last=Max("hour"),
+            gpu_util_mean=Avg("gpu_util_mean"),
+            gr_engine_active_mean=Avg("gr_engine_active_mean"),
+            dram_active_mean=Avg("dram_active_mean"),
+            fb_used_mib_mean=Avg("fb_used_mib_mean"),
+            fb_free_mib_mean=Avg("fb_free_mib_mean"),
+            power_w_mean=Avg("power_w_mean"),
+            energy_j=Sum("energy_j"),
+        )
+        .order_by("hostname", "gpu_index", "gpu_instance_id", "gpu_uuid")
+    )
+    return [DeviceSummary(**row) for row in rows]
 
 
 def discovery(deployment: Deployment) -> EngineDiscovery | None:

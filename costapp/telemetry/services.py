@@ -1,48 +1,86 @@
-"""Telemetry writes: start a backfill (queued after commit), refresh the last hours."""
+"""Telemetry writes: create a backfill run, execute one, refresh the last hours.
+
+Services return runs and never queue: the callers (the telemetry page) queue
+them with ``costapp.tasks.ingest_runs_queue`` once the service returns.
+"""
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 from django.utils import timezone
 
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import Deployment, IngestRun
 from costapp.sources.base import Window
+from costapp.sources.promql import selector_reason
 
 logger = logging.getLogger(__name__)
 
 SOURCE = "prometheus"
-# Options a caller may pass through to the adapter (costapp.sources.prometheus.Options).
-OPTION_KEYS = {
-    "scrape_interval_s",
-    "slice_hours",
-    "chunk_s",
-    "baseline_lookback_s",
-    "born_lookback_s",
-    "fleet_dcgm_selector",
+# Options a caller may pass through to the adapter
+# (costapp.sources.prometheus.Options), with the bounds each must lie in.
+OPTION_BOUNDS: dict[str, tuple[float, float]] = {
+    "scrape_interval_s": (1, 3600),
+    "slice_hours": (1, 7 * 24),
+    "chunk_s": (1, 7 * 86400),
+    "baseline_lookback_s": (60, 30 * 86400),
+    "born_lookback_s": (60, 90 * 86400),
 }
+OPTION_KEYS = {*OPTION_BOUNDS, "fleet_dcgm_selector"}
+# Nothing older holds Prometheus telemetry (Prometheus 1.0 is from 2016); a
+# year-1 start would be 740,000 steps of empty reads.
+EARLIEST = datetime(2015, 1, 1, tzinfo=UTC)
+# Steps (one per deployment and slice) a backfill may take without being
+# confirmed: 2,000 is 20 deployments x 100 days at one-day slices.
+MAX_STEPS = 2000
 
 
 class TelemetryInputError(ValueError):
-    pass
+    """A refused input, naming the field and the value."""
+
+    def __init__(self, field: str, value: Any, reason: str) -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        shown = (
+            value
+            if not isinstance(value, str) or len(value) <= 80
+            else value[:77] + "..."
+        )
+        super().__init__(f"{field}={shown!r}: {reason}")
 
 
 def _check_deployments(names: list[str]) -> list[Deployment]:
     found = {d.name: d for d in Deployment.objects.filter(name__in=names)}
     unknown = [n for n in names if n not in found]
     if unknown:
-        raise TelemetryInputError(f"deployment: {', '.join(unknown)} not in the fleet")
+        raise TelemetryInputError("deployments", ", ".join(unknown), "not in the fleet")
     no_selector = [n for n in names if not found[n].prometheus_selector.strip()]
     if no_selector:
         raise TelemetryInputError(
-            "deployment: no Prometheus selector set for " + ", ".join(no_selector)
+            "deployments", ", ".join(no_selector), "no Prometheus selector set"
         )
     return [found[n] for n in names]
+
+
+def _check_window(start: datetime, end: datetime, now: datetime) -> Window:
+    latest = now + timedelta(days=1)
+    for field, value in (("start", start), ("end", end)):
+        if value.tzinfo is not None and not EARLIEST <= value <= latest:
+            raise TelemetryInputError(
+                field,
+                value.isoformat(),
+                f"outside {EARLIEST:%Y-%m-%d} .. {latest:%Y-%m-%d} (UTC), the "
+                "days telemetry can hold",
+            )
+    try:
+        return Window(start, end)
+    except ValueError as exc:
+        raise TelemetryInputError("end", end.isoformat(), str(exc)) from exc
 
 
 def telemetry_run_create(
@@ -52,60 +90,83 @@ def telemetry_run_create(
     end: datetime,
     dcgm_selectors: dict[str, str] | None = None,
     options: dict[str, Any] | None = None,
+    confirmed: bool = False,
+    now: datetime | None = None,
 ) -> IngestRun:
+    """Check every input (Prometheus configured, window, selectors, options,
+    step budget unless ``confirmed``) and store the run; the caller queues or
+    executes it."""
+    if not settings.PROMETHEUS_URL:
+        raise TelemetryInputError(
+            "PROMETHEUS_URL",
+            "",
+            "not set: telemetry backfills read Prometheus, Thanos Query, Mimir or "
+            "VictoriaMetrics; set PROMETHEUS_URL (docs/telemetry.md)",
+        )
     if not deployments:
-        raise TelemetryInputError("deployment: choose at least one")
+        raise TelemetryInputError("deployments", "", "choose at least one")
     _check_deployments(deployments)
-    try:
-        window = Window(start, end)
-    except ValueError as exc:
-        raise TelemetryInputError(f"window: {exc}") from exc
+    window = _check_window(start, end, now or timezone.now())
     params: dict[str, Any] = {"deployments": list(deployments)}
     # Only this run's overrides are stored: without one, the adapter reads
     # each deployment's own dcgm_selector when the run executes.
-    selectors = {k: v.strip() for k, v in (dcgm_selectors or {}).items() if v.strip()}
+    selectors: dict[str, str] = {}
+    for name, value in (dcgm_selectors or {}).items():
+        reason = selector_reason(value)
+        if reason is not None:
+            raise TelemetryInputError("dcgm_selector", value, reason)
+        if value.strip():
+            selectors[name] = value.strip()
     if selectors:
         params["dcgm_selectors"] = selectors
     for key, value in (options or {}).items():
         if key not in OPTION_KEYS:
-            raise TelemetryInputError(f"{key}: not a telemetry option")
-        if value not in (None, ""):
-            params[key] = value
+            raise TelemetryInputError(key, value, "not a telemetry option")
+        if value in (None, ""):
+            continue
+        if key == "fleet_dcgm_selector":
+            reason = selector_reason(value)
+            if reason is not None:
+                raise TelemetryInputError(key, value, reason)
+            value = value.strip()
+        else:
+            low, high = OPTION_BOUNDS[key]
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not low <= value <= high
+            ):
+                raise TelemetryInputError(
+                    key, value, f"must lie in {low:g} .. {high:g}"
+                )
+        params[key] = value
+    # Imported here: the adapter (requests, numpy, prometheus-api-client) is
+    # loaded only when a run is made, as the registry does.
+    from costapp.sources.prometheus import options_from_params, plan_steps
+
+    steps = plan_steps(
+        window, targets=len(deployments), options=options_from_params(params)
+    )
+    if steps > MAX_STEPS and not confirmed:
+        raise TelemetryInputError(
+            "end",
+            end.isoformat(),
+            f"this backfill takes {steps:,} steps ({len(deployments)} deployment(s) "
+            f"x {window.start:%Y-%m-%d} .. {window.end:%Y-%m-%d}), over the budget "
+            f"of {MAX_STEPS:,}: confirm it, or backfill a shorter window",
+        )
     return ingest_run_create(
         source=SOURCE, window=window, target=",".join(deployments), params=params
     )
 
 
-def telemetry_backfill_start(
-    *,
-    deployments: list[str],
-    start: datetime,
-    end: datetime,
-    dcgm_selectors: dict[str, str] | None = None,
-    options: dict[str, Any] | None = None,
-) -> IngestRun:
-    """Create the run and queue it once the row is committed."""
-    from costapp.tasks import ingest_run_task
-
-    with transaction.atomic():
-        run = telemetry_run_create(
-            deployments=deployments,
-            start=start,
-            end=end,
-            dcgm_selectors=dcgm_selectors,
-            options=options,
-        )
-        transaction.on_commit(lambda: ingest_run_task.delay(run.pk))
-    return run
-
-
 def telemetry_run_execute(*, run: IngestRun) -> IngestRun:
     """Run synchronously (command line, refresh task)."""
     from costapp.sources.base import SourceError
-    from costapp.sources.prometheus import source_from_run
+    from costapp.sources.registry import source_for_run
 
     try:
-        source = source_from_run(run)
+        source = source_for_run(run)
     except SourceError as exc:
         IngestRun.objects.filter(pk=run.pk).update(
             status=IngestRun.FAILED, error=str(exc), finished_at=timezone.now()

@@ -21,7 +21,7 @@ from costapp.costs.services import bills_backfill_create
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import CostLine, IngestRun
 from costapp.sources.base import Window
-from costapp.sources.cost_explorer import source_from_run
+from costapp.sources.registry import source_for_run
 from costapp.tasks import ingest_run_task
 from tests.costs.ce_emulator import CostExplorerEmulator, Line
 from tests.costs.conftest import ACCOUNT, cost_lines, utc
@@ -178,7 +178,7 @@ def test_a_killed_worker_then_a_rerun_leaves_the_same_bill_as_an_uninterrupted_r
         target=ACCOUNT,
         params=first.params,
     )
-    ingest_run_execute(run=reference, source=source_from_run(reference))
+    ingest_run_execute(run=reference, source=source_for_run(reference))
     assert after_rerun == cost_lines()
     assert len(after_rerun) == 90 * 2
     total = sum(line[13] for line in after_rerun)  # amortized_cost

@@ -12,7 +12,7 @@ from costapp.economics.selectors import (
     deployment_days_read,
     overview_read,
 )
-from costapp.fleet.demo import demo_fleet_load, demo_ingest, demo_user_ensure
+from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest, demo_user_ensure
 from costapp.fleet.services import rate_card_seed
 from costapp.models import (
     CostLine,

@@ -26,6 +26,7 @@ from costapp.validation import (
     json_in,
     text_in,
 )
+from tests.support.users import user_in
 
 pytestmark = pytest.mark.smoke
 # Full-width digits: str.isdigit() is true for them.
@@ -240,11 +241,10 @@ def test_a_mig_layout_no_gpu_can_hold_is_refused_quickly(
 ) -> None:
     import time
 
-    from django.contrib.auth.models import User
     from django.test import Client
 
     assert isinstance(client, Client)
-    client.force_login(User.objects.create_user("lead"))
+    client.force_login(user_in("lead", "tech lead"))
     started = time.perf_counter()
     page = client.get("/capacity/mig/", {"gpu": "H100-SXM", "layouts": layouts})
     assert time.perf_counter() - started < 2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote_plus
 
 import requests
 
@@ -27,6 +28,7 @@ class Proxy:
         self.fail_after = fail_after
         self.die_after = die_after
         self.count = 0
+        self.paths: list[str] = []  # every request's path and query, unquoted
         self.lock = threading.Lock()
         proxy = self
 
@@ -37,6 +39,7 @@ class Proxy:
             def do_GET(self) -> None:
                 with proxy.lock:
                     proxy.count += 1
+                    proxy.paths.append(unquote_plus(self.path))
                     n = proxy.count
                 if proxy.die_after is not None and n > proxy.die_after:
                     threading.Thread(target=proxy.close, daemon=True).start()

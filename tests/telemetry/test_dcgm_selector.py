@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from costapp.models import Deployment, DeploymentHour, DeviceHour, IngestRun
-from costapp.sources.prometheus import source_from_run
+from costapp.sources.registry import source_for_run
 from costapp.telemetry.services import telemetry_run_create
 from tests.support.users import user_in
 from tests.telemetry.conftest import BUDGET, PromServer
@@ -57,7 +57,7 @@ def test_a_run_without_a_dcgm_selector_uses_the_deployments_own(
     # Only overrides are stored: editing the deployment later changes what the
     # refresh task reads.
     assert "dcgm_selectors" not in run.params
-    targets = {t.name: t for t in source_from_run(run).targets}
+    targets = {t.name: t for t in source_for_run(run).targets}
     assert targets["chat-v0"].dcgm_selector == MIG_1
     assert targets["chat-v1"].dcgm_selector == ""
 
@@ -73,7 +73,7 @@ def test_a_dcgm_selector_given_for_a_run_replaces_the_deployments_for_that_run(
         dcgm_selectors={"chat-v0": ' Hostname="node-b" '},
     )
     assert run.params["dcgm_selectors"] == {"chat-v0": 'Hostname="node-b"'}
-    (target,) = source_from_run(run).targets
+    (target,) = source_for_run(run).targets
     assert target.dcgm_selector == 'Hostname="node-b"'
     # An empty override is no override.
     blank = telemetry_run_create(
@@ -82,7 +82,7 @@ def test_a_dcgm_selector_given_for_a_run_replaces_the_deployments_for_that_run(
         end=at(T0 + DAY),
         dcgm_selectors={"chat-v0": "  "},
     )
-    assert source_from_run(blank).targets[0].dcgm_selector == MIG_1
+    assert source_for_run(blank).targets[0].dcgm_selector == MIG_1
 
 
 def test_the_deployment_page_shows_both_selectors(

@@ -21,7 +21,7 @@ from costapp.sources.prometheus import (
     PrometheusSource,
     Target,
 )
-from costapp.sources.prometheus_json import matrix_from_json
+from costapp.sources.prometheus.matrix import matrix_from_json
 from tests.telemetry.conftest import BUDGET, PromServer
 from tests.telemetry.synth import T0
 
@@ -65,7 +65,7 @@ def no_slow_path(body: bytes) -> Any:
 
 
 def assert_same(body: bytes) -> None:
-    with mock.patch("costapp.sources.prometheus_json._matrix_slow", no_slow_path):
+    with mock.patch("costapp.sources.prometheus.matrix._matrix_slow", no_slow_path):
         got = matrix_from_json(body)
     want = reference(body)
     assert [g[0] for g in got] == [w[0] for w in want]

@@ -28,9 +28,9 @@ from costapp.sources.prometheus import (
     PrometheusConfig,
     PrometheusSource,
     Target,
-    source_from_run,
 )
-from costapp.telemetry.services import telemetry_backfill_start, telemetry_run_create
+from costapp.sources.registry import source_for_run
+from costapp.telemetry.services import telemetry_run_create
 from tests.support.services import free_port
 from tests.support.users import user_in
 from tests.telemetry.conftest import BUDGET, PromServer
@@ -96,7 +96,7 @@ def run_backfill(
         dcgm_selectors={k: v for k, v in DCGM.items() if k in deployments},
         options={**PARAMS, **params},
     )
-    source = source_from_run(run)
+    source = source_for_run(run)
     if log is not None:
         source.client.session.hooks["response"].append(_recorder(log))
     return ingest_run_execute(run=run, source=source)
@@ -276,32 +276,51 @@ def test_a_failure_mid_backfill_leaves_correct_rows_and_a_rerun_completes(
     check_everything(fleet.truth, T0, END)
 
 
-def test_a_malformed_selector_is_reported_with_prometheus_own_error_text(
+def test_a_selector_prometheus_refuses_is_reported_with_prometheus_own_error_text(
     fleet: PromServer, client: Client
 ) -> None:
+    # Well-formed PromQL, but RE2 has no lookahead: only Prometheus can say so.
     Deployment.objects.filter(name="chat-v1").update(
-        prometheus_selector='namespace="chat'
+        prometheus_selector='namespace=~"(?=chat)"'
     )
     run = run_backfill(T0, T0 + DAY)
     assert run.status == IngestRun.PARTIAL  # chat-v0 was still ingested
-    assert 'namespace="chat' in run.error
-    assert "parse error" in run.error  # Prometheus's bad_data text
+    assert 'namespace=~"(?=chat)"' in run.error
+    assert "invalid or unsupported Perl syntax" in run.error  # Prometheus's text
     assert DeploymentHour.objects.filter(deployment__name="chat-v0").exists()
     discovery = EngineDiscovery.objects.get(deployment__name="chat-v1")
-    assert "parse error" in discovery.error
+    assert "Perl syntax" in discovery.error
 
     client.force_login(user_in("lead", "admin"))
     page = client.get("/telemetry/chat-v1/").content.decode()
-    assert "parse error" in page
-    assert "parse error" in client.get("/telemetry/").content.decode()
+    assert "Perl syntax" in page
+    assert "Perl syntax" in client.get("/telemetry/").content.decode()
 
-    with pytest.raises(CommandError, match="parse error"):
+    with pytest.raises(CommandError, match="Perl syntax"):
         call_command(
             "telemetry_backfill",
             "--deployment=chat-v1",
             f"--start={at(T0).isoformat()}",
             f"--end={at(T0 + 3600).isoformat()}",
         )
+
+
+def test_a_malformed_stored_selector_is_refused_before_prometheus_with_field_and_value(
+    fleet: PromServer,
+) -> None:
+    Deployment.objects.filter(name="chat-v1").update(
+        prometheus_selector='namespace="chat'
+    )
+    log: Log = []
+    run = run_backfill(T0, T0 + DAY, log=log)
+    assert run.status == IngestRun.PARTIAL  # chat-v0 was still ingested
+    assert (
+        "chat-v1: prometheus_selector='namespace=\"chat': unterminated string"
+        in run.error
+    )
+    assert not any('namespace="chat' in str(query) for _, query, _, _ in log)
+    discovery = EngineDiscovery.objects.get(deployment__name="chat-v1")
+    assert "unterminated string" in discovery.error
 
 
 def test_a_selector_matching_nothing_is_reported_with_the_selector(
@@ -392,4 +411,4 @@ def test_backfill_start_refuses_a_deployment_without_selector(
     from costapp.telemetry.services import TelemetryInputError
 
     with pytest.raises(TelemetryInputError, match="bare"):
-        telemetry_backfill_start(deployments=["bare"], start=at(T0), end=at(END))
+        telemetry_run_create(deployments=["bare"], start=at(T0), end=at(END))

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.servers import basehttp
 from django.core.wsgi import get_wsgi_application
 
-from costapp.fleet.demo import (
+from costapp.fleet.demo_setup import (
     demo_fleet_load,
     demo_ingest,
     demo_user_ensure,

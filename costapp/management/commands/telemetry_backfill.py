@@ -40,6 +40,11 @@ class Command(BaseCommand):
         )
         parser.add_argument("--scrape-interval", type=float, default=None)
         parser.add_argument("--slice-hours", type=int, default=None)
+        parser.add_argument(
+            "--confirm",
+            action="store_true",
+            help="start even when the backfill is over the step budget",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         names: list[str] = opts["deployment"]
@@ -55,6 +60,7 @@ class Command(BaseCommand):
                     "scrape_interval_s": opts["scrape_interval"],
                     "slice_hours": opts["slice_hours"],
                 },
+                confirmed=opts["confirm"],
             )
         except TelemetryInputError as exc:
             raise CommandError(str(exc)) from exc
@@ -64,5 +70,7 @@ class Command(BaseCommand):
             f"run {run.pk} {run.status}: {run.steps_done}/{run.steps_total} steps, "
             f"{run.rows_written} rows, {run.api_requests} requests to Prometheus"
         )
+        for warning in run.warnings:
+            self.stderr.write(f"warning: {warning}")
         if run.status != IngestRun.SUCCEEDED:
             raise CommandError(f"run {run.pk} {run.status}: {run.error}")

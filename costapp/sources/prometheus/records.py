@@ -1,0 +1,319 @@
+"""From raw samples to hourly records: pure, no I/O (tested without HTTP)."""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from analytics.telemetry import hourly_counter_increases, hourly_gauge_stats
+from analytics.telemetry_windows import scrape_interval, slot_totals
+from costapp.sources.base import (
+    DeploymentHourRecord,
+    DeviceHourRecord,
+    HistogramRecord,
+    Record,
+)
+from costapp.sources.engines import (
+    ABORTED_FIELD,
+    DCGM,
+    DCGM_UP,
+    ENGINES,
+    REASON_FIELDS,
+    DeviceKey,
+    EngineTable,
+    device_key,
+    keeps_rank,
+    replica_key,
+)
+from costapp.sources.prometheus.reader import HOUR_S, LabelKey, RawSeries, _label_key
+
+if TYPE_CHECKING:
+    from costapp.sources.prometheus.source import Target
+
+
+@dataclass
+class CounterState:
+    """Last sample of each counter series, carried from one slice to the next."""
+
+    last: dict[LabelKey, tuple[float, float]] = field(default_factory=dict)
+
+
+def _hour(ts: int) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+def _counter_hourly(
+    s: RawSeries,
+    *,
+    state: CounterState,
+    born: bool,
+    slice_start_s: float,
+) -> dict[int, float]:
+    key = _label_key(s.labels)
+    previous = state.last.get(key)
+    t, v = s.t, s.v
+    if previous is not None and previous[0] < t[0]:
+        t = np.concatenate([[previous[0]], t])
+        v = np.concatenate([[previous[1]], v])
+        born = False
+    hourly = hourly_counter_increases(t, v, born_in_window=born)
+    state.last[key] = (float(s.t[-1]), float(s.v[-1]))
+    return {h: x for h, x in hourly.items() if h >= slice_start_s}
+
+
+def _preferred(
+    series: list[RawSeries], table: EngineTable
+) -> list[tuple[RawSeries, Any]]:
+    """(series, role) pairs keeping, per replica and field, the newest name."""
+    pairs = []
+    best: dict[tuple[str, str, LabelKey], int] = {}
+    for s in series:
+        if not keeps_rank(s.labels, table=table):
+            continue
+        for role in table.roles_of(s.labels.get("__name__", "")):
+            k = (role.kind, role.field, replica_key(s.labels, table=table))
+            best[k] = min(best.get(k, role.preference), role.preference)
+            pairs.append((s, role))
+    return [
+        (s, r)
+        for s, r in pairs
+        if best[(r.kind, r.field, replica_key(s.labels, table=table))] == r.preference
+    ]
+
+
+def deployment_records(
+    *,
+    target: Target,
+    series: list[RawSeries],
+    born: Callable[[dict[str, str]], bool],
+    state: CounterState,
+    slice_start_s: float,
+    slice_end_s: float,
+    interval_default: float,
+    device_seconds: dict[int, float] | None = None,
+) -> list[Record]:
+    """Hourly deployment and histogram records of one slice from raw samples.
+
+    ``device_seconds``: None when the deployment has no DCGM selector (GPU
+    seconds from the replica count); else the DCGM GPU-seconds per hour, an
+    hour absent from it unknown.
+    """
+    table = ENGINES[target.engine]
+    pairs = _preferred(series, table)
+    interval = scrape_interval([s.t for s, _ in pairs], interval_default)
+
+    counters: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    gauges: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
+    buckets: dict[str, dict[float, dict[int, float]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(float))
+    )
+    hist_sum: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    hist_count: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    hist_hours: dict[str, set[int]] = defaultdict(set)
+    samples: dict[int, int] = defaultdict(int)
+    hours_seen: set[int] = set()
+    counted: set[LabelKey] = set()
+
+    hourly_by_key: dict[LabelKey, dict[int, float]] = {}
+    for s, role in pairs:
+        key = _label_key(s.labels)
+        if key not in counted:
+            counted.add(key)
+            hours = (np.floor(s.t / HOUR_S) * HOUR_S).astype(np.int64)
+            uniq, n = np.unique(hours, return_counts=True)
+            for h, c in zip(uniq.tolist(), n.tolist(), strict=True):
+                if slice_start_s <= h < slice_end_s:
+                    samples[h] += c
+                    hours_seen.add(h)
+        if role.kind == "gauge":
+            gauges[role.field].append((s.t, s.v * role.scale))
+            continue
+        if role.kind not in {"counter", "histogram"}:
+            continue
+        # A series with two roles (TGI's length-histogram sum is also its token
+        # counter) is turned into increases once, then routed to both.
+        if key not in hourly_by_key:
+            hourly_by_key[key] = _counter_hourly(
+                s, state=state, born=born(s.labels), slice_start_s=slice_start_s
+            )
+        hourly = hourly_by_key[key]
+        if role.kind == "counter":
+            name = role.field
+            if name == "requests":
+                reason = role.fixed_reason or s.labels.get("finished_reason", "")
+                name = REASON_FIELDS.get(reason, ABORTED_FIELD)
+            for h, x in hourly.items():
+                counters[name][h] += x * role.scale
+        elif role.part == "bucket":
+            le_text = s.labels.get("le", "+Inf")
+            le = math.inf if le_text in {"+Inf", "Inf", "inf"} else float(le_text)
+            for h, x in hourly.items():
+                buckets[role.field][le][h] += x
+                hist_hours[role.field].add(h)
+        elif role.part == "sum":
+            for h, x in hourly.items():
+                hist_sum[role.field][h] += x
+        else:
+            for h, x in hourly.items():
+                hist_count[role.field][h] += x
+
+    gauge_stats: dict[str, dict[int, tuple[float, float]]] = {}
+    replicas: dict[int, tuple[float, float]] = {}
+    for name, parts in gauges.items():
+        times, sums, maxes, counts = slot_totals(parts, interval)
+        if name == "kv_cache_usage":
+            mean_stats = hourly_gauge_stats(times, sums / counts)
+            max_stats = hourly_gauge_stats(times, maxes)
+            gauge_stats[name] = {
+                h: (mean_stats[h][0], max_stats[h][1]) for h in mean_stats
+            }
+        else:
+            gauge_stats[name] = {
+                h: (m, x) for h, (m, x, _) in hourly_gauge_stats(times, sums).items()
+            }
+        if name == table.up_field:
+            stats = hourly_gauge_stats(times, counts)
+            per_hour = HOUR_S / interval
+            for hour, (mean, top, slots) in stats.items():
+                # Replica-seconds seen, over the hour (a replica up for half of
+                # the hour counts one half).
+                replicas[hour] = (mean * slots / per_hour, top)
+
+    records: list[Record] = []
+    for h in sorted(hours_seen):
+        reps_mean, reps_max = replicas.get(h, (0.0, 0.0))
+        # Measured or unknown, never 0: with a DCGM selector an hour without
+        # DCGM samples is unknown; without one, an hour without a replica
+        # count is (replicas x the deployment's GPUs per replica otherwise).
+        gpu_seconds: float | None
+        if device_seconds is not None:
+            gpu_seconds = device_seconds.get(h)
+        elif h in replicas:
+            gpu_seconds = reps_mean * HOUR_S * target.gpu_share
+        else:
+            gpu_seconds = None
+
+        def g(name: str, i: int, h: int = h) -> float | None:
+            stat = gauge_stats.get(name, {}).get(h)
+            return None if stat is None else stat[i]
+
+        def c(name: str, h: int = h) -> float | None:
+            return counters[name].get(h) if name in counters else None
+
+        records.append(
+            DeploymentHourRecord(
+                deployment=target.name,
+                hour=_hour(h),
+                requests_stop=c("requests_stop") or 0.0,
+                requests_length=c("requests_length") or 0.0,
+                requests_aborted=c("requests_aborted") or 0.0,
+                prompt_tokens=c("prompt_tokens") or 0.0,
+                generation_tokens=c("generation_tokens") or 0.0,
+                replicas_mean=reps_mean,
+                replicas_max=reps_max,
+                gpu_seconds=gpu_seconds,
+                kv_cache_usage_mean=g("kv_cache_usage", 0),
+                kv_cache_usage_max=g("kv_cache_usage", 1),
+                running_mean=g("running", 0),
+                running_max=g("running", 1),
+                waiting_mean=g("waiting", 0),
+                waiting_max=g("waiting", 1),
+                preemptions=c("preemptions"),
+                prefix_cache_queries=c("prefix_cache_queries"),
+                prefix_cache_hits=c("prefix_cache_hits"),
+                counts_exact=True,
+                samples=samples[h],
+            )
+        )
+        for metric in sorted(buckets):
+            if h not in hist_hours[metric]:
+                continue
+            bounds = sorted(buckets[metric])
+            records.append(
+                HistogramRecord(
+                    deployment=target.name,
+                    hour=_hour(h),
+                    metric=metric,
+                    bounds=tuple(None if math.isinf(b) else b for b in bounds),
+                    cumulative_counts=tuple(
+                        buckets[metric][b].get(h, 0.0) for b in bounds
+                    ),
+                    total_sum=hist_sum[metric].get(h, 0.0),
+                    total_count=hist_count[metric].get(h, 0.0),
+                )
+            )
+    return records
+
+
+def device_records(
+    *,
+    deployment: str | None,
+    series: list[RawSeries],
+    born: Callable[[dict[str, str]], bool],
+    state: CounterState,
+    slice_start_s: float,
+    slice_end_s: float,
+    interval_default: float,
+) -> tuple[list[DeviceHourRecord], dict[int, float]]:
+    """Per GPU or MIG instance and hour; and GPU-equivalent seconds per hour."""
+    interval = scrape_interval([s.t for s in series], interval_default)
+    per_device: dict[DeviceKey, dict[str, Any]] = defaultdict(dict)
+    for s in series:
+        name = s.labels.get("__name__", "")
+        mapped = DCGM.get(name)
+        if mapped is None:
+            continue
+        key = device_key(s.labels)
+        if mapped.kind == "counter":
+            hourly = _counter_hourly(
+                s, state=state, born=born(s.labels), slice_start_s=slice_start_s
+            )
+            per_device[key][mapped.field] = {
+                h: x * mapped.scale for h, x in hourly.items()
+            }
+        else:
+            stats = hourly_gauge_stats(s.t, s.v * mapped.scale)
+            per_device[key][mapped.field] = {
+                h: m for h, (m, _, _) in stats.items() if h >= slice_start_s
+            }
+            if name == DCGM_UP:
+                per_device[key]["_samples"] = {
+                    h: n for h, (_, _, n) in stats.items() if h >= slice_start_s
+                }
+    records: list[DeviceHourRecord] = []
+    gpu_seconds: dict[int, float] = defaultdict(float)
+    for key in sorted(
+        per_device, key=lambda k: (k.hostname, k.gpu_uuid, k.gpu_instance_id)
+    ):
+        values = per_device[key]
+        hours = sorted({h for f, per in values.items() for h in per if h < slice_end_s})
+        for h in hours:
+            up = values.get("_samples", {})
+            n = up.get(h, 0)
+            if h in up:  # an hour without the "up" series measured nothing
+                gpu_seconds[h] += n * interval * key.gpu_share
+            records.append(
+                DeviceHourRecord(
+                    hostname=key.hostname,
+                    gpu_uuid=key.gpu_uuid,
+                    hour=_hour(h),
+                    deployment=deployment,
+                    gpu_index=key.gpu_index,
+                    gpu_model=key.gpu_model,
+                    mig_profile=key.mig_profile,
+                    gpu_instance_id=key.gpu_instance_id,
+                    samples=int(n),
+                    **{
+                        f: per.get(h)
+                        for f, per in values.items()
+                        if not f.startswith("_")
+                    },
+                )
+            )
+    return records, dict(gpu_seconds)
