@@ -16,11 +16,12 @@ import pandas as pd
 
 from analytics.capacity import latency as lat
 from analytics.capacity import memory as mem
+from analytics.capacity import reasons, refusals
 from analytics.capacity.calibration_types import (
     Calibration,
 )
 from analytics.capacity.catalog import ModelSpec
-from analytics.capacity.errors import Infeasible
+from analytics.capacity.errors import Infeasible, Refused
 from analytics.capacity.resolve import _columns, _frame_from
 from analytics.capacity.scenario import (
     ROOFLINE,
@@ -92,17 +93,27 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         c["body_bytes"],
         c["embed_bytes"],
         tp,
+        c["unquantized_params"],
     )
+    # Expert parallelism: routed experts sit whole on EP ranks instead of being
+    # TP-sharded, so this GPU holds expert_share of them (1/TP without EP).
+    expert_total = c["expert_params"] * c["body_bytes"]
+    weights = weights - expert_total / tp + expert_total * c["expert_share"]
     sampled = np.minimum(max_num_seqs, mbt)
     activation = mem.peak_activation_bytes(
         c["hidden"], c["ffn_width"], c["vocab"], tp, mbt, sampled, c["dequant_scratch"]
     )
     non_torch = mem.non_torch_bytes(old_v0, tp)
+    # vLLM deducts its own CUDA-graph estimate only when the profiler flag is on
+    # and graphs are captured; otherwise graphs come out of the (1 - util) slack.
     graphs = mem.cuda_graph_bytes(
-        c["layers"], c["graphs_counted"].astype(bool) & ~c["enforce_eager"]
+        c["layers"], c["graphs_estimated"] & v1 & ~c["enforce_eager"]
     )
     budget = c["total_memory"] * c["gpu_memory_utilization"]
-    kv_memory = budget - weights - activation - non_torch - graphs
+    profiled = budget - weights - activation - non_torch - graphs
+    # --kv-cache-memory skips profiling: the pool is what the user asked for.
+    kv_given = ~np.isnan(c["kv_memory_given"])
+    kv_memory = np.where(kv_given, c["kv_memory_given"], profiled)
     block = c["block_size"]
     blocks = mem.blocks_from_memory(kv_memory, block, kv_tok)
     kv_tokens = blocks * block
@@ -142,7 +153,7 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     p0 = np.where(np.isnan(c["cal_p0"]), lat.PREFILL_OVERHEAD_S, c["cal_p0"])
     pct_factor = c["cal_pct"]
 
-    expert_bytes = c["expert_params"] * c["body_bytes"] / tp
+    expert_bytes = expert_total * c["expert_share"]
     dense_bytes = weights - expert_bytes
     active_per_gpu = c["params_active"] / tp
     attn_coef = 2.0 * layers * c["heads"] * c["head_dim"] / tp
@@ -161,19 +172,21 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             t0_s=t0,
             bw_eff=bw_eff,
             decode_flops=f_dec,
+            expert_batch_factor=c["expert_batch_factor"],
         )
 
-    prefill_full = lat.prefill_s(
-        prompt,
-        active_params_per_gpu=active_per_gpu,
-        attn_flops_per_token2=attn_coef,
-        prefill_flops=f_pre,
-        p0_s=p0,
-    )
-    prefill_work = prefill_full - p0
-    chunk = np.maximum(np.minimum(prompt, mbt), 1.0)
-    chunk_time = chunk * (prefill_work / prompt)
-    chunks_per_request = np.ceil(prompt / chunk)
+    # Prefix-cache hits skip the cached tokens' linear work; attention of the new
+    # tokens still spans the whole context (cached part included).
+    cached = prompt * c["prefix_hit"]
+    computed = np.maximum(prompt - cached, 1.0)
+    prefill_work = (
+        computed * 2.0 * active_per_gpu
+        + (prompt * prompt - cached * cached) * attn_coef
+    ) / f_pre
+    prefill_full = p0 + prefill_work
+    chunk = np.maximum(np.minimum(computed, mbt), 1.0)
+    chunk_time = chunk * (prefill_work / computed)
+    chunks_per_request = np.ceil(computed / chunk)
     q = c["sla_percentile"]
 
     def itl(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -197,24 +210,53 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     batch = lo
     safe_b = np.maximum(batch, 1.0)
     step, itl_mean, itl_q = itl(safe_b)
-    throughput = np.where(batch > 0, batch / itl_mean, 0.0)
+    # One engine (KV pool, scheduler) per DP rank: a replica is DP ranks x TP GPUs.
+    dp = c["dp"]
+    throughput = np.where(batch > 0, batch / itl_mean, 0.0) * dp
     rps = throughput / output
     ttft = prefill_full + step
 
+    # ---- what vLLM refuses, then what does not meet the SLA ----------------
+    # One max_model_len sequence must fit the pool (V1: estimate_max_model_len).
+    needed_tokens = np.ceil(pool_tokens_for(max_model_len) / block) * block
+    needed_bytes = needed_tokens * kv_tok
+    estimated_len = mem.largest_len_fitting(kv_tokens, c["window"] + block, swa_share)
+    mbt_given = ~np.isnan(c["max_num_batched_tokens"])
+    derived = c["max_position"]
+    above_derived = (derived > 0) & (max_model_len > derived)
     reason = np.full(batch.shape, "", dtype=object)
-    no_memory = kv_memory <= 0
+    no_memory = (kv_memory <= 0) | (blocks < 1)
+    too_long = ~no_memory & np.where(
+        v1, needed_bytes > np.maximum(kv_memory, 0.0), kv_tokens < max_model_len
+    )
+    prompt_rejected = prompt >= max_model_len
     no_blocks = ~no_memory & (cap < 1)
-    too_long = ~no_memory & (blocks * block < np.minimum(max_model_len, 1e18))
     ttft_bad = ~np.isnan(c["ttft_sla_ms"]) & (ttft * 1000.0 > c["ttft_sla_ms"])
     sla_bad = (cap >= 1) & (batch < 1)
-    reason = np.where(sla_bad, "itl_sla", reason)
-    reason = np.where(ttft_bad & (reason == ""), "ttft_sla", reason)
-    reason = np.where(no_blocks, "kv_cache_too_small_for_request", reason)
-    reason = np.where(no_memory, "weights_and_activations_exceed_memory", reason)
+    not_modelled = c["speculative_decoding"] | c["lora"]
+    # Lowest priority first: each later line overrides, so the first refusal vLLM
+    # would make is the one reported.
+    steps = [
+        (sla_bad, "itl_sla"),
+        (ttft_bad, "ttft_sla"),
+        (no_blocks, "kv_cache_too_small_for_request"),
+        (prompt_rejected, "prompt_longer_than_max_model_len"),
+        (not_modelled, "not_modelled"),
+        (too_long, "max_model_len_exceeds_pool"),
+        (no_memory, "no_kv_memory"),
+        (~v1 & ~chunked & mbt_given & (mbt < max_model_len),
+         "batched_tokens_below_max_model_len"),
+        (mbt_given & (mbt < max_num_seqs), "batched_tokens_below_seqs"),
+        (above_derived & ~c["allow_long_max_model_len"], "max_model_len_above_derived"),
+    ]  # fmt: skip
+    for mask, code in steps:
+        reason = np.where(mask, code, reason)
+    static = c["static_refusal"]
+    reason = np.where(static != "", static, reason)
     feasible = reason == ""
 
     share = c["gpu_share"]
-    gpus_per_replica = tp * share
+    gpus_per_replica = tp * dp * share
     target = c["target_rps"]
     with np.errstate(divide="ignore", invalid="ignore"):
         replicas = np.where(
@@ -261,7 +303,13 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "gpu_memory_gb": gpu_mem_gb,
         "feasible": feasible,
         "reason": reason,
-        "context_too_long": too_long,
+        "above_derived": above_derived,
+        "needed_bytes": needed_bytes,
+        "estimated_max_len": estimated_len,
+        "prompt": prompt,
+        "v1": v1,
+        "max_position": derived,
+        "expert_batch_factor": c["expert_batch_factor"],
         # Step-model constants, for the simulation.
         "t0_s": t0,
         "bw_eff": bw_eff,
@@ -278,16 +326,6 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-_REASONS = {
-    "itl_sla": "no batch size meets the ITL SLA (even batch 1 is too slow)",
-    "ttft_sla": "the prompt's prefill alone exceeds the TTFT SLA",
-    "kv_cache_too_small_for_request": "the KV cache cannot hold one request of this "
-    "shape (prompt + output tokens)",
-    "weights_and_activations_exceed_memory": "weights and activations exceed "
-    "total_gpu_memory x gpu_memory_utilization: no memory left for KV cache",
-}
-
-
 def _opt(value: float) -> float | None:
     return (
         None
@@ -297,7 +335,13 @@ def _opt(value: float) -> float | None:
 
 
 def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) -> Result:
-    """Capacity, latency and cost of one scenario."""
+    """Capacity, latency and cost of one scenario.
+
+    Raises ``Refused`` (an ``InvalidInput``) for what vLLM refuses at config time
+    (TP that does not divide the heads, max_model_len above the model's, ...);
+    returns ``starts`` False for what it refuses after profiling (no KV memory,
+    max_model_len larger than the pool). Both reasons quote vLLM.
+    """
     models_by_name = (
         {scenario.model.name: scenario.model}
         if isinstance(scenario.model, ModelSpec)
@@ -308,19 +352,24 @@ def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) ->
     out = _core(cols)
     static = resolved[0]
     row = {k: v[0] for k, v in out.items()}
-    warnings = list(static["warnings"])
-    if row["context_too_long"]:
-        warnings.append(
-            f"max_model_len {int(row['max_model_len'])} exceeds the KV cache "
-            f"({int(row['kv_cache_tokens'])} tokens): vLLM refuses to start"
+    code = str(row["reason"])
+    text = reasons.reason_text(code, row, static)
+    if code in reasons.CONFIG_TIME:
+        field, value = reasons.refused_field(code, static, scenario)
+        raise Refused(
+            field,
+            value,
+            text or code,
+            code=code,
+            source=refusals.SOURCES[code],
         )
+    warnings = list(static["warnings"]) + reasons.row_warnings(row, scenario)
     if scenario.gpu_hour_price is None:
         warnings.append("no gpu_hour_price given: costs are not computed")
-    code = str(row["reason"])
     return Result(
         scenario=scenario,
         feasible=bool(row["feasible"]),
-        reason=_REASONS.get(code) if code else None,
+        reason=text,
         kv_bytes_per_token=float(row["kv_bytes_per_token"]),
         weights_bytes=float(row["weights_bytes"]),
         activation_bytes=float(row["activation_bytes"]),
@@ -353,6 +402,9 @@ def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) ->
             label=static["cal_label"], kind=static["cal_kind"], fit=static["cal_fit"]
         ),
         warnings=tuple(warnings),
+        starts=code not in reasons.REFUSAL_CODES,
+        refusal=code if code in reasons.REFUSAL_CODES else None,
+        modelled=code != "not_modelled",
     )
 
 
@@ -375,7 +427,9 @@ def evaluate_grid(
     """Many scenarios in one vectorised pass; returns inputs plus result columns.
 
     Columns not given take Scenario's defaults. ``calibration`` names what each row
-    used. Rows that cannot run are kept with ``feasible`` False and a ``reason``.
+    used. Rows that cannot run are kept with ``feasible`` False and a ``reason``;
+    rows vLLM refuses (at config time or start-up) also have ``starts`` False and
+    ``refusal`` naming the check, and the reason quotes vLLM.
     """
     frame = _frame_from(scenarios)
     models_by_name: dict[str, ModelSpec] = {}
@@ -391,7 +445,20 @@ def evaluate_grid(
         result[name] = out[name]
     labels = np.array([r["cal_label"] for r in resolved], dtype=object)
     result["calibration"] = labels[index]
-    result["reason"] = [_REASONS.get(r) if r else None for r in out["reason"]]
+    codes = out["reason"]
+    texts: list[str | None] = []
+    for i, code in enumerate(codes):
+        if not code:
+            texts.append(None)
+            continue
+        row = {k: v[i] for k, v in out.items()}
+        texts.append(reasons.reason_text(str(code), row, resolved[index[i]]))
+    result["reason"] = texts
+    refused = np.isin(codes.astype(str), list(reasons.REFUSAL_CODES))
+    result["starts"] = ~refused
+    result["refusal"] = [
+        str(code) if hit else None for code, hit in zip(codes, refused, strict=True)
+    ]
     return result
 
 
@@ -462,6 +529,7 @@ class StepModel:
     block_size: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    expert_batch_factor: float = 1.0
 
     def decode_step_s(self, batch: float, context: float) -> float:
         return float(
@@ -477,6 +545,7 @@ class StepModel:
                 t0_s=np.asarray(self.t0_s),
                 bw_eff=np.asarray(self.bw_eff),
                 decode_flops=np.asarray(self.decode_flops),
+                expert_batch_factor=self.expert_batch_factor,
             )
         )
 
@@ -520,4 +589,5 @@ def step_model(
         block_size=int(out["block_size"]),
         max_num_seqs=int(out["max_num_seqs"]),
         max_num_batched_tokens=int(out["max_num_batched_tokens"]),
+        expert_batch_factor=float(out["expert_batch_factor"]),
     )

@@ -11,8 +11,10 @@ What vLLM does at start-up (worker ``determine_available_memory``):
 * V1 (default from 0.8): chunked prefill is always on and the budget defaults to
   2048 (serve) / 8192 (offline) tokens, 8192 / 16384 on >= 70 GiB non-A100 boards,
   so the pool no longer depends on max_model_len.
-* V1 >= 0.11 also subtracts the CUDA-graph pool it is about to capture; earlier
-  versions capture graphs after the KV pool and pay from the (1 - utilisation) slack.
+* V1 subtracts the CUDA-graph pool only when ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+  is on (added off by default by PR #30515, on by default since v0.21.0) and graphs
+  are captured (not ``enforce_eager``); it then subtracts its own estimate. Otherwise
+  graphs are captured after the KV pool and paid from the (1 - utilisation) slack.
 
 Peak activation is estimated from shapes, never read from a log: the larger of the
 forward intermediates (about 3 x hidden + 3 x FFN width 2-byte values per token,
@@ -51,6 +53,11 @@ WEIGHT_DTYPES: dict[str, tuple[float, float]] = {
     # GGUF Q8_0: 34 bytes per block of 32 weights, embeddings included.
     "gguf_q8": (34 / 32, 34 / 32),
 }
+
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM PR #30515, added off by default)
+# is on by default from this version: "CUDA graph memory profiling is enabled
+# (default since v0.21.0)" in its start-up log.
+CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 21, 0)
 
 SAMPLER_COPIES = 6.5
 ACT_HIDDEN_FACTOR = 3.0
@@ -134,13 +141,20 @@ def weights_bytes(
     body_bytes: np.ndarray | float,
     embed_bytes: np.ndarray | float,
     tp: np.ndarray | int,
+    unquantized_params: np.ndarray | int = 0,
 ) -> np.ndarray:
-    """Weight bytes resident on one GPU (tensor-parallel shards split evenly)."""
+    """Weight bytes resident on one GPU (tensor-parallel shards split evenly).
+
+    ``unquantized_params`` are body parameters a quantised checkpoint keeps in 16
+    bits (its ``quantization_config`` names them: ``ignored_layers``,
+    ``modules_to_not_convert``); they cost 2 bytes whatever the body dtype.
+    """
     params_total = np.asarray(params_total, dtype=np.float64)
     embed = np.asarray(embed_params, dtype=np.float64)
     vision = np.asarray(vision_params, dtype=np.float64)
-    body = params_total - embed - vision
-    total = body * body_bytes + embed * embed_bytes + vision * 2.0
+    kept = np.asarray(unquantized_params, dtype=np.float64)
+    body = params_total - embed - vision - kept
+    total = body * body_bytes + embed * embed_bytes + vision * 2.0 + kept * 2.0
     return total / np.asarray(tp, dtype=np.float64)
 
 
@@ -204,3 +218,18 @@ def concurrency_for_shape(
     """Requests of one shape that fit at once: blocks each needs, capped by max_num_seqs."""
     per_request = np.ceil(tokens_per_request / block_size)
     return np.minimum(max_num_seqs, blocks / np.maximum(per_request, 1.0))
+
+
+def largest_len_fitting(
+    pool_tokens: np.ndarray, window: np.ndarray, swa_share: np.ndarray
+) -> np.ndarray:
+    """Longest sequence whose KV fits the pool (vLLM's estimated max model length).
+
+    Full-attention layers need the whole length, sliding-window ones at most
+    ``window`` tokens, so the pool's token count inverts ``pool_tokens_for``.
+    """
+    full = 1.0 - swa_share
+    with np.errstate(divide="ignore", invalid="ignore"):
+        longer = (pool_tokens - window * swa_share) / full
+    longer = np.where(full > 0, longer, np.inf)
+    return np.where(longer >= window, longer, pool_tokens).astype(np.float64)

@@ -6,6 +6,7 @@ combination; numeric fields are validated and turned into float arrays.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from typing import Any
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.capacity import memory as mem
+from analytics.capacity import refusals
 from analytics.capacity.calibration_types import (
     ENGINE_MEASUREMENTS,
     HARDWARE_CONSTANTS,
@@ -25,7 +27,7 @@ from analytics.capacity.scenario import ROOFLINE, Scenario
 
 _STATIC_KEYS = (
     "model", "gpu", "mig_profile", "tp", "weight_dtype", "kv_dtype",
-    "engine_version", "engine",
+    "engine_version", "engine", "data_parallel_size", "enable_expert_parallel",
 )  # fmt: skip
 
 
@@ -80,10 +82,22 @@ def _resolve_static(
     """Everything that depends only on names (model, GPU, dtypes, version, TP)."""
     model = _model_of(combo["model"])
     gpu = get_gpu(str(combo["gpu"]))
-    tp = combo["tp"]
-    if not isinstance(tp, int | np.integer) or tp < 1:
-        raise InvalidInput("tp", tp, "must be a positive integer")
+    raw_tp = combo["tp"]
+    if isinstance(raw_tp, str | bool) or raw_tp is None:
+        raise InvalidInput("tp", raw_tp, "must be a positive integer")
     mig_name = combo.get("mig_profile") or None
+    expert_parallel = bool(combo.get("enable_expert_parallel") or False)
+    refusal, warnings = refusals.check_static(
+        model,
+        tp=raw_tp,
+        mig_profile=mig_name,
+        data_parallel_size=combo.get("data_parallel_size") or 1,
+        enable_expert_parallel=expert_parallel,
+    )
+    # A refused row still gets numbers (with TP 1, DP 1) so the grid stays
+    # rectangular; its reason says vLLM does not start, and nothing ranks it.
+    tp = 1 if refusal else int(float(raw_tp))
+    dp = 1 if refusal else int(float(combo.get("data_parallel_size") or 1))
     version = mem.parse_engine_version(combo["engine_version"], combo.get("engine"))
     weight_dtype = str(combo["weight_dtype"]).lower()
     if weight_dtype not in mem.WEIGHT_DTYPES:
@@ -94,17 +108,8 @@ def _resolve_static(
     kv_bytes = mem.kv_dtype_bytes(kv_dtype, version)
     if kv_dtype == "auto" and weight_dtype == "fp32":  # pragma: no cover - no fp32
         kv_bytes = 4.0
-    warnings: list[str] = []
 
     if mig_name:
-        if int(tp) > 1:
-            raise InvalidInput(
-                "tp",
-                int(tp),
-                "tensor parallelism across MIG instances is not possible: "
-                "instances share no NVLink/P2P path, so one replica must fit one "
-                "instance",
-            )
         profile = gpu.mig_profile(str(mig_name))
         total_memory = float(profile.usable_memory_bytes)
         share = profile.compute_slices / 7.0
@@ -178,13 +183,29 @@ def _resolve_static(
         label = ROOFLINE
         kind = "roofline"
         fit = None
+    # Expert parallelism as vLLM spreads it: EP = TP x DP ranks, experts whole on a
+    # rank; the fullest rank (ceil) sets what every rank must leave for weights.
+    experts = model.num_experts
+    if expert_parallel and experts and not refusal:
+        expert_share = math.ceil(experts / (tp * dp)) / experts
+    else:
+        expert_share = 1.0 / tp
     return {
         "model_spec": model,
         "gpu_spec": gpu,
         "mig_name": mig_name,
+        "refusal": refusal,
+        "tp": float(tp),
+        "dp": float(dp),
+        "expert_share": expert_share,
+        # Tokens of all DP ranks meet in one EP group's experts each step.
+        "expert_batch_factor": float(dp) if expert_parallel else 1.0,
         "generation_v1": version.generation == "v1",
         "old_v0": version.tuple < (0, 7, 0) and version.generation == "v0",
-        "graphs_counted": version.generation == "v1" and version.tuple >= (0, 11, 0),
+        # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: on by default since v0.21.0
+        # (its start-up log line says so); V0 and earlier V1 never deducted graphs.
+        "graphs_estimated_default": version.generation == "v1"
+        and version.tuple >= mem.CUDAGRAPH_ESTIMATE_DEFAULT_SINCE,
         "big_board": (total_memory >= 70 * mem.GiB)
         and not gpu.name.startswith("A100")
         and not mig_name,
@@ -209,6 +230,7 @@ def _resolve_static(
         "top_k": model.experts_per_token,
         "embed_params": embed_params,
         "vision_params": model.vision_params,
+        "unquantized_params": model.unquantized_params,
         "body_bytes": body_bytes,
         "embed_bytes": embed_bytes,
         "dequant_scratch": float(model.vocab * model.hidden * 2)
@@ -281,7 +303,8 @@ def _columns(
     for combo in uniques:
         values = dict(zip(_STATIC_KEYS, combo, strict=True))
         values["model"] = models_by_name.get(values["model"], values["model"])
-        values["tp"] = int(values["tp"]) if values["tp"] is not None else 1
+        if values["tp"] is None:
+            values["tp"] = 1
         resolved.append(_resolve_static(values, calibrations))
     cols: dict[str, np.ndarray] = {}
     numeric_static = [
@@ -292,7 +315,10 @@ def _columns(
     for key in numeric_static:
         table = np.array([r[key] for r in resolved], dtype=np.float64)
         cols[key] = table[index]
-    cols["tp"] = frame["tp"].to_numpy(dtype=np.float64)
+    refused = [r["refusal"] for r in resolved]
+    cols["static_refusal"] = np.array(
+        [r.code if r else "" for r in refused], dtype=object
+    )[index]
 
     def num(
         name: str, *, allow_none: bool = False, default: float = np.nan
@@ -321,21 +347,28 @@ def _columns(
     cols["ttft_sla_ms"] = num("ttft_sla_ms", allow_none=True)
     cols["target_rps"] = num("target_requests_per_s", allow_none=True)
     cols["price"] = num("gpu_hour_price", allow_none=True)
-    cols["enforce_eager"] = np.array(
-        [
-            bool(v) if v is not None and v == v else False
-            for v in frame["enforce_eager"]
-        ],
-        dtype=bool,
-    )
+    cols["kv_memory_given"] = num("kv_cache_memory_bytes", allow_none=True)
+    cols["prefix_hit"] = num("prefix_cache_hit_rate", allow_none=True, default=0.0)
+    for name in (
+        "enforce_eager", "allow_long_max_model_len", "speculative_decoding", "lora",
+    ):  # fmt: skip
+        cols[name] = _flags(frame[name])
     chunked = frame["enable_chunked_prefill"]
     cols["chunked_given"] = chunked.notna().to_numpy()
-    cols["chunked_value"] = np.array(
-        [bool(v) if v is not None and v == v else False for v in chunked], dtype=bool
+    cols["chunked_value"] = _flags(chunked)
+    graphs = frame["estimate_cudagraphs"]
+    cols["graphs_estimated"] = np.where(
+        graphs.notna().to_numpy(), _flags(graphs), cols["graphs_estimated_default"] > 0
     )
     cols["offline"] = (frame["usage_context"].astype(str) == "offline").to_numpy()
     _validate_numbers(frame, cols)
     return cols, resolved, index
+
+
+def _flags(series: pd.Series) -> np.ndarray:
+    return np.array(
+        [bool(v) if v is not None and v == v else False for v in series], dtype=bool
+    )
 
 
 def _is_number(value: Any) -> bool:
@@ -379,6 +412,16 @@ def _validate_numbers(frame: pd.DataFrame, c: Mapping[str, np.ndarray]) -> None:
             "must be >= 1 when given",
         ),
         ("target_requests_per_s", c["target_rps"] <= 0, "must be > 0 when given"),
+        (
+            "kv_cache_memory_bytes",
+            c["kv_memory_given"] <= 0,
+            "must be > 0 bytes when given",
+        ),
+        (
+            "prefix_cache_hit_rate",
+            ~((c["prefix_hit"] >= 0) & (c["prefix_hit"] < 1)),
+            "must be in [0, 1)",
+        ),
         ("gpu_hour_price", c["price"] < 0, "must be >= 0 when given"),
     ]
     for name, bad, reason in checks:

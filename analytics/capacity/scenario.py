@@ -36,6 +36,17 @@ class Scenario:
     ttft_sla_ms: float | None = None
     target_requests_per_s: float | None = None
     gpu_hour_price: float | None = None
+    # vLLM flags and environment that change what it accepts or how it sizes memory.
+    data_parallel_size: int = 1
+    enable_expert_parallel: bool = False
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
+    # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; None = the version's default.
+    estimate_cudagraphs: bool | None = None
+    kv_cache_memory_bytes: float | None = None  # --kv-cache-memory: skips profiling
+    # Share of prompt tokens served from the prefix cache (telemetry), cuts prefill.
+    prefix_cache_hit_rate: float = 0.0
+    speculative_decoding: bool = False
+    lora: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,6 +91,12 @@ class Result:
     gpu_memory_gb: float
     calibration: CalibrationUsed
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # False when vLLM would refuse to start (reason quotes vLLM); see refusals.py.
+    starts: bool = True
+    # The check that failed ("tp_heads", "max_model_len_exceeds_pool", ...) or None.
+    refusal: str | None = None
+    # False for what the model does not cover (speculative decoding, LoRA).
+    modelled: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
