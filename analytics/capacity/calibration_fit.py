@@ -322,12 +322,20 @@ def fit_from_telemetry(
     model: ModelSpec | None = None,
     min_points: int = 6,
     min_batch_spread: float = 1.5,
+    prompt_tokens: float | None = None,
+    output_tokens: float | None = None,
 ) -> Calibration:
     """Fit ITL = a + b * batch to hourly telemetry; refuses data that is too flat.
 
     ``hourly`` has columns ``mean_running_batch`` and ``itl_seconds`` (one row per
     hour, e.g. from ``vllm:num_requests_running`` and the inter-token latency
     histogram). A fleet that ran at one load all day says nothing about the slope.
+
+    Observed mean ITL includes the prefill chunks that share the steps. Given the
+    request shape (``prompt_tokens``, ``output_tokens``), that share (batch x one
+    prompt's prefill / output tokens, at the roofline prefill rate the engine also
+    uses with this calibration) is taken out before fitting, so the engine does
+    not count it twice.
     """
     for column in ("mean_running_batch", "itl_seconds"):
         if column not in hourly:
@@ -342,6 +350,14 @@ def fit_from_telemetry(
         )
     b = data["mean_running_batch"].to_numpy(float)
     y = data["itl_seconds"].to_numpy(float)
+    setting = _setting(key, model)
+    if prompt_tokens and output_tokens:
+        f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
+        prefill = (
+            prompt_tokens * 2.0 * setting["active"]
+            + prompt_tokens * prompt_tokens * setting["attn"]
+        ) / f_pre
+        y = y - b * prefill / output_tokens
     spread = float(b.max() / b.min())
     if spread < min_batch_spread:
         raise CalibrationRefused(
@@ -360,15 +376,9 @@ def fit_from_telemetry(
         )
     predicted = intercept + slope * b
     mape, r2 = fit_errors(y, predicted)
-    setting = _setting(key, model)
-    f_dec = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
-    per_seq_memory = slope - 2 * setting["active"] / f_dec
-    bw = (
-        context_tokens * setting["kv"] / per_seq_memory
-        if per_seq_memory > 0
-        else setting["bw"] * lat.BW_EFFICIENCY
+    bw, f_dec, t0 = _line_to_constants(
+        float(intercept), float(slope), setting, context_tokens
     )
-    t0 = max(0.0, float(intercept - setting["weights"] / bw))
     params = LatencyParams(
         t0_s=t0,
         bw_eff_bytes_per_s=float(bw),
@@ -387,6 +397,33 @@ def fit_from_telemetry(
             for bi, yi in zip(b, y, strict=True)
         ),
     )
+
+
+def _line_to_constants(
+    intercept: float,
+    slope: float,
+    setting: Mapping[str, float],
+    context_tokens: float,
+) -> tuple[float, float, float]:
+    """BW_eff, decode FLOP/s and t0 that reproduce ``ITL = a + b * batch`` exactly.
+
+    Two numbers cannot fix three constants, so the roofline's balance of memory
+    and compute is kept and both are scaled by one factor k to give the slope
+    (``b = k * (C*kv/BW + 2*P/F)``); t0 is what is left of the intercept. When
+    that leaves t0 below zero, t0 is 0, the intercept sets BW (weights / a) and
+    the slope's rest sets the compute rate.
+    """
+    roof_bw = setting["bw"] * lat.BW_EFFICIENCY
+    roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
+    per_seq = context_tokens * setting["kv"] / roof_bw + 2 * setting["active"] / roof_f
+    k = slope / per_seq
+    t0 = intercept - k * setting["weights"] / roof_bw
+    if t0 >= 0:
+        return roof_bw / k, roof_f / k, t0
+    bw = setting["weights"] / intercept if intercept > 0 else roof_bw
+    compute = slope - context_tokens * setting["kv"] / bw
+    f_dec = 2 * setting["active"] / compute if compute > 0 else roof_f * 100
+    return bw, f_dec, 0.0
 
 
 def hardware_constants_from_harness(data: Mapping[str, Any]) -> Calibration:
