@@ -101,7 +101,14 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     weights = weights - expert_total / tp + expert_total * c["expert_share"]
     sampled = np.minimum(max_num_seqs, mbt)
     activation = mem.peak_activation_bytes(
-        c["hidden"], c["ffn_width"], c["vocab"], tp, mbt, sampled, c["dequant_scratch"]
+        c["hidden"],
+        c["ffn_width"],
+        c["vocab"],
+        tp,
+        mbt,
+        sampled,
+        c["dequant_scratch"],
+        c["sampler_bytes"],
     )
     non_torch = mem.non_torch_bytes(old_v0, tp)
     # vLLM deducts its own CUDA-graph estimate only when the profiler flag is on

@@ -60,6 +60,24 @@ WEIGHT_DTYPES: dict[str, tuple[float, float]] = {
 CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 21, 0)
 
 SAMPLER_COPIES = 6.5
+# Bytes of the sampler's profiled peak per (sequence x vocab entry), by runner:
+# V0 profiles the sampler over max_num_seqs rows (6.5 fp32 copies, set from first
+# principles); V1's model runner profiles it with top-k/top-p since PR #13594
+# (v0.8.0; issue #13507: before that the sampler was not profiled), and its H100
+# logs (llm-d-benchmark config_explorer/empirical-vllm-memory-results.md) show a
+# peak activation of 38.4-38.9 bytes per max_num_seqs x vocab entry for four
+# models of vocab 128k-201k, i.e. about 9.7 fp32 copies (logits, sort values and
+# indices, probabilities); Model Runner V2 profiles a dummy batch with no
+# sampling parameters, so only the bf16 logits enter the peak (vLLM PR #57926),
+# and from v0.29.0 batch-sharded sampling splits them over TP.
+SAMPLER_BYTES_V0 = 4.0 * SAMPLER_COPIES
+SAMPLER_BYTES_V1 = 38.7
+SAMPLER_BYTES_MRV2 = 2.0
+SAMPLER_PROFILED_SINCE = (0, 8, 0)
+# Model Runner V2 default: dense models from v0.28.0 (PR #44443), every model from
+# v0.29.0 (release notes: "MRV2 is now the default runner for all models").
+MRV2_DENSE_SINCE = (0, 28, 0)
+MRV2_ALL_SINCE = (0, 29, 0)
 ACT_HIDDEN_FACTOR = 3.0
 ACT_FFN_FACTOR = 3.0
 
@@ -182,13 +200,14 @@ def peak_activation_bytes(
     batched_tokens: np.ndarray,
     sampled_seqs: np.ndarray,
     dequant_scratch: np.ndarray,
+    sampler_bytes_per_logit: np.ndarray | float = SAMPLER_BYTES_V0,
 ) -> np.ndarray:
     forward = (
         batched_tokens
         * 2.0
         * (ACT_HIDDEN_FACTOR * hidden + ACT_FFN_FACTOR * ffn_width / tp)
     )
-    sampler = sampled_seqs * vocab * 4.0 * SAMPLER_COPIES
+    sampler = sampled_seqs * vocab * sampler_bytes_per_logit
     return np.maximum(forward, sampler) + dequant_scratch
 
 

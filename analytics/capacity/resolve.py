@@ -206,6 +206,19 @@ def _resolve_static(
         # (its start-up log line says so); V0 and earlier V1 never deducted graphs.
         "graphs_estimated_default": version.generation == "v1"
         and version.tuple >= mem.CUDAGRAPH_ESTIMATE_DEFAULT_SINCE,
+        # Sampler share of the profiled peak, by runner (memory.SAMPLER_BYTES_*).
+        "sampler_bytes_runner1": mem.SAMPLER_BYTES_V0
+        if version.generation == "v0"
+        else (
+            mem.SAMPLER_BYTES_V1 if version.tuple >= mem.SAMPLER_PROFILED_SINCE else 0.0
+        ),
+        "sampler_bytes_mrv2": mem.SAMPLER_BYTES_MRV2
+        / (tp if version.tuple >= mem.MRV2_ALL_SINCE else 1),
+        "mrv2_default": version.generation == "v1"
+        and (
+            version.tuple >= mem.MRV2_ALL_SINCE
+            or (version.tuple >= mem.MRV2_DENSE_SINCE and not model.is_moe)
+        ),
         "big_board": (total_memory >= 70 * mem.GiB)
         and not gpu.name.startswith("A100")
         and not mig_name,
@@ -356,6 +369,13 @@ def _columns(
     chunked = frame["enable_chunked_prefill"]
     cols["chunked_given"] = chunked.notna().to_numpy()
     cols["chunked_value"] = _flags(chunked)
+    runner = frame["model_runner_v2"]
+    mrv2 = np.where(
+        runner.notna().to_numpy(), _flags(runner), cols["mrv2_default"] > 0
+    ) & (cols["generation_v1"] > 0)
+    cols["sampler_bytes"] = np.where(
+        mrv2, cols["sampler_bytes_mrv2"], cols["sampler_bytes_runner1"]
+    )
     graphs = frame["estimate_cudagraphs"]
     cols["graphs_estimated"] = np.where(
         graphs.notna().to_numpy(), _flags(graphs), cols["graphs_estimated_default"] > 0

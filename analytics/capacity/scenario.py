@@ -42,6 +42,8 @@ class Scenario:
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN=1
     # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; None = the version's default.
     estimate_cudagraphs: bool | None = None
+    # VLLM_USE_V2_MODEL_RUNNER; None = the version's default (memory.MRV2_*).
+    model_runner_v2: bool | None = None
     kv_cache_memory_bytes: float | None = None  # --kv-cache-memory: skips profiling
     # Share of prompt tokens served from the prefix cache (telemetry), cuts prefill.
     prefix_cache_hit_rate: float = 0.0

@@ -182,3 +182,27 @@ def test_the_cli_names_what_is_wrong_in_an_inline_architecture_without_a_traceba
 
 def test_the_catalogue_spec_has_no_unquantized_layers() -> None:
     assert get_model("Llama-3.1-8B").unquantized_params == 0
+
+
+def test_the_sampler_share_of_the_profiled_peak_follows_the_model_runner() -> None:
+    base = Scenario(model="Llama-3.1-8B", gpu="H100-SXM", max_model_len=16000)
+    # V1 runner (0.8 to 0.27): top-k/top-p sampler over 1024 x 128256 logits,
+    # ~38.7 bytes each, dominates the 8192-token forward pass.
+    v1 = evaluate(replace(base, engine_version="0.11.0"))
+    assert v1.activation_bytes == pytest.approx(1024 * 128256 * 38.7)
+    # Model Runner V2 (dense models from 0.28.0): only bf16 logits; the forward
+    # pass sets the peak, and the pool grows by the difference.
+    mrv2 = evaluate(replace(base, engine_version="0.28.0", estimate_cudagraphs=False))
+    assert mrv2.activation_bytes < v1.activation_bytes / 3
+    assert mrv2.kv_cache_tokens > v1.kv_cache_tokens
+    # The flag overrides the version's default either way.
+    forced = evaluate(replace(base, engine_version="0.11.0", model_runner_v2=True))
+    assert forced.activation_bytes == pytest.approx(mrv2.activation_bytes)
+    # MoE models moved to Model Runner V2 only in 0.29.0.
+    moe = Scenario(model="Qwen3-30B-A3B", gpu="H100-SXM", max_model_len=16000)
+    old_runner = evaluate(replace(moe, engine_version="0.28.0"))
+    new_runner = evaluate(replace(moe, engine_version="0.29.0"))
+    assert new_runner.activation_bytes < old_runner.activation_bytes
+    # V0 and V1 before 0.8.0 (sampler not profiled) keep their own figures.
+    early_v1 = evaluate(replace(base, engine_version="0.7.3", engine="v1"))
+    assert early_v1.activation_bytes < v1.activation_bytes / 3
