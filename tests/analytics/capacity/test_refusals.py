@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from analytics.capacity import Scenario, evaluate, evaluate_grid, search
 from analytics.capacity.errors import InvalidInput, Refused
@@ -299,3 +301,33 @@ def test_the_rejected_share_is_bounded_by_the_histogram_edges() -> None:
 
 def test_no_requests_gives_no_share_rather_than_zero() -> None:
     assert rejected_share(upper_edges=[1024], counts=[0], max_model_len=16) is None
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    model=st.sampled_from(
+        ["Llama-3.1-8B", "Qwen2.5-7B", "Qwen2.5-0.5B", "Qwen3-30B-A3B"]
+    ),
+    tp=st.sampled_from([1, 2, 3, 4, 5, 7, 8, 2.5, 0]),
+    max_model_len=st.sampled_from([2048, 32768, 200_000, 10**12]),
+)
+def test_evaluate_and_the_grid_agree_on_what_vllm_refuses(
+    model: str, tp: float, max_model_len: int
+) -> None:
+    scenario = replace(BASE, model=model, tp=tp, max_model_len=max_model_len)  # type: ignore[arg-type]
+    row = evaluate_grid([scenario]).iloc[0]
+    try:
+        result = evaluate(scenario)
+    except Refused as refused:
+        # Refused at config time: the grid keeps the row, says it does not start,
+        # and quotes the same reason.
+        assert not row["starts"] and row["refusal"] == refused.code
+        assert row["reason"] == refused.reason
+        assert not row["feasible"]
+        return
+    assert bool(row["starts"]) == result.starts
+    assert row["refusal"] == result.refusal
+    assert bool(row["feasible"]) == result.feasible
+    if result.feasible:
+        # Nothing vLLM refuses is ever feasible.
+        assert result.starts and float(tp).is_integer() and tp >= 1
