@@ -153,4 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: nothing left to report to.
+        sys.stderr.close()
+        raise SystemExit(EXIT_OK) from None
