@@ -13,8 +13,13 @@ from analytics.capacity.engine import (
     evaluate_grid,
     step_model,
 )
-from analytics.capacity.errors import CapacityError, Infeasible, InvalidInput
-from analytics.capacity.mig import compare_mig_layouts, place_layout
+from analytics.capacity.errors import CapacityError, Infeasible, InvalidInput, Refused
+from analytics.capacity.mig import (
+    compare_mig_layouts,
+    compare_shared_layouts,
+    place_layout,
+)
+from analytics.capacity.refusals import rejected_share
 from analytics.capacity.search import search
 from analytics.capacity.simulate import poisson_arrivals, simulate
 
@@ -23,14 +28,17 @@ __all__ = [
     "Comparison",
     "Infeasible",
     "InvalidInput",
+    "Refused",
     "Result",
     "Scenario",
     "compare",
     "compare_mig_layouts",
+    "compare_shared_layouts",
     "evaluate",
     "evaluate_grid",
     "place_layout",
     "poisson_arrivals",
+    "rejected_share",
     "search",
     "simulate",
     "step_model",

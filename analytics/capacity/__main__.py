@@ -2,9 +2,13 @@
 
 Reads one JSON scenario (fields of ``Scenario``, plus optional ``calibrations``:
 a list of calibration file paths) and writes the result as JSON on stdout.
+``model`` is a catalogue name or, for a model outside the catalogue, an object
+holding the fields of its Hugging Face ``config.json`` (``name`` optional); see
+docs/capacity.md.
 
-Exit codes: 0 ok, 2 invalid input (message names the field and the value),
-3 infeasible (memory or SLA).
+Exit codes: 0 ok, 2 invalid input or a configuration vLLM refuses (the message
+names the field and the value, and quotes vLLM's reason), 3 infeasible (it
+starts, but no batch meets the SLA or one request does not fit).
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from dataclasses import fields
 from typing import Any
 
 from analytics.capacity.calibration import load_calibration
+from analytics.capacity.catalog import model_from_hf_config
 from analytics.capacity.engine import Scenario, evaluate
-from analytics.capacity.errors import InvalidInput
+from analytics.capacity.errors import CapacityError, InvalidInput, Refused
 
 EXIT_OK, EXIT_INVALID, EXIT_INFEASIBLE = 0, 2, 3
 
@@ -57,15 +62,31 @@ def run(document: Any) -> tuple[int, dict[str, Any]]:
     for required in ("model", "gpu"):
         if required not in doc:
             raise InvalidInput(required, None, "required")
+    if isinstance(doc["model"], dict):
+        config = dict(doc["model"])
+        name = config.pop("name", None)
+        doc["model"] = model_from_hf_config(config, name=str(name or ""))
+    elif not isinstance(doc["model"], str):
+        raise InvalidInput(
+            "model",
+            doc["model"],
+            "must be a catalogue name or an object of config.json fields",
+        )
     calibrations = [load_calibration(p) for p in paths]
     result = evaluate(Scenario(**doc), calibrations=calibrations)
     out = {name: _clean(getattr(result, name)) for name in OUTPUT_FIELDS}
+    out["starts"] = result.starts
+    out["refusal"] = result.refusal
+    out["modelled"] = result.modelled
     out["calibration"] = {
         "label": result.calibration.label,
         "kind": result.calibration.kind,
         "fit": result.calibration.fit,
     }
     out["warnings"] = list(result.warnings)
+    if not result.starts:
+        # vLLM refuses to start (after profiling): the same exit as a config refusal.
+        return EXIT_INVALID, out
     return (EXIT_OK if result.feasible else EXIT_INFEASIBLE), out
 
 
@@ -89,15 +110,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             ) from exc
         code, out = run(document)
     except InvalidInput as exc:
+        error: dict[str, Any] = {
+            "error": "refused" if isinstance(exc, Refused) else "invalid_input",
+            "field": exc.field,
+            "value": _clean(exc.value)
+            if isinstance(exc.value, int | float | str)
+            else repr(exc.value),
+            "message": str(exc),
+        }
+        if isinstance(exc, Refused):
+            error["refusal"] = exc.code
+            error["vllm_reason"] = exc.reason
+            error["vllm_source"] = exc.source
+        json.dump(error, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_INVALID
+    except (CapacityError, TypeError, ValueError) as exc:
+        # Anything else the document gets wrong: a message, never a traceback.
         json.dump(
-            {
-                "error": "invalid_input",
-                "field": exc.field,
-                "value": _clean(exc.value)
-                if isinstance(exc.value, int | float | str)
-                else repr(exc.value),
-                "message": str(exc),
-            },
+            {"error": "invalid_input", "field": "<document>", "message": str(exc)},
             sys.stdout,
             indent=2,
         )
@@ -122,4 +153,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except BrokenPipeError:
+        # The reader (e.g. `| head`) went away: nothing left to report to.
+        sys.stderr.close()
+        raise SystemExit(EXIT_OK) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -40,6 +41,8 @@ class ModelSpec:
     sliding_window: int = 0
     sliding_window_layers: int = 0
     vision_params: int = 0
+    # Body parameters a quantised checkpoint keeps in 16 bits (quantization_config).
+    unquantized_params: int = 0
     # Served names with the same architecture (fine-tunes: Coder, Guard, ...).
     aliases: tuple[str, ...] = ()
 
@@ -114,6 +117,7 @@ _MODEL_KEYS = {
     "max_position", "num_experts", "experts_per_token", "moe_intermediate",
     "shared_experts", "first_dense_layers", "kv_lora_rank", "qk_rope_head_dim",
     "sliding_window", "sliding_window_layers", "vision_params", "aliases",
+    "unquantized_params",
 }  # fmt: skip
 
 
@@ -291,6 +295,29 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
     norms = layers * 2 * hidden + hidden
     total = layers * attn + mlp_total + embed + norms
     active = layers * attn + mlp_active + embed + norms
+    if kv_lora:
+        attn_modules = {"self_attn": attn}
+    else:
+        attn_modules = {
+            "self_attn.q_proj": hidden * heads * head_dim,
+            "self_attn.k_proj": hidden * kv_heads * head_dim,
+            "self_attn.v_proj": hidden * kv_heads * head_dim,
+            "self_attn.o_proj": heads * head_dim * hidden,
+        }
+    unquantized = _unquantized_params(
+        cfg.get("quantization_config"),
+        layers=layers,
+        attn_modules=attn_modules,
+        dense_layers=first_dense if num_experts else layers,
+        mlp_module=hidden * intermediate,
+        moe_modules={
+            "mlp.gate": hidden * num_experts,
+            "mlp.experts": 3 * hidden * moe_inter * num_experts,
+            "mlp.shared_experts": 3 * hidden * moe_inter * shared,
+        }
+        if num_experts
+        else {},
+    )
     return ModelSpec(
         name=name
         or str(cfg.get("_name_or_path") or cfg.get("model_type") or "hf-model"),
@@ -305,7 +332,8 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
         params_active=int(active),
         hf_config="config.json (imported)",
         tie_embeddings=tie,
-        max_position=int(cfg.get("max_position_embeddings") or 0),
+        max_position=_derived_max_len(cfg),
+        unquantized_params=unquantized,
         num_experts=num_experts,
         experts_per_token=top_k,
         moe_intermediate=moe_inter,
@@ -316,3 +344,81 @@ def model_from_hf_config(config: Mapping[str, Any], *, name: str = "") -> ModelS
         sliding_window=int(window or 0),
         sliding_window_layers=window_layers,
     )
+
+
+def _derived_max_len(cfg: Mapping[str, Any]) -> int:
+    """vLLM's derived max_model_len (config.py ``_get_and_verify_max_len``).
+
+    The position limit, scaled by ``rope_scaling.factor`` except for the rope
+    types whose limit already includes it (su, longrope, llama3); YaRN scales the
+    original limit.
+    """
+    derived = int(cfg.get("max_position_embeddings") or 0)
+    rope = cfg.get("rope_scaling")
+    if derived and isinstance(rope, Mapping):
+        kind = str(rope.get("rope_type") or rope.get("type") or "")
+        factor = rope.get("factor")
+        if kind not in {"su", "longrope", "llama3", "default"} and isinstance(
+            factor, int | float
+        ):
+            if kind == "yarn" and rope.get("original_max_position_embeddings"):
+                derived = int(rope["original_max_position_embeddings"])
+            derived = int(derived * float(factor))
+    return derived
+
+
+def _matches(name: str, patterns: list[str], *, substring: bool) -> bool:
+    for pattern in patterns:
+        if pattern.startswith("re:"):
+            if re.fullmatch(pattern[3:], name) or re.match(pattern[3:], name):
+                return True
+        elif name == pattern or name.startswith(pattern + "."):
+            return True
+        elif substring and pattern in name:
+            return True
+    return False
+
+
+def _unquantized_params(
+    qcfg: Any,
+    *,
+    layers: int,
+    attn_modules: Mapping[str, int],
+    dense_layers: int,
+    mlp_module: int,
+    moe_modules: Mapping[str, int],
+) -> int:
+    """Body parameters a quantised checkpoint keeps in 16 bits.
+
+    FP8 and compressed-tensors checkpoints list them in ``ignored_layers`` /
+    ``ignore`` (full names or ``re:`` patterns, as vLLM's ``is_layer_skipped``
+    reads them); bitsandbytes/AWQ in ``modules_to_not_convert`` (matched as
+    substrings, as transformers does). Embeddings and lm_head are counted as 16-bit
+    already, so they are not counted here.
+    """
+    if not isinstance(qcfg, Mapping):
+        return 0
+    exact = [str(p) for p in (qcfg.get("ignored_layers") or qcfg.get("ignore") or [])]
+    loose = [str(p) for p in (qcfg.get("modules_to_not_convert") or [])]
+    if not exact and not loose:
+        return 0
+    kept = 0
+    for i in range(layers):
+        modules = dict(attn_modules)
+        if i < dense_layers:
+            modules.update(
+                {
+                    "mlp.gate_proj": mlp_module,
+                    "mlp.up_proj": mlp_module,
+                    "mlp.down_proj": mlp_module,
+                }
+            )
+        else:
+            modules.update(moe_modules)
+        for module, params in modules.items():
+            name = f"model.layers.{i}.{module}"
+            if _matches(name, exact, substring=False) or _matches(
+                name, loose, substring=True
+            ):
+                kept += params
+    return kept

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,463 +16,36 @@ import pandas as pd
 
 from analytics.capacity import latency as lat
 from analytics.capacity import memory as mem
+from analytics.capacity import reasons, refusals
 from analytics.capacity.calibration_types import (
-    ENGINE_MEASUREMENTS,
-    HARDWARE_CONSTANTS,
     Calibration,
 )
-from analytics.capacity.catalog import GpuSpec, ModelSpec, get_gpu, get_model
-from analytics.capacity.errors import Infeasible, InvalidInput
+from analytics.capacity.catalog import ModelSpec
+from analytics.capacity.errors import Infeasible, Refused
+from analytics.capacity.resolve import _columns, _frame_from
+from analytics.capacity.scenario import (
+    ROOFLINE,
+    CalibrationUsed,
+    Comparison,
+    Delta,
+    Result,
+    Scenario,
+)
 
-ROOFLINE = "roofline, uncalibrated"
-
-
-@dataclass(frozen=True)
-class Scenario:
-    model: str | ModelSpec
-    gpu: str
-    mig_profile: str | None = None
-    tp: int = 1
-    weight_dtype: str = "bf16"
-    kv_dtype: str = "auto"
-    engine_version: str = "0.10.1"
-    engine: str | None = None
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    block_size: int = 16
-    enforce_eager: bool = False
-    enable_chunked_prefill: bool | None = None
-    usage_context: str = "serve"
-    prompt_tokens: int = 512
-    output_tokens: int = 256
-    itl_sla_ms: float = 50.0
-    sla_percentile: float = 0.95
-    ttft_sla_ms: float | None = None
-    target_requests_per_s: float | None = None
-    gpu_hour_price: float | None = None
-
-
-@dataclass(frozen=True)
-class CalibrationUsed:
-    label: str
-    kind: str
-    fit: Mapping[str, object] | None = None
-
-
-@dataclass(frozen=True)
-class Result:
-    scenario: Scenario
-    feasible: bool
-    reason: str | None
-    kv_bytes_per_token: float
-    weights_bytes: float
-    activation_bytes: float
-    non_torch_bytes: float
-    cuda_graph_bytes: float
-    kv_cache_memory_bytes: float
-    num_gpu_blocks: int
-    kv_cache_tokens: int
-    max_concurrency: float
-    max_concurrency_at_max_model_len: float
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    batch_size: int
-    decode_step_ms: float
-    itl_mean_ms: float
-    itl_at_percentile_ms: float
-    prefill_ms: float
-    ttft_ms: float
-    throughput_tokens_per_s: float
-    max_requests_per_s_within_sla: float
-    replicas: int
-    gpus_needed: float
-    gpu_share_per_replica: float
-    cost_per_hour: float | None
-    cost_per_1k_requests: float | None
-    cost_per_1m_tokens: float | None
-    cost_per_1m_output_tokens: float | None
-    gpu_memory_gb: float
-    calibration: CalibrationUsed
-    warnings: tuple[str, ...] = field(default_factory=tuple)
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)}
-        scenario = asdict(self.scenario)
-        if isinstance(self.scenario.model, ModelSpec):
-            scenario["model"] = self.scenario.model.name
-        out["scenario"] = scenario
-        out["calibration"] = asdict(self.calibration)
-        out["warnings"] = list(self.warnings)
-        return out
-
-
-# ---------------------------------------------------------------------------
-# Resolution: names and defaults -> numbers (one row per scenario)
-# ---------------------------------------------------------------------------
-
-_STATIC_KEYS = (
-    "model", "gpu", "mig_profile", "tp", "weight_dtype", "kv_dtype",
-    "engine_version", "engine",
-)  # fmt: skip
-
-
-def _model_of(value: str | ModelSpec) -> ModelSpec:
-    return value if isinstance(value, ModelSpec) else get_model(str(value))
-
-
-def _find_calibration(
-    calibrations: Sequence[Calibration],
-    *,
-    model: ModelSpec,
-    gpu: GpuSpec,
-    mig_profile: str | None,
-    tp: int,
-    weight_dtype: str,
-    kv_dtype: str,
-    engine_version: str,
-) -> tuple[Calibration | None, list[str]]:
-    notes: list[str] = []
-    best: Calibration | None = None
-    for cal in calibrations:
-        key = cal.key
-        same_target = key.gpu in {gpu.name, *gpu.aliases} and (
-            key.mig_profile or None
-        ) == (mig_profile or None)
-        if not same_target:
-            continue
-        if cal.kind == HARDWARE_CONSTANTS:
-            if best is None:
-                best = cal
-            continue
-        if (
-            key.model == model.name
-            and (key.weight_dtype or weight_dtype) == weight_dtype
-            and (key.kv_dtype or kv_dtype) == kv_dtype
-            and (key.tp or tp) == tp
-        ):
-            if best is None or best.kind == HARDWARE_CONSTANTS:
-                best = cal
-                notes = []
-                if key.engine_version and key.engine_version != engine_version:
-                    notes.append(
-                        f"calibration measured on vLLM {key.engine_version}, "
-                        f"scenario asks for {engine_version}"
-                    )
-    return best, notes
-
-
-def _resolve_static(
-    combo: Mapping[str, Any], calibrations: Sequence[Calibration]
-) -> dict[str, Any]:
-    """Everything that depends only on names (model, GPU, dtypes, version, TP)."""
-    model = _model_of(combo["model"])
-    gpu = get_gpu(str(combo["gpu"]))
-    tp = combo["tp"]
-    if not isinstance(tp, int | np.integer) or tp < 1:
-        raise InvalidInput("tp", tp, "must be a positive integer")
-    mig_name = combo.get("mig_profile") or None
-    version = mem.parse_engine_version(combo["engine_version"], combo.get("engine"))
-    weight_dtype = str(combo["weight_dtype"]).lower()
-    if weight_dtype not in mem.WEIGHT_DTYPES:
-        raise InvalidInput(
-            "weight_dtype", combo["weight_dtype"], f"known: {sorted(mem.WEIGHT_DTYPES)}"
-        )
-    kv_dtype = str(combo["kv_dtype"]).lower()
-    kv_bytes = mem.kv_dtype_bytes(kv_dtype, version)
-    if kv_dtype == "auto" and weight_dtype == "fp32":  # pragma: no cover - no fp32
-        kv_bytes = 4.0
-    warnings: list[str] = []
-
-    if mig_name:
-        if int(tp) > 1:
-            raise InvalidInput(
-                "tp",
-                int(tp),
-                "tensor parallelism across MIG instances is not possible: "
-                "instances share no NVLink/P2P path, so one replica must fit one "
-                "instance",
-            )
-        profile = gpu.mig_profile(str(mig_name))
-        total_memory = float(profile.usable_memory_bytes)
-        share = profile.compute_slices / 7.0
-        if not profile.verified:
-            warnings.append(
-                f"usable memory of {gpu.name} {profile.name} is not verified on a device"
-            )
-        slices = profile.compute_slices
-    else:
-        total_memory = float(gpu.memory_bytes)
-        share = 1.0
-        slices = 7
-    if not gpu.memory_verified and not mig_name:
-        warnings.append(f"memory size of {gpu.name} is unverified")
-
-    body_bytes, embed_bytes = mem.WEIGHT_DTYPES[weight_dtype]
-    embed_params = model.vocab * model.hidden * (1 if model.tie_embeddings else 2)
-    fp8_compute = weight_dtype == "fp8" and gpu.peak_fp8_flops
-    peak = float(
-        gpu.peak_fp8_flops
-        if fp8_compute and gpu.peak_fp8_flops
-        else gpu.peak_bf16_flops
-    )
-    if weight_dtype == "fp8" and not gpu.peak_fp8_flops:
-        warnings.append(
-            f"{gpu.name} has no fp8 tensor cores: fp8 weights run weight-only"
-        )
-
-    # Which layers cache the whole context, for sliding-window models.
-    window_layers = model.sliding_window_layers
-    hybrid_alloc = version.generation == "v1" and version.tuple >= (0, 10, 0)
-    if window_layers and not hybrid_alloc:
-        warnings.append(
-            f"{model.name} uses sliding-window attention on {window_layers} layers; "
-            f"vLLM {version.text} ({version.generation}) sizes every layer for the full "
-            "context, so the model counts them as full attention"
-        )
-        window_layers = 0
-
-    if model.is_moe:
-        ffn_width = model.moe_intermediate * model.experts_per_token
-    else:
-        ffn_width = model.intermediate
-    bw = gpu.hbm_bandwidth_bytes_per_s * share
-    layers = model.layers
-    eager = False  # filled per row (enforce_eager is numeric)
-    del eager
-    cal, cal_notes = _find_calibration(
-        calibrations,
-        model=model,
-        gpu=gpu,
-        mig_profile=mig_name,
-        tp=int(tp),
-        weight_dtype=weight_dtype,
-        kv_dtype=kv_dtype,
-        engine_version=version.text,
-    )
-    warnings.extend(cal_notes)
-    if mig_name and (cal is None or cal.kind != ENGINE_MEASUREMENTS):
-        warnings.append(
-            f"MIG {mig_name} speed is scaled as {slices}/7 of the GPU: uncalibrated, "
-            "real per-instance speed must come from measurements"
-        )
-    if cal is not None:
-        params = cal.params
-        label = cal.label
-        kind = cal.kind
-        fit = cal.fit.as_dict()
-    else:
-        params = None
-        label = ROOFLINE
-        kind = "roofline"
-        fit = None
-    return {
-        "model_spec": model,
-        "gpu_spec": gpu,
-        "mig_name": mig_name,
-        "generation_v1": version.generation == "v1",
-        "old_v0": version.tuple < (0, 7, 0) and version.generation == "v0",
-        "graphs_counted": version.generation == "v1" and version.tuple >= (0, 11, 0),
-        "big_board": (total_memory >= 70 * mem.GiB)
-        and not gpu.name.startswith("A100")
-        and not mig_name,
-        "total_memory": total_memory,
-        "gpu_share": share,
-        "kv_dtype_bytes": kv_bytes,
-        "layers": layers,
-        "hidden": model.hidden,
-        "vocab": model.vocab,
-        "kv_heads": model.kv_heads,
-        "head_dim": model.head_dim,
-        "heads": model.heads,
-        "kv_lora_rank": model.kv_lora_rank,
-        "rope_dim": model.qk_rope_head_dim,
-        "window": model.sliding_window,
-        "window_layers": window_layers,
-        "ffn_width": ffn_width,
-        "params_total": model.params_total,
-        "params_active": model.params_active,
-        "expert_params": model.expert_params_total,
-        "experts": model.num_experts,
-        "top_k": model.experts_per_token,
-        "embed_params": embed_params,
-        "vision_params": model.vision_params,
-        "body_bytes": body_bytes,
-        "embed_bytes": embed_bytes,
-        "dequant_scratch": float(model.vocab * model.hidden * 2)
-        if weight_dtype == "gguf_q8"
-        else 0.0,
-        "bw": bw,
-        "peak_flops": peak * share,
-        "max_position": model.max_position,
-        "cal_t0": params.t0_s if params else np.nan,
-        "cal_bw": params.bw_eff_bytes_per_s if params else np.nan,
-        "cal_fdec": params.decode_flops_eff if params else np.nan,
-        "cal_fpre": params.prefill_flops_eff if params else np.nan,
-        "cal_p0": params.p0_s if params else np.nan,
-        "cal_pct": params.itl_percentile_factor if params else 1.0,
-        "cal_is_engine": bool(cal is not None and cal.kind == ENGINE_MEASUREMENTS),
-        "cal_label": label,
-        "cal_kind": kind,
-        "cal_fit": fit,
-        "warnings": tuple(warnings),
-    }
-
-
-_NUMERIC_DEFAULTS: dict[str, Any] = {
-    f.name: f.default for f in fields(Scenario) if f.name not in _STATIC_KEYS
-}
-
-
-def _frame_from(scenarios: Any) -> pd.DataFrame:
-    if isinstance(scenarios, pd.DataFrame):
-        frame = scenarios.copy()
-    elif isinstance(scenarios, Mapping):
-        frame = pd.DataFrame(dict(scenarios))
-    else:
-        rows = [
-            {f.name: getattr(s, f.name) for f in fields(Scenario)}
-            if isinstance(s, Scenario)
-            else dict(s)
-            for s in scenarios
-        ]
-        frame = pd.DataFrame(rows)
-    if "model" not in frame or "gpu" not in frame:
-        raise InvalidInput("scenario", list(frame.columns), "needs 'model' and 'gpu'")
-    for key in _STATIC_KEYS:
-        if key not in frame:
-            frame[key] = Scenario.__dataclass_fields__[key].default
-    for key, default in _NUMERIC_DEFAULTS.items():
-        if key not in frame:
-            frame[key] = default
-    frame["model"] = [m.name if isinstance(m, ModelSpec) else m for m in frame["model"]]
-    return frame.reset_index(drop=True)
-
-
-def _columns(
-    frame: pd.DataFrame,
-    calibrations: Sequence[Calibration],
-    models_by_name: Mapping[str, ModelSpec],
-) -> tuple[dict[str, np.ndarray], list[dict[str, Any]], np.ndarray]:
-    """Per-row numpy columns; static fields are resolved once per distinct combo."""
-    keys = (
-        frame[list(_STATIC_KEYS)]
-        .astype(object)
-        .where(frame[list(_STATIC_KEYS)].notna(), None)
-    )
-    combo_tuples = list(map(tuple, keys.to_numpy()))
-    uniques: dict[tuple[Any, ...], int] = {}
-    index = np.empty(len(frame), dtype=np.int64)
-    for i, combo in enumerate(combo_tuples):
-        index[i] = uniques.setdefault(combo, len(uniques))
-    resolved: list[dict[str, Any]] = []
-    for combo in uniques:
-        values = dict(zip(_STATIC_KEYS, combo, strict=True))
-        values["model"] = models_by_name.get(values["model"], values["model"])
-        values["tp"] = int(values["tp"]) if values["tp"] is not None else 1
-        resolved.append(_resolve_static(values, calibrations))
-    cols: dict[str, np.ndarray] = {}
-    numeric_static = [
-        k
-        for k, v in resolved[0].items()
-        if isinstance(v, bool | int | float | np.integer | np.floating)
-    ]
-    for key in numeric_static:
-        table = np.array([r[key] for r in resolved], dtype=np.float64)
-        cols[key] = table[index]
-    cols["tp"] = frame["tp"].to_numpy(dtype=np.float64)
-
-    def num(
-        name: str, *, allow_none: bool = False, default: float = np.nan
-    ) -> np.ndarray:
-        series = frame[name]
-        if allow_none:
-            series = series.where(series.notna(), default)
-        try:
-            return series.to_numpy(dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            bad = next(v for v in series if not _is_number(v))
-            raise InvalidInput(name, bad, "must be a number") from exc
-
-    for name in (
-        "gpu_memory_utilization",
-        "block_size",
-        "prompt_tokens",
-        "output_tokens",
-        "itl_sla_ms",
-        "sla_percentile",
-    ):
-        cols[name] = num(name)
-    cols["max_model_len"] = num("max_model_len", allow_none=True)
-    cols["max_num_seqs"] = num("max_num_seqs", allow_none=True)
-    cols["max_num_batched_tokens"] = num("max_num_batched_tokens", allow_none=True)
-    cols["ttft_sla_ms"] = num("ttft_sla_ms", allow_none=True)
-    cols["target_rps"] = num("target_requests_per_s", allow_none=True)
-    cols["price"] = num("gpu_hour_price", allow_none=True)
-    cols["enforce_eager"] = np.array(
-        [
-            bool(v) if v is not None and v == v else False
-            for v in frame["enforce_eager"]
-        ],
-        dtype=bool,
-    )
-    chunked = frame["enable_chunked_prefill"]
-    cols["chunked_given"] = chunked.notna().to_numpy()
-    cols["chunked_value"] = np.array(
-        [bool(v) if v is not None and v == v else False for v in chunked], dtype=bool
-    )
-    cols["offline"] = (frame["usage_context"].astype(str) == "offline").to_numpy()
-    _validate_numbers(frame, cols)
-    return cols, resolved, index
-
-
-def _is_number(value: Any) -> bool:
-    try:
-        float(value)
-    except (TypeError, ValueError):
-        return False
-    return True
-
-
-def _first_bad(frame: pd.DataFrame, name: str, mask: np.ndarray) -> Any:
-    value = frame[name].to_numpy()[np.flatnonzero(mask)[0]]
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _validate_numbers(frame: pd.DataFrame, c: Mapping[str, np.ndarray]) -> None:
-    checks = [
-        (
-            "gpu_memory_utilization",
-            ~((c["gpu_memory_utilization"] > 0) & (c["gpu_memory_utilization"] <= 1)),
-            "must be in (0, 1]",
-        ),
-        (
-            "block_size",
-            ~np.isin(c["block_size"], [1, 8, 16, 32, 64, 128, 256]),
-            "must be one of 8, 16, 32, 64, 128 (vLLM block sizes)",
-        ),
-        ("prompt_tokens", ~(c["prompt_tokens"] >= 1), "must be >= 1"),
-        ("output_tokens", ~(c["output_tokens"] >= 1), "must be >= 1"),
-        ("itl_sla_ms", ~(c["itl_sla_ms"] > 0), "must be > 0"),
-        (
-            "sla_percentile",
-            ~((c["sla_percentile"] > 0) & (c["sla_percentile"] < 1)),
-            "must be in (0, 1), e.g. 0.95",
-        ),
-        ("max_model_len", c["max_model_len"] < 16, "must be >= 16 when given"),
-        ("max_num_seqs", c["max_num_seqs"] < 1, "must be >= 1 when given"),
-        (
-            "max_num_batched_tokens",
-            c["max_num_batched_tokens"] < 1,
-            "must be >= 1 when given",
-        ),
-        ("target_requests_per_s", c["target_rps"] <= 0, "must be > 0 when given"),
-        ("gpu_hour_price", c["price"] < 0, "must be >= 0 when given"),
-    ]
-    for name, bad, reason in checks:
-        if np.any(bad):
-            raise InvalidInput(name, _first_bad(frame, name, bad), reason)
+__all__ = [
+    "ROOFLINE",
+    "CalibrationUsed",
+    "Comparison",
+    "Delta",
+    "Result",
+    "Scenario",
+    "StepModel",
+    "compare",
+    "evaluate",
+    "evaluate_grid",
+    "require_feasible",
+    "step_model",
+]  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -520,17 +93,34 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         c["body_bytes"],
         c["embed_bytes"],
         tp,
+        c["unquantized_params"],
     )
+    # Expert parallelism: routed experts sit whole on EP ranks instead of being
+    # TP-sharded, so this GPU holds expert_share of them (1/TP without EP).
+    expert_total = c["expert_params"] * c["body_bytes"]
+    weights = weights - expert_total / tp + expert_total * c["expert_share"]
     sampled = np.minimum(max_num_seqs, mbt)
     activation = mem.peak_activation_bytes(
-        c["hidden"], c["ffn_width"], c["vocab"], tp, mbt, sampled, c["dequant_scratch"]
+        c["hidden"],
+        c["ffn_width"],
+        c["vocab"],
+        tp,
+        mbt,
+        sampled,
+        c["dequant_scratch"],
+        c["sampler_bytes"],
     )
     non_torch = mem.non_torch_bytes(old_v0, tp)
+    # vLLM deducts its own CUDA-graph estimate only when the profiler flag is on
+    # and graphs are captured; otherwise graphs come out of the (1 - util) slack.
     graphs = mem.cuda_graph_bytes(
-        c["layers"], c["graphs_counted"].astype(bool) & ~c["enforce_eager"]
+        c["layers"], c["graphs_estimated"] & v1 & ~c["enforce_eager"]
     )
     budget = c["total_memory"] * c["gpu_memory_utilization"]
-    kv_memory = budget - weights - activation - non_torch - graphs
+    profiled = budget - weights - activation - non_torch - graphs
+    # --kv-cache-memory skips profiling: the pool is what the user asked for.
+    kv_given = ~np.isnan(c["kv_memory_given"])
+    kv_memory = np.where(kv_given, c["kv_memory_given"], profiled)
     block = c["block_size"]
     blocks = mem.blocks_from_memory(kv_memory, block, kv_tok)
     kv_tokens = blocks * block
@@ -570,7 +160,7 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     p0 = np.where(np.isnan(c["cal_p0"]), lat.PREFILL_OVERHEAD_S, c["cal_p0"])
     pct_factor = c["cal_pct"]
 
-    expert_bytes = c["expert_params"] * c["body_bytes"] / tp
+    expert_bytes = expert_total * c["expert_share"]
     dense_bytes = weights - expert_bytes
     active_per_gpu = c["params_active"] / tp
     attn_coef = 2.0 * layers * c["heads"] * c["head_dim"] / tp
@@ -589,19 +179,21 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             t0_s=t0,
             bw_eff=bw_eff,
             decode_flops=f_dec,
+            expert_batch_factor=c["expert_batch_factor"],
         )
 
-    prefill_full = lat.prefill_s(
-        prompt,
-        active_params_per_gpu=active_per_gpu,
-        attn_flops_per_token2=attn_coef,
-        prefill_flops=f_pre,
-        p0_s=p0,
-    )
-    prefill_work = prefill_full - p0
-    chunk = np.maximum(np.minimum(prompt, mbt), 1.0)
-    chunk_time = chunk * (prefill_work / prompt)
-    chunks_per_request = np.ceil(prompt / chunk)
+    # Prefix-cache hits skip the cached tokens' linear work; attention of the new
+    # tokens still spans the whole context (cached part included).
+    cached = prompt * c["prefix_hit"]
+    computed = np.maximum(prompt - cached, 1.0)
+    prefill_work = (
+        computed * 2.0 * active_per_gpu
+        + (prompt * prompt - cached * cached) * attn_coef
+    ) / f_pre
+    prefill_full = p0 + prefill_work
+    chunk = np.maximum(np.minimum(computed, mbt), 1.0)
+    chunk_time = chunk * (prefill_work / computed)
+    chunks_per_request = np.ceil(computed / chunk)
     q = c["sla_percentile"]
 
     def itl(batch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -625,24 +217,53 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     batch = lo
     safe_b = np.maximum(batch, 1.0)
     step, itl_mean, itl_q = itl(safe_b)
-    throughput = np.where(batch > 0, batch / itl_mean, 0.0)
+    # One engine (KV pool, scheduler) per DP rank: a replica is DP ranks x TP GPUs.
+    dp = c["dp"]
+    throughput = np.where(batch > 0, batch / itl_mean, 0.0) * dp
     rps = throughput / output
     ttft = prefill_full + step
 
+    # ---- what vLLM refuses, then what does not meet the SLA ----------------
+    # One max_model_len sequence must fit the pool (V1: estimate_max_model_len).
+    needed_tokens = np.ceil(pool_tokens_for(max_model_len) / block) * block
+    needed_bytes = needed_tokens * kv_tok
+    estimated_len = mem.largest_len_fitting(kv_tokens, c["window"] + block, swa_share)
+    mbt_given = ~np.isnan(c["max_num_batched_tokens"])
+    derived = c["max_position"]
+    above_derived = (derived > 0) & (max_model_len > derived)
     reason = np.full(batch.shape, "", dtype=object)
-    no_memory = kv_memory <= 0
+    no_memory = (kv_memory <= 0) | (blocks < 1)
+    too_long = ~no_memory & np.where(
+        v1, needed_bytes > np.maximum(kv_memory, 0.0), kv_tokens < max_model_len
+    )
+    prompt_rejected = prompt >= max_model_len
     no_blocks = ~no_memory & (cap < 1)
-    too_long = ~no_memory & (blocks * block < np.minimum(max_model_len, 1e18))
     ttft_bad = ~np.isnan(c["ttft_sla_ms"]) & (ttft * 1000.0 > c["ttft_sla_ms"])
     sla_bad = (cap >= 1) & (batch < 1)
-    reason = np.where(sla_bad, "itl_sla", reason)
-    reason = np.where(ttft_bad & (reason == ""), "ttft_sla", reason)
-    reason = np.where(no_blocks, "kv_cache_too_small_for_request", reason)
-    reason = np.where(no_memory, "weights_and_activations_exceed_memory", reason)
+    not_modelled = c["speculative_decoding"] | c["lora"]
+    # Lowest priority first: each later line overrides, so the first refusal vLLM
+    # would make is the one reported.
+    steps = [
+        (sla_bad, "itl_sla"),
+        (ttft_bad, "ttft_sla"),
+        (no_blocks, "kv_cache_too_small_for_request"),
+        (prompt_rejected, "prompt_longer_than_max_model_len"),
+        (not_modelled, "not_modelled"),
+        (too_long, "max_model_len_exceeds_pool"),
+        (no_memory, "no_kv_memory"),
+        (~v1 & ~chunked & mbt_given & (mbt < max_model_len),
+         "batched_tokens_below_max_model_len"),
+        (mbt_given & (mbt < max_num_seqs), "batched_tokens_below_seqs"),
+        (above_derived & ~c["allow_long_max_model_len"], "max_model_len_above_derived"),
+    ]  # fmt: skip
+    for mask, code in steps:
+        reason = np.where(mask, code, reason)
+    static = c["static_refusal"]
+    reason = np.where(static != "", static, reason)
     feasible = reason == ""
 
     share = c["gpu_share"]
-    gpus_per_replica = tp * share
+    gpus_per_replica = tp * dp * share
     target = c["target_rps"]
     with np.errstate(divide="ignore", invalid="ignore"):
         replicas = np.where(
@@ -689,7 +310,13 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "gpu_memory_gb": gpu_mem_gb,
         "feasible": feasible,
         "reason": reason,
-        "context_too_long": too_long,
+        "above_derived": above_derived,
+        "needed_bytes": needed_bytes,
+        "estimated_max_len": estimated_len,
+        "prompt": prompt,
+        "v1": v1,
+        "max_position": derived,
+        "expert_batch_factor": c["expert_batch_factor"],
         # Step-model constants, for the simulation.
         "t0_s": t0,
         "bw_eff": bw_eff,
@@ -706,16 +333,6 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     }
 
 
-_REASONS = {
-    "itl_sla": "no batch size meets the ITL SLA (even batch 1 is too slow)",
-    "ttft_sla": "the prompt's prefill alone exceeds the TTFT SLA",
-    "kv_cache_too_small_for_request": "the KV cache cannot hold one request of this "
-    "shape (prompt + output tokens)",
-    "weights_and_activations_exceed_memory": "weights and activations exceed "
-    "total_gpu_memory x gpu_memory_utilization: no memory left for KV cache",
-}
-
-
 def _opt(value: float) -> float | None:
     return (
         None
@@ -725,7 +342,13 @@ def _opt(value: float) -> float | None:
 
 
 def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) -> Result:
-    """Capacity, latency and cost of one scenario."""
+    """Capacity, latency and cost of one scenario.
+
+    Raises ``Refused`` (an ``InvalidInput``) for what vLLM refuses at config time
+    (TP that does not divide the heads, max_model_len above the model's, ...);
+    returns ``starts`` False for what it refuses after profiling (no KV memory,
+    max_model_len larger than the pool). Both reasons quote vLLM.
+    """
     models_by_name = (
         {scenario.model.name: scenario.model}
         if isinstance(scenario.model, ModelSpec)
@@ -736,19 +359,24 @@ def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) ->
     out = _core(cols)
     static = resolved[0]
     row = {k: v[0] for k, v in out.items()}
-    warnings = list(static["warnings"])
-    if row["context_too_long"]:
-        warnings.append(
-            f"max_model_len {int(row['max_model_len'])} exceeds the KV cache "
-            f"({int(row['kv_cache_tokens'])} tokens): vLLM refuses to start"
+    code = str(row["reason"])
+    text = reasons.reason_text(code, row, static)
+    if code in reasons.CONFIG_TIME:
+        field, value = reasons.refused_field(code, static, scenario)
+        raise Refused(
+            field,
+            value,
+            text or code,
+            code=code,
+            source=refusals.SOURCES[code],
         )
+    warnings = list(static["warnings"]) + reasons.row_warnings(row, scenario)
     if scenario.gpu_hour_price is None:
         warnings.append("no gpu_hour_price given: costs are not computed")
-    code = str(row["reason"])
     return Result(
         scenario=scenario,
         feasible=bool(row["feasible"]),
-        reason=_REASONS.get(code) if code else None,
+        reason=text,
         kv_bytes_per_token=float(row["kv_bytes_per_token"]),
         weights_bytes=float(row["weights_bytes"]),
         activation_bytes=float(row["activation_bytes"]),
@@ -781,6 +409,9 @@ def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) ->
             label=static["cal_label"], kind=static["cal_kind"], fit=static["cal_fit"]
         ),
         warnings=tuple(warnings),
+        starts=code not in reasons.REFUSAL_CODES,
+        refusal=code if code in reasons.REFUSAL_CODES else None,
+        modelled=code != "not_modelled",
     )
 
 
@@ -803,7 +434,9 @@ def evaluate_grid(
     """Many scenarios in one vectorised pass; returns inputs plus result columns.
 
     Columns not given take Scenario's defaults. ``calibration`` names what each row
-    used. Rows that cannot run are kept with ``feasible`` False and a ``reason``.
+    used. Rows that cannot run are kept with ``feasible`` False and a ``reason``;
+    rows vLLM refuses (at config time or start-up) also have ``starts`` False and
+    ``refusal`` naming the check, and the reason quotes vLLM.
     """
     frame = _frame_from(scenarios)
     models_by_name: dict[str, ModelSpec] = {}
@@ -819,7 +452,20 @@ def evaluate_grid(
         result[name] = out[name]
     labels = np.array([r["cal_label"] for r in resolved], dtype=object)
     result["calibration"] = labels[index]
-    result["reason"] = [_REASONS.get(r) if r else None for r in out["reason"]]
+    codes = out["reason"]
+    texts: list[str | None] = []
+    for i, code in enumerate(codes):
+        if not code:
+            texts.append(None)
+            continue
+        row = {k: v[i] for k, v in out.items()}
+        texts.append(reasons.reason_text(str(code), row, resolved[index[i]]))
+    result["reason"] = texts
+    refused = np.isin(codes.astype(str), list(reasons.REFUSAL_CODES))
+    result["starts"] = ~refused
+    result["refusal"] = [
+        str(code) if hit else None for code, hit in zip(codes, refused, strict=True)
+    ]
     return result
 
 
@@ -833,22 +479,6 @@ _DELTA_FIELDS = (
     "max_requests_per_s_within_sla", "gpus_needed", "cost_per_hour",
     "cost_per_1k_requests", "cost_per_1m_tokens", "gpu_memory_gb",
 )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Delta:
-    field: str
-    base: float | None
-    variant: float | None
-    absolute: float | None
-    relative: float | None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    base: Result
-    variants: tuple[Result, ...]
-    deltas: tuple[tuple[Delta, ...], ...]
 
 
 def compare(
@@ -906,6 +536,7 @@ class StepModel:
     block_size: int
     max_num_seqs: int
     max_num_batched_tokens: int
+    expert_batch_factor: float = 1.0
 
     def decode_step_s(self, batch: float, context: float) -> float:
         return float(
@@ -921,6 +552,7 @@ class StepModel:
                 t0_s=np.asarray(self.t0_s),
                 bw_eff=np.asarray(self.bw_eff),
                 decode_flops=np.asarray(self.decode_flops),
+                expert_batch_factor=self.expert_batch_factor,
             )
         )
 
@@ -964,4 +596,5 @@ def step_model(
         block_size=int(out["block_size"]),
         max_num_seqs=int(out["max_num_seqs"]),
         max_num_batched_tokens=int(out["max_num_batched_tokens"]),
+        expert_batch_factor=float(out["expert_batch_factor"]),
     )

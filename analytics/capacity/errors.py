@@ -24,3 +24,18 @@ class Infeasible(CapacityError):
         self.reason = reason
         self.field = field
         super().__init__(reason)
+
+
+class Refused(InvalidInput):
+    """vLLM itself refuses this configuration; ``reason`` quotes vLLM's message.
+
+    ``code`` names the check and ``source`` the vLLM file/function that makes it,
+    so the page and the CLI can say "does not start" with vLLM's own words.
+    """
+
+    def __init__(
+        self, field: str, value: Any, reason: str, *, code: str, source: str
+    ) -> None:
+        super().__init__(field, value, reason)
+        self.code = code
+        self.source = source

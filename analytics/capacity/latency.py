@@ -58,9 +58,12 @@ def decode_step_s(
     t0_s: np.ndarray,
     bw_eff: np.ndarray,
     decode_flops: np.ndarray,
+    expert_batch_factor: np.ndarray | float = 1.0,
 ) -> np.ndarray:
+    # Under expert parallelism the tokens of every DP rank meet in one EP group, so
+    # a rank's experts see batch x DP tokens.
     weights = dense_weight_bytes + expert_weight_bytes * expert_fraction(
-        batch, experts, top_k
+        batch * expert_batch_factor, experts, top_k
     )
     memory = (weights + batch * context * kv_bytes_per_token) / bw_eff
     compute = batch * 2.0 * active_params_per_gpu / decode_flops

@@ -11,8 +11,10 @@ What vLLM does at start-up (worker ``determine_available_memory``):
 * V1 (default from 0.8): chunked prefill is always on and the budget defaults to
   2048 (serve) / 8192 (offline) tokens, 8192 / 16384 on >= 70 GiB non-A100 boards,
   so the pool no longer depends on max_model_len.
-* V1 >= 0.11 also subtracts the CUDA-graph pool it is about to capture; earlier
-  versions capture graphs after the KV pool and pay from the (1 - utilisation) slack.
+* V1 subtracts the CUDA-graph pool only when ``VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS``
+  is on (added off by default by PR #30515, on by default since v0.21.0) and graphs
+  are captured (not ``enforce_eager``); it then subtracts its own estimate. Otherwise
+  graphs are captured after the KV pool and paid from the (1 - utilisation) slack.
 
 Peak activation is estimated from shapes, never read from a log: the larger of the
 forward intermediates (about 3 x hidden + 3 x FFN width 2-byte values per token,
@@ -52,7 +54,30 @@ WEIGHT_DTYPES: dict[str, tuple[float, float]] = {
     "gguf_q8": (34 / 32, 34 / 32),
 }
 
+# VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM PR #30515, added off by default)
+# is on by default from this version: "CUDA graph memory profiling is enabled
+# (default since v0.21.0)" in its start-up log.
+CUDAGRAPH_ESTIMATE_DEFAULT_SINCE = (0, 21, 0)
+
 SAMPLER_COPIES = 6.5
+# Bytes of the sampler's profiled peak per (sequence x vocab entry), by runner:
+# V0 profiles the sampler over max_num_seqs rows (6.5 fp32 copies, set from first
+# principles); V1's model runner profiles it with top-k/top-p since PR #13594
+# (v0.8.0; issue #13507: before that the sampler was not profiled), and its H100
+# logs (llm-d-benchmark config_explorer/empirical-vllm-memory-results.md) show a
+# peak activation of 38.4-38.9 bytes per max_num_seqs x vocab entry for four
+# models of vocab 128k-201k, i.e. about 9.7 fp32 copies (logits, sort values and
+# indices, probabilities); Model Runner V2 profiles a dummy batch with no
+# sampling parameters, so only the bf16 logits enter the peak (vLLM PR #57926),
+# and from v0.29.0 batch-sharded sampling splits them over TP.
+SAMPLER_BYTES_V0 = 4.0 * SAMPLER_COPIES
+SAMPLER_BYTES_V1 = 38.7
+SAMPLER_BYTES_MRV2 = 2.0
+SAMPLER_PROFILED_SINCE = (0, 8, 0)
+# Model Runner V2 default: dense models from v0.28.0 (PR #44443), every model from
+# v0.29.0 (release notes: "MRV2 is now the default runner for all models").
+MRV2_DENSE_SINCE = (0, 28, 0)
+MRV2_ALL_SINCE = (0, 29, 0)
 ACT_HIDDEN_FACTOR = 3.0
 ACT_FFN_FACTOR = 3.0
 
@@ -134,13 +159,20 @@ def weights_bytes(
     body_bytes: np.ndarray | float,
     embed_bytes: np.ndarray | float,
     tp: np.ndarray | int,
+    unquantized_params: np.ndarray | int = 0,
 ) -> np.ndarray:
-    """Weight bytes resident on one GPU (tensor-parallel shards split evenly)."""
+    """Weight bytes resident on one GPU (tensor-parallel shards split evenly).
+
+    ``unquantized_params`` are body parameters a quantised checkpoint keeps in 16
+    bits (its ``quantization_config`` names them: ``ignored_layers``,
+    ``modules_to_not_convert``); they cost 2 bytes whatever the body dtype.
+    """
     params_total = np.asarray(params_total, dtype=np.float64)
     embed = np.asarray(embed_params, dtype=np.float64)
     vision = np.asarray(vision_params, dtype=np.float64)
-    body = params_total - embed - vision
-    total = body * body_bytes + embed * embed_bytes + vision * 2.0
+    kept = np.asarray(unquantized_params, dtype=np.float64)
+    body = params_total - embed - vision - kept
+    total = body * body_bytes + embed * embed_bytes + vision * 2.0 + kept * 2.0
     return total / np.asarray(tp, dtype=np.float64)
 
 
@@ -168,13 +200,14 @@ def peak_activation_bytes(
     batched_tokens: np.ndarray,
     sampled_seqs: np.ndarray,
     dequant_scratch: np.ndarray,
+    sampler_bytes_per_logit: np.ndarray | float = SAMPLER_BYTES_V0,
 ) -> np.ndarray:
     forward = (
         batched_tokens
         * 2.0
         * (ACT_HIDDEN_FACTOR * hidden + ACT_FFN_FACTOR * ffn_width / tp)
     )
-    sampler = sampled_seqs * vocab * 4.0 * SAMPLER_COPIES
+    sampler = sampled_seqs * vocab * sampler_bytes_per_logit
     return np.maximum(forward, sampler) + dequant_scratch
 
 
@@ -204,3 +237,18 @@ def concurrency_for_shape(
     """Requests of one shape that fit at once: blocks each needs, capped by max_num_seqs."""
     per_request = np.ceil(tokens_per_request / block_size)
     return np.minimum(max_num_seqs, blocks / np.maximum(per_request, 1.0))
+
+
+def largest_len_fitting(
+    pool_tokens: np.ndarray, window: np.ndarray, swa_share: np.ndarray
+) -> np.ndarray:
+    """Longest sequence whose KV fits the pool (vLLM's estimated max model length).
+
+    Full-attention layers need the whole length, sliding-window ones at most
+    ``window`` tokens, so the pool's token count inverts ``pool_tokens_for``.
+    """
+    full = 1.0 - swa_share
+    with np.errstate(divide="ignore", invalid="ignore"):
+        longer = (pool_tokens - window * swa_share) / full
+    longer = np.where(full > 0, longer, np.inf)
+    return np.where(longer >= window, longer, pool_tokens).astype(np.float64)

@@ -1,5 +1,6 @@
 """Search a configuration space: ranked feasible configurations, the reasons the
-others fail, and the Pareto front of cost against latency."""
+others fail (vLLM's own words where vLLM refuses them: ``starts`` False), and the
+Pareto front of cost against latency."""
 
 from __future__ import annotations
 
@@ -99,12 +100,9 @@ def search(
         for combo in itertools.product(*(space[k] for k in keys))
     ]
     frame = pd.DataFrame(rows)
-    # MIG rows cannot use TP > 1: drop them as infeasible rather than fail the search.
-    mig_tp = frame["mig_profile"].notna() & (frame["tp"] > 1)
-    refused = frame[mig_tp].assign(
-        feasible=False, reason="tensor parallelism across MIG instances is not possible"
-    )
-    result = evaluate_grid(frame[~mig_tp], calibrations=calibrations)
+    # Points vLLM refuses (TP 3 on 32 heads, TP on MIG, max_model_len above the
+    # model's or the pool's) come back with starts False and vLLM's reason.
+    result = evaluate_grid(frame, calibrations=calibrations)
     result["p95_latency_s"] = p95_latency_s(result)
     ok = result["feasible"].to_numpy(bool)
     for name, limit in constraints.items():
@@ -119,11 +117,7 @@ def search(
     feasible = result[ok & result["score"].notna()].sort_values(
         "score", kind="mergesort"
     )
-    infeasible = (
-        pd.concat([result[~ok], refused], ignore_index=True)
-        if len(refused)
-        else result[~ok].reset_index(drop=True)
-    )
+    infeasible = result[~ok].reset_index(drop=True)
     front = (
         pareto_front(
             feasible.dropna(subset=["cost_per_1k_requests"]),

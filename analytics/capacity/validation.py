@@ -1,4 +1,11 @@
-"""Recompute vLLM start-up figures from user inputs and report the error."""
+"""Recompute vLLM start-up figures from user inputs and report the error.
+
+Rows carry only what a user sets (model, GPU, dtypes, TP/DP/EP, version and the
+flags of the log's non-default-args line); never the weights, activation or KV
+GiB the same log prints. Each row says whether it was added after the memory
+model was frozen (``"set": "post-freeze"``): the goal is measured on those, and
+the rest is reported apart because earlier rows shaped the model.
+"""
 
 from __future__ import annotations
 
@@ -12,48 +19,62 @@ import pandas as pd
 
 from analytics.capacity.engine import Scenario, evaluate
 
+GiB = 1024**3
+
+# Flags a row may set, as the start-up log's non-default args show them.
+FLAG_FIELDS = (
+    "enforce_eager", "max_num_seqs", "max_num_batched_tokens", "block_size",
+    "estimate_cudagraphs", "kv_cache_memory_bytes", "model_runner_v2",
+    "enable_chunked_prefill", "data_parallel_size", "enable_expert_parallel",
+    "usage_context",
+)  # fmt: skip
+
 
 def load_startup_figures(path: str | Path) -> list[dict[str, Any]]:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     return list(data["rows"])
 
 
+def _scenario(row: Mapping[str, Any]) -> Scenario:
+    flags = {k: row[k] for k in FLAG_FIELDS if row.get(k) is not None}
+    return Scenario(
+        model=row["model"],
+        gpu=row["gpu"],
+        tp=int(row.get("tp", 1)),
+        weight_dtype=row.get("weight_dtype", "bf16"),
+        kv_dtype=row.get("kv_dtype", "auto"),
+        engine_version=row["engine_version"],
+        engine=row.get("engine"),
+        gpu_memory_utilization=float(row["gpu_memory_utilization"]),
+        max_model_len=int(row["max_model_len"]),
+        **flags,
+    )
+
+
+def _metric(row: Mapping[str, Any], result: Any) -> tuple[str, float, float]:
+    expected = row["expected"]
+    if "num_gpu_blocks" in expected:
+        return "num_gpu_blocks", expected["num_gpu_blocks"], result.num_gpu_blocks
+    if "kv_cache_tokens" in expected:
+        return "kv_cache_tokens", expected["kv_cache_tokens"], result.kv_cache_tokens
+    # "Available KV cache memory: X GiB" (V1 logs that print no token count).
+    return (
+        "available_kv_cache_gib",
+        expected["available_kv_cache_gib"],
+        round(result.kv_cache_memory_bytes / GiB, 2),
+    )
+
+
 def startup_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     out = []
     for row in rows:
-        scenario = Scenario(
-            model=row["model"],
-            gpu=row["gpu"],
-            tp=int(row.get("tp", 1)),
-            weight_dtype=row.get("weight_dtype", "bf16"),
-            kv_dtype=row.get("kv_dtype", "auto"),
-            engine_version=row["engine_version"],
-            engine=row.get("engine"),
-            gpu_memory_utilization=float(row["gpu_memory_utilization"]),
-            max_model_len=int(row["max_model_len"]),
-            enforce_eager=bool(row.get("enforce_eager", False)),
-            max_num_seqs=row.get("max_num_seqs"),
-            max_num_batched_tokens=row.get("max_num_batched_tokens"),
-            block_size=int(row.get("block_size", 16)),
-        )
+        scenario = _scenario(row)
         result = evaluate(scenario)
-        expected = row["expected"]
-        if "num_gpu_blocks" in expected:
-            metric, actual, predicted = (
-                "num_gpu_blocks",
-                expected["num_gpu_blocks"],
-                result.num_gpu_blocks,
-            )
-        else:
-            metric, actual, predicted = (
-                "kv_cache_tokens",
-                expected["kv_cache_tokens"],
-                result.kv_cache_tokens,
-            )
+        metric, actual, predicted = _metric(row, result)
         out.append(
             {
                 "id": row["id"],
-                "generation": result.scenario.engine or "",
+                "generation": row.get("engine") or "",
                 "gpu": row["gpu"],
                 "model": row["model"],
                 "weight_dtype": scenario.weight_dtype,
@@ -67,6 +88,7 @@ def startup_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "predicted": predicted,
                 "error": (predicted - actual) / actual,
                 "thin": bool(row.get("thin", False)),
+                "set": row.get("set", "pre-freeze"),
                 "source": row["source"],
             }
         )
@@ -75,17 +97,23 @@ def startup_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return table
 
 
+def _summary_row(part: pd.DataFrame) -> dict[str, float]:
+    return {
+        "rows": len(part),
+        "median_abs_error": float(np.median(part["abs_error"])),
+        "p90_abs_error": float(np.quantile(part["abs_error"], 0.9)),
+    }
+
+
 def error_summary(table: pd.DataFrame) -> pd.DataFrame:
-    groups = {"all": table}
-    for generation, part in table.groupby("generation"):
-        groups[str(generation)] = part
-    return pd.DataFrame(
-        {
-            name: {
-                "rows": len(part),
-                "median_abs_error": float(np.median(part["abs_error"])),
-                "p90_abs_error": float(np.quantile(part["abs_error"], 0.9)),
-            }
-            for name, part in groups.items()
-        }
-    ).T
+    """Median and p90 absolute error: all rows, by freeze set, generation, GPU, TP."""
+    groups: dict[str, pd.DataFrame] = {"all": table}
+    for column, prefix in (
+        ("set", ""),
+        ("generation", ""),
+        ("gpu", "gpu "),
+        ("tp", "tp "),
+    ):
+        for value, part in table.groupby(column):
+            groups[f"{prefix}{value}"] = part
+    return pd.DataFrame({name: _summary_row(p) for name, p in groups.items()}).T

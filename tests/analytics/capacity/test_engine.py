@@ -174,7 +174,20 @@ def test_cli_exits_2_naming_field_and_value_on_bad_input() -> None:
     assert out["field"] == "tp" and out["value"] == 0
 
 
-def test_cli_exits_3_when_the_model_does_not_fit() -> None:
+def test_cli_exits_2_when_the_model_leaves_no_memory_for_kv_as_vllm_refuses() -> None:
+    # vLLM refuses to start here ("No available memory for the cache blocks").
     done = _cli({"model": "Llama-3.1-70B", "gpu": "L4"})
+    assert done.returncode == 2
+    out = json.loads(done.stdout)
+    assert out["feasible"] is False and out["starts"] is False
+    assert out["refusal"] == "no_kv_memory"
+    assert out["reason"].startswith("No available memory for the cache blocks.")
+
+
+def test_cli_exits_3_when_it_starts_but_no_batch_meets_the_sla() -> None:
+    done = _cli(
+        {"model": "Llama-3.1-8B", "gpu": "L4", "max_model_len": 4096, "itl_sla_ms": 1}
+    )
     assert done.returncode == 3
-    assert json.loads(done.stdout)["feasible"] is False
+    out = json.loads(done.stdout)
+    assert out["feasible"] is False and out["starts"] is True

@@ -139,10 +139,33 @@ def test_v1_pool_does_not_depend_on_max_model_len_but_v0_pool_does() -> None:
 
 
 def test_enforce_eager_drops_cuda_graph_memory_in_versions_that_count_it() -> None:
-    graphs = evaluate(replace(BASE, engine_version="0.11.0"))
-    eager = evaluate(replace(BASE, engine_version="0.11.0", enforce_eager=True))
+    graphs = evaluate(replace(BASE, engine_version="0.21.0"))
+    eager = evaluate(replace(BASE, engine_version="0.21.0", enforce_eager=True))
     assert graphs.cuda_graph_bytes > 0 and eager.cuda_graph_bytes == 0
     assert eager.kv_cache_tokens > graphs.kv_cache_tokens
+
+
+def test_cuda_graphs_are_deducted_only_where_the_profiler_flag_is_on() -> None:
+    # Off by default before v0.21.0 (PR #30515 added it off), on from v0.21.0; the
+    # scenario's flag (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS) overrides both.
+    assert evaluate(replace(BASE, engine_version="0.11.0")).cuda_graph_bytes == 0
+    assert evaluate(replace(BASE, engine_version="0.20.1")).cuda_graph_bytes == 0
+    on_old = evaluate(replace(BASE, engine_version="0.20.1", estimate_cudagraphs=True))
+    off_new = evaluate(
+        replace(BASE, engine_version="0.21.0", estimate_cudagraphs=False)
+    )
+    assert on_old.cuda_graph_bytes > 0 and off_new.cuda_graph_bytes == 0
+    # V0 captured graphs after sizing the pool: never deducted.
+    v0 = evaluate(replace(BASE, engine_version="0.6.4", estimate_cudagraphs=True))
+    assert v0.cuda_graph_bytes == 0
+
+
+def test_kv_cache_memory_bytes_skips_profiling_and_sets_the_pool() -> None:
+    given_pool = evaluate(replace(BASE, kv_cache_memory_bytes=10 * 1024**3))
+    # 10 GiB / (16 tokens x 128 KiB) = 5120 blocks, whatever the activations.
+    assert given_pool.num_gpu_blocks == 5120
+    assert given_pool.kv_cache_tokens == 5120 * 16
+    assert any("skips memory profiling" in w for w in given_pool.warnings)
 
 
 def test_int8_kv_is_refused_on_old_versions_naming_the_field() -> None:

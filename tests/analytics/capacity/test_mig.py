@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
 from analytics.capacity import Scenario, evaluate
 from analytics.capacity.errors import InvalidInput
-from analytics.capacity.mig import compare_mig_layouts, is_valid_layout, place_layout
+from analytics.capacity.mig import (
+    compare_mig_layouts,
+    compare_shared_layouts,
+    is_valid_layout,
+    place_layout,
+)
 
 # Profile letters: S = 1g (one memory slice), D = 1g with two memory slices,
 # two = 2g, three = 3g, four = 4g, seven = 7g.
@@ -211,3 +217,89 @@ def test_a_mig_instance_carries_its_compute_share_of_the_gpu_price() -> None:
     )
     assert result.gpu_share_per_replica == pytest.approx(3 / 7)
     assert result.cost_per_hour == pytest.approx(3.0)
+
+
+SMALL = Scenario(
+    model="Llama-3.2-1B",
+    gpu="A100-80GB",
+    max_model_len=4096,
+    prompt_tokens=256,
+    output_tokens=128,
+    itl_sla_ms=80,
+    gpu_hour_price=3.43,
+)
+
+
+def test_a_placement_valid_layout_whose_instance_cannot_run_the_model_does_not_serve() -> (
+    None
+):
+    # Llama-3.1-8B in bf16 is 16 GB of weights: a 1g.10gb instance cannot hold it.
+    big = replace(SMALL, model="Llama-3.1-8B")
+    reports = compare_mig_layouts(
+        "A100-80GB", [["3g.40gb", "1g.10gb"], ["3g.40gb"]], big
+    )
+    mixed, alone = reports
+    assert mixed.valid and mixed.placement_valid and not mixed.serves
+    failing = [s for s in mixed.slots if not s.serves]
+    assert [s.placement.profile for s in failing] == ["1g.10gb"]
+    assert failing[0].reason is not None
+    assert failing[0].reason.startswith("does not start on 1g.10gb")
+    assert "1g.10gb" in (mixed.reason or "")
+    # Not ranked, no cost, and the 1g that runs nothing is idle, not busy.
+    assert mixed.rank is None and mixed.cost_per_1k_requests is None
+    assert mixed.idle_compute_slices == 4  # only the 3g serves
+    assert alone.serves and alone.rank == 1 and alone.idle_compute_slices == 4
+
+
+def test_only_layouts_that_serve_are_ranked_cheapest_first() -> None:
+    reports = compare_mig_layouts(
+        "A100-80GB",
+        [["7g.80gb"], ["4g.40gb", "4g.40gb"], ["3g.40gb", "3g.40gb"], ["1g.10gb"]],
+        SMALL,
+    )
+    seven, invalid, two_threes, one = reports
+    assert not invalid.valid and invalid.rank is None
+    assert seven.serves and two_threes.serves and one.serves
+    ranked = sorted((r for r in reports if r.rank), key=lambda r: r.rank or 0)
+    assert all(r.serves for r in ranked)
+    costs = [r.cost_per_1k_requests or 0.0 for r in ranked]
+    assert (
+        costs == sorted(costs) and [r.rank for r in ranked] == [1, 2, 3][: len(ranked)]
+    )
+    assert one.idle_compute_slices == 6
+
+
+def test_a_layout_shared_by_two_deployments_on_one_gpu_is_modelled() -> None:
+    deployments = {
+        "code-assist": replace(SMALL, model="Llama-3.2-3B"),
+        "moderation": SMALL,
+    }
+    shared, with_idle = compare_shared_layouts(
+        "A100-80GB",
+        [
+            [
+                ("3g.40gb", "code-assist"),
+                ("2g.20gb", "moderation"),
+                ("2g.20gb", "moderation"),
+            ],
+            [("3g.40gb", "code-assist"), ("2g.20gb", "moderation"), ("2g.20gb", None)],
+        ],
+        deployments,
+    )
+    assert shared.serves and shared.idle_compute_slices == 0
+    assert set(shared.requests_per_s_by_deployment) == {"code-assist", "moderation"}
+    assert shared.requests_per_s == pytest.approx(
+        sum(shared.requests_per_s_by_deployment.values())
+    )
+    # The GPU's price splits by compute slices held: 3/7 and 4/7.
+    code = shared.cost_per_1k_by_deployment["code-assist"]
+    rps = shared.requests_per_s_by_deployment["code-assist"]
+    assert code == pytest.approx(3.43 * 3 / 7 / (rps * 3600) * 1000)
+    # An unassigned instance is idle; the layout still serves what is assigned.
+    assert with_idle.serves and with_idle.idle_compute_slices == 2
+    assert with_idle.slots[2].deployment is None
+    assert (
+        with_idle.requests_per_s_by_deployment["moderation"]
+        < shared.requests_per_s_by_deployment["moderation"]
+    )
+    assert with_idle.rank == 2 and shared.rank == 1

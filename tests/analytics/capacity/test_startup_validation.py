@@ -25,6 +25,17 @@ def test_the_memory_model_reproduces_vllm_start_up_figures_within_5_percent_medi
     assert summary.loc["all", "rows"] == len(rows)
 
 
+def test_rows_added_after_the_freeze_are_reported_apart_and_every_row_has_a_source() -> (
+    None
+):
+    table = startup_table(load_startup_figures(DATA))
+    summary = error_summary(table)
+    assert {"pre-freeze", "post-freeze"} <= set(summary.index)
+    assert summary.loc["post-freeze", "rows"] == (table["set"] == "post-freeze").sum()
+    assert {1, 2, 4} <= set(table["tp"])
+    assert table["source"].str.len().gt(20).all()
+
+
 def test_no_startup_row_uses_figures_read_from_the_log() -> None:
     forbidden = {
         "weights_gib",

@@ -1,0 +1,283 @@
+"""Back-test of "today": the engine's prediction against the same deployment's
+telemetry, like with like.
+
+* Hourly **mean** ITL (the histogram's sum ÷ count) against the predicted mean step
+  time at that hour's mean running batch per replica: means against means,
+  because a percentile cannot be rebuilt from a mean (percentiles come only
+  through the simulation).
+* Output tokens/s per replica against the predicted ``batch / mean ITL`` at that
+  batch.
+* Replicas, one-sided: if the observed p95 ITL met the SLA with N replicas, the
+  predicted replica count for that hour's traffic must be ≤ N; the gap is
+  headroom, not error. Hours that missed the SLA say nothing about the minimum.
+
+More than 15% on ITL or throughput is a large error: the result says so and
+offers the fit-from-telemetry calibration. Agreement on telemetry the demo took
+from the engine itself is marked circular.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from analytics.capacity.calibration_types import Calibration
+from analytics.capacity.engine import Scenario, StepModel, evaluate, step_model
+
+LARGE_ERROR = 0.15
+
+
+@dataclass(frozen=True)
+class HourObservation:
+    """One UTC hour of one deployment's telemetry (missing is None, never 0)."""
+
+    hour: Any
+    replicas: float | None
+    running_per_replica: float | None  # mean vllm:num_requests_running per pod
+    itl_sum_s: float | None  # vllm:inter_token_latency_seconds sum increase
+    itl_count: float | None  # ... and count increase (tokens)
+    output_tokens_per_s_per_replica: float | None = None
+    requests_per_s: float | None = None
+    itl_p95_ms: float | None = None  # from the histogram's buckets
+    prompt_tokens_mean: float | None = None
+    output_tokens_mean: float | None = None
+
+
+@dataclass(frozen=True)
+class HourCheck:
+    hour: Any
+    batch: float | None
+    observed_itl_ms: float | None
+    predicted_itl_ms: float | None
+    itl_error: float | None
+    observed_tokens_per_s: float | None
+    predicted_tokens_per_s: float | None
+    throughput_error: float | None
+    replicas_observed: float | None
+    replicas_predicted: int | None
+    sla_met: bool | None
+    # "within" (predicted <= observed), "over" (predicted more than met the SLA),
+    # "not checked" (SLA missed or data missing).
+    replicas_verdict: str
+    headroom_replicas: float | None
+
+
+@dataclass(frozen=True)
+class Backtest:
+    hours: tuple[HourCheck, ...]
+    itl_error: float | None  # token-weighted: sum(pred x count) / sum(obs x count) - 1
+    throughput_error: float | None  # sum(pred) / sum(obs) - 1 over hours with both
+    itl_median_abs_error: float | None
+    throughput_median_abs_error: float | None
+    large_error: bool
+    offer_telemetry_fit: bool
+    replicas_ok: bool | None  # None: no hour met the SLA with known replicas
+    circular: bool
+    calibration: str
+    messages: tuple[str, ...]
+
+    def as_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([h.__dict__ for h in self.hours])
+
+
+def _missing(*values: float | None) -> bool:
+    return any(v is None or (isinstance(v, float) and math.isnan(v)) for v in values)
+
+
+def predicted_itl_s(model: StepModel, scenario: Scenario, batch: float) -> float:
+    """Mean ITL at ``batch`` as the engine computes it: the decode step plus the
+    prefill work that shares the steps (B / output requests' prompts per step)."""
+    prompt = float(scenario.prompt_tokens)
+    output = float(scenario.output_tokens)
+    cached = prompt * float(scenario.prefix_cache_hit_rate or 0.0)
+    step = model.decode_step_s(batch, prompt + output / 2.0)
+    prefill = model.prefill_work_s(max(prompt - cached, 1.0), cached)
+    return step + batch * prefill / output
+
+
+def backtest_today(
+    scenario: Scenario,
+    hours: Sequence[HourObservation],
+    *,
+    calibrations: Sequence[Calibration] = (),
+    circular: bool = False,
+    large_error: float = LARGE_ERROR,
+) -> Backtest:
+    """Compare ``scenario`` (today's configuration) with its hourly telemetry.
+
+    ``circular`` says the telemetry was generated from this engine (the demo):
+    agreement then proves nothing and the messages say so.
+    """
+    base = evaluate(scenario, calibrations=calibrations)
+    checks: list[HourCheck] = []
+    for obs in hours:
+        shaped = scenario
+        if not _missing(obs.prompt_tokens_mean, obs.output_tokens_mean):
+            shaped = replace(
+                scenario,
+                prompt_tokens=max(1, round(float(obs.prompt_tokens_mean or 1))),
+                output_tokens=max(1, round(float(obs.output_tokens_mean or 1))),
+            )
+        model = step_model(shaped, calibrations=calibrations)
+        batch = obs.running_per_replica
+        observed_itl = (
+            None
+            if _missing(obs.itl_sum_s, obs.itl_count) or not (obs.itl_count or 0) > 0
+            else float(obs.itl_sum_s or 0.0) / float(obs.itl_count or 1.0)
+        )
+        predicted_itl = (
+            None
+            if _missing(batch) or not (batch or 0) > 0
+            else predicted_itl_s(model, shaped, float(batch or 0.0))
+        )
+        dp = float(scenario.data_parallel_size or 1)
+        predicted_tps = (
+            None
+            if predicted_itl is None or _missing(batch)
+            else float(batch or 0.0) / predicted_itl * dp
+        )
+        observed_tps = obs.output_tokens_per_s_per_replica
+        sla_met = (
+            None
+            if _missing(obs.itl_p95_ms)
+            else float(obs.itl_p95_ms or 0.0) <= scenario.itl_sla_ms
+        )
+        replicas_predicted: int | None = None
+        if not _missing(obs.requests_per_s) and base.max_requests_per_s_within_sla > 0:
+            replicas_predicted = max(
+                1,
+                math.ceil(
+                    float(obs.requests_per_s or 0.0)
+                    / base.max_requests_per_s_within_sla
+                ),
+            )
+        verdict, headroom = "not checked", None
+        if sla_met and replicas_predicted is not None and not _missing(obs.replicas):
+            n = float(obs.replicas or 0.0)
+            headroom = n - replicas_predicted
+            verdict = "within" if replicas_predicted <= n else "over"
+        checks.append(
+            HourCheck(
+                hour=obs.hour,
+                batch=None if _missing(batch) else float(batch or 0.0),
+                observed_itl_ms=None if observed_itl is None else observed_itl * 1e3,
+                predicted_itl_ms=None if predicted_itl is None else predicted_itl * 1e3,
+                itl_error=_error(predicted_itl, observed_itl),
+                observed_tokens_per_s=None if _missing(observed_tps) else observed_tps,
+                predicted_tokens_per_s=predicted_tps,
+                throughput_error=_error(
+                    predicted_tps, None if _missing(observed_tps) else observed_tps
+                ),
+                replicas_observed=None if _missing(obs.replicas) else obs.replicas,
+                replicas_predicted=replicas_predicted,
+                sla_met=sla_met,
+                replicas_verdict=verdict,
+                headroom_replicas=headroom,
+            )
+        )
+    return _summarise(
+        checks,
+        hours,
+        base.calibration.label,
+        circular=circular,
+        large_error=large_error,
+    )
+
+
+def _error(predicted: float | None, observed: float | None) -> float | None:
+    if predicted is None or observed is None or not observed > 0:
+        return None
+    return predicted / observed - 1.0
+
+
+def _summarise(
+    checks: list[HourCheck],
+    hours: Sequence[HourObservation],
+    label: str,
+    *,
+    circular: bool,
+    large_error: float,
+) -> Backtest:
+    pred_w = obs_w = 0.0
+    for check, obs in zip(checks, hours, strict=True):
+        if check.itl_error is not None and obs.itl_count:
+            pred_w += (check.predicted_itl_ms or 0.0) * float(obs.itl_count)
+            obs_w += (check.observed_itl_ms or 0.0) * float(obs.itl_count)
+    itl_error = pred_w / obs_w - 1.0 if obs_w > 0 else None
+    both = [c for c in checks if c.throughput_error is not None]
+    observed_sum = sum(c.observed_tokens_per_s or 0.0 for c in both)
+    tps_error = (
+        sum(c.predicted_tokens_per_s or 0.0 for c in both) / observed_sum - 1.0
+        if observed_sum > 0
+        else None
+    )
+    itl_abs = [abs(c.itl_error) for c in checks if c.itl_error is not None]
+    tps_abs = [abs(c.throughput_error) for c in both if c.throughput_error is not None]
+    large = any(e is not None and abs(e) > large_error for e in (itl_error, tps_error))
+    checked = [c for c in checks if c.replicas_verdict != "not checked"]
+    replicas_ok = (
+        all(c.replicas_verdict == "within" for c in checked) if checked else None
+    )
+    messages: list[str] = []
+    if itl_error is None:
+        messages.append(
+            "no hour with both ITL and running-batch telemetry: nothing to compare"
+        )
+    if large:
+        parts = [
+            f"{name} {value:+.0%}"
+            for name, value in (("ITL", itl_error), ("throughput", tps_error))
+            if value is not None and abs(value) > large_error
+        ]
+        messages.append(
+            "large error (more than "
+            f"{large_error:.0%}): {', '.join(parts)} against telemetry; fit a "
+            "calibration from this deployment's telemetry"
+        )
+    for c in checked:
+        if c.replicas_verdict == "over":
+            messages.append(
+                f"{c.hour}: predicted {c.replicas_predicted} replicas where "
+                f"{c.replicas_observed:g} met the ITL SLA"
+            )
+    if circular:
+        messages.append(
+            "circular: this telemetry was generated from the capacity engine, so "
+            "agreement with it checks nothing"
+        )
+    return Backtest(
+        hours=tuple(checks),
+        itl_error=itl_error,
+        throughput_error=tps_error,
+        itl_median_abs_error=float(np.median(itl_abs)) if itl_abs else None,
+        throughput_median_abs_error=float(np.median(tps_abs)) if tps_abs else None,
+        large_error=large,
+        offer_telemetry_fit=large and not circular,
+        replicas_ok=replicas_ok,
+        circular=circular,
+        calibration=label,
+        messages=tuple(messages),
+    )
+
+
+def telemetry_frame(hours: Sequence[HourObservation]) -> pd.DataFrame:
+    """The rows ``fit_from_telemetry`` takes (mean running batch, mean ITL)."""
+    rows = []
+    for obs in hours:
+        if _missing(obs.running_per_replica, obs.itl_sum_s, obs.itl_count):
+            continue
+        if not (obs.itl_count or 0) > 0:
+            continue
+        rows.append(
+            {
+                "mean_running_batch": float(obs.running_per_replica or 0.0),
+                "itl_seconds": float(obs.itl_sum_s or 0.0)
+                / float(obs.itl_count or 1.0),
+            }
+        )
+    return pd.DataFrame(rows, columns=["mean_running_batch", "itl_seconds"])
