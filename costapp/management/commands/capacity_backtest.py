@@ -107,10 +107,10 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--deployment {options['deployment']!r}: no such deployment"
             ) from None
-        if options["days"] < 1:
-            raise CommandError(f"--days {options['days']}: must be >= 1")
+        if not 1 <= options["days"] <= 90:
+            raise CommandError(f"--days {options['days']}: must be 1 to 90")
         now = timezone.now()
-        state = selectors.today(deployment, now=now)
+        state = selectors.deployment_today(deployment, now=now)
         if state.scenario is None:
             raise CommandError("; ".join(state.problems))
         hours, hit_rate = observations(
