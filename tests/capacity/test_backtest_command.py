@@ -19,7 +19,7 @@ BOUNDS = [0.005, 0.01, 0.02, 0.04, 0.08, 0.16, None]
 def _declare_true_curve(deployment: Deployment, factor: float) -> None:
     """Give every seeded hour a running batch and an ITL histogram whose mean is
     ``factor`` x the roofline at that batch (a declared curve, not the engine's)."""
-    scenario = selectors.today(deployment).scenario
+    scenario = selectors.deployment_today(deployment).scenario
     assert scenario is not None
     model = step_model(scenario)
     rows = list(
