@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
 from costapp.costs.services import BillsError, focus_name_check, focus_uri_check
+from costapp.forms import NamedErrors
 from costapp.validation import InvalidInput, account_id_in, date_in, shown
 
 MAX_DAYS = 3 * 366
@@ -38,25 +39,12 @@ class BoundedDateField(forms.DateField):
             raise forms.ValidationError(str(exc), code="invalid") from None
 
 
-class _Named(forms.Form):
+class _Named(NamedErrors, forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name, field in self.fields.items():
             if isinstance(field, BoundedDateField):
                 field.name = name
-
-    def messages(self) -> list[str]:
-        """Every error as one sentence naming the field and the value."""
-        out: list[str] = []
-        for name, errors in self.errors.items():
-            raw = self.data.get(self.add_prefix(name), "") if name != "__all__" else ""
-            for item in errors:
-                error = str(item)
-                if name == "__all__" or error.startswith(f"{name}="):
-                    out.append(error)
-                else:
-                    out.append(f"{name}={shown(raw)}: {error}")
-        return out
 
 
 class WindowForm(_Named):

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 
+from costapp.forms import NamedErrors
 from costapp.models import Deployment
 from costapp.sources.promql import selector_reason
 from costapp.telemetry.services import EARLIEST, MAX_STEPS
@@ -46,7 +47,7 @@ def day_parse(field: str, raw: Any) -> date:
     return day
 
 
-class _NamedErrors(forms.Form):
+class _NamedErrors(NamedErrors, forms.Form):
     """Text fields whose own checks refuse a NUL byte naming the field and the
     value; Django's ProhibitNullCharactersValidator says neither."""
 
