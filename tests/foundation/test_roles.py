@@ -246,3 +246,18 @@ def test_the_audit_log_never_keeps_a_password() -> None:
     entry = AuditEntry.objects.get(action="admin:auth_user_add")
     assert entry.params["password1"] == "***"
     assert "s3cret" not in str(entry.params)
+
+
+def test_data_pages_and_exports_are_never_cached_and_health_is_public() -> None:
+    client = Client()
+    client.force_login(member("fin", "finance"))
+    for path in ("/", "/costs/", "/costs/export.csv?start=2026-11-01&end=2026-11-02"):
+        assert client.get(path)["Cache-Control"] == "private, no-store", path
+
+
+def test_readyz_tells_anonymous_probes_nothing_about_the_broker(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"  # nothing listens there
+    response = Client().get("/readyz")
+    assert response.status_code == 503
+    assert response.json()["problems"] == ["broker unreachable"]
+    assert "127.0.0.1" not in response.content.decode()
