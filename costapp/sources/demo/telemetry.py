@@ -398,7 +398,7 @@ def discovery(end: datetime) -> list[Record]:
                 engine_generation="v1",
                 cache_config={
                     "block_size": "16",
-                    "cache_dtype": "fp8",
+                    "cache_dtype": spec.kv_dtype,
                     "gpu_memory_utilization": "0.9",
                     "num_gpu_blocks": str(blocks),
                     "enable_prefix_caching": "True",
