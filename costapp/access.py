@@ -49,8 +49,9 @@ READ_METHODS = ("GET", "HEAD")
 def requires(read: str, write: str | None = None) -> Callable[[View], View]:
     """Guard a view with a permission per kind of request.
 
-    The names are recorded on the view (``required_permissions``) so the
-    crawler test can list what each URL asks for.
+    The names are recorded on the view (``required_permissions``), for a
+    reader in a shell; what each role may open is written by hand in
+    tests/foundation/test_crawler.py and docs/security.md.
     """
 
     def decorate(view: View) -> View:
@@ -58,12 +59,9 @@ def requires(read: str, write: str | None = None) -> Callable[[View], View]:
         def guarded(
             request: HttpRequest, *args: Any, **kwargs: Any
         ) -> HttpResponseBase:
-            if request.method in READ_METHODS:
-                needed = [read]
-            elif request.method == "POST":
-                needed = [read] if write is None else [read, write]
-            else:
-                needed = [read]
+            # A POST to a page also reads it; every other method needs the
+            # read right before it learns it is not allowed.
+            needed = [read, write] if request.method == "POST" and write else [read]
             if not request.user.has_perms(needed):
                 request.missing_permission = next(  # type: ignore[attr-defined]
                     p for p in needed if not request.user.has_perm(p)
