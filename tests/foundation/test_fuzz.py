@@ -26,7 +26,8 @@ from costapp.models import CostLine, IngestRun
 from tests.support.crawl import concrete, seed_url_objects, url_patterns
 from tests.support.users import user_in
 
-pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
+# Not in the SQLite smoke subset: three minutes, and the forms are the same.
+pytestmark = [pytest.mark.django_db]
 
 NESTED = "[" * 50 + "]" * 50
 VALUES = [
