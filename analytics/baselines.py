@@ -343,11 +343,11 @@ def _update(
     slots ``sl`` where ``mask``; GPU-hours and tokens only where present."""
     g_ok = mask & np.isfinite(g) & (g >= 0)
     t_ok = mask & np.isfinite(t) & (t >= 0)
-    for name, x, m, wname in (
-        ("cost", c, mask, "cr"),
-        ("requests", r, mask, "cr"),
-        ("gpu_hours", g, g_ok, "gpu_hours"),
-        ("tokens", t, t_ok, "tokens"),
+    for name, x, m in (
+        ("cost", c, mask),
+        ("requests", r, mask),
+        ("gpu_hours", g, g_ok),
+        ("tokens", t, t_ok),
     ):
         cur = num[name][sl]
         num[name][sl] = np.where(m, a * cur + np.where(m, x, 0.0), cur)
