@@ -129,3 +129,91 @@ def totals_by_deployment(
         .sum()
     )
     return daily_unit_costs(grouped, min_requests=min_requests, min_tokens=min_tokens)
+
+
+# --- The full set of unit figures (issue 9) -----------------------------------
+
+MIG_SLICES_PER_GPU = 7
+
+
+def _num(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name not in frame.columns:
+        return pd.Series(np.nan, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[name], errors="coerce").astype(float)
+
+
+def measured_gpu_hours(frame: pd.DataFrame) -> pd.Series:
+    """GPU-hours a deployment measured: replica-hours x GPUs per replica, and a
+    MIG instance's share of its GPU (compute slices / 7).
+
+    ``frame`` columns: ``replica_hours`` (hours replicas were up, from
+    telemetry), ``gpus_per_replica``, optional ``mig_slices`` (NaN or 0 for a
+    whole GPU). Missing telemetry stays missing (NaN), never 0.
+    """
+    slices = _num(frame, "mig_slices")
+    share = np.where(slices > 0, slices / MIG_SLICES_PER_GPU, 1.0)
+    return _num(frame, "replica_hours") * _num(frame, "gpus_per_replica") * share
+
+
+def unit_costs(
+    frame: pd.DataFrame,
+    *,
+    min_requests: float = MIN_REQUESTS,
+    min_tokens: float = MIN_TOKENS,
+) -> pd.DataFrame:
+    """Every unit figure of a period, vectorised over rows (any grain).
+
+    ``frame`` columns: ``cost`` and ``requests`` (finished: stop + length);
+    optional ``tokens`` (else prompt + generation), ``prompt_tokens``,
+    ``generation_tokens``, ``gpu_hours`` (measured), ``prefill_seconds`` and
+    ``decode_seconds`` (summed request phase times), ``clock``.
+
+    Returns on the same index: ``cost_per_1k_requests``, ``cost_per_1m_tokens``,
+    ``prompt_cost_share`` and ``prompt_rule`` (see docs/unit-costs.md: ``time``
+    splits the cost by prefill vs decode seconds where both are known,
+    ``tokens`` by token counts otherwise), ``cost_per_1m_prompt_tokens``,
+    ``cost_per_1m_generation_tokens``, ``cost_per_gpu_hour``,
+    ``tokens_per_gpu_second`` and ``clock`` (passed through; "" if absent).
+    Every figure is NaN where its inputs are missing or under the minimum
+    volume: zero requests give no figure, not an infinite one.
+    """
+    cost = _num(frame, "cost")
+    requests = _num(frame, "requests")
+    prompt = _num(frame, "prompt_tokens")
+    gen = _num(frame, "generation_tokens")
+    tokens = _num(frame, "tokens").fillna(prompt + gen)
+    gpu = _num(frame, "gpu_hours")
+    prefill = _num(frame, "prefill_seconds")
+    decode = _num(frame, "decode_seconds")
+
+    def per(
+        amount: pd.Series, volume: pd.Series, floor: float, scale: float
+    ) -> pd.Series:
+        ok = volume >= max(floor, 1e-12)
+        return (amount / volume.where(ok) * scale).where(ok)
+
+    by_time = (prefill + decode) > 0
+    by_tokens = ~by_time & ((prompt + gen) > 0)
+    share = pd.Series(
+        np.where(
+            by_time,
+            prefill / (prefill + decode).where(by_time),
+            np.where(by_tokens, prompt / (prompt + gen).where(by_tokens), np.nan),
+        ),
+        index=frame.index,
+    )
+    out = pd.DataFrame(index=frame.index)
+    out["cost_per_1k_requests"] = per(cost, requests, min_requests, 1000.0)
+    out["cost_per_1m_tokens"] = per(cost, tokens, min_tokens, 1e6)
+    out["prompt_cost_share"] = share
+    out["prompt_rule"] = np.select([by_time, by_tokens], ["time", "tokens"], "")
+    out["cost_per_1m_prompt_tokens"] = per(cost * share, prompt, min_tokens, 1e6)
+    out["cost_per_1m_generation_tokens"] = per(cost * (1 - share), gen, min_tokens, 1e6)
+    out["cost_per_gpu_hour"] = (cost / gpu.where(gpu > 0)).where(gpu > 0)
+    out["tokens_per_gpu_second"] = (tokens / (gpu.where(gpu > 0) * 3600.0)).where(
+        gpu > 0
+    )
+    out["clock"] = (
+        frame["clock"].fillna("").astype(str) if "clock" in frame.columns else ""
+    )
+    return out
