@@ -57,14 +57,16 @@ class BaselineConfig:
     # Accepted observations a slot needs before its rows may flag (warm-up).
     min_obs: int = 3
     # Band half-width in sigmas of ln(u / baseline), and its floor (relative).
-    band_k: float = 3.0
+    band_k: float = 2.5
     band_floor: float = 0.06
     # Half-life of sigma, in days of rows of the series.
     sigma_halflife_days: float = 28.0
+    # Half-life of the traffic level that rescales the four parts, in days.
+    level_halflife_days: float = 3.0
     # Unit costs need this many finished requests in the period.
     min_requests: float = 100.0
     # Rows held out (flags, holidays) for this many days become a level shift.
-    hold_days: int = 7
+    hold_days: int = 14
 
     def slot_kind(self) -> Slots:
         if self.slots is not None:
@@ -214,6 +216,7 @@ def _run(
     n_days, P, N = C.shape
     a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
     av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
+    al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))  # traffic level decay per row
     hold_rows = cfg.hold_days * P
     k = cfg.band_k
     floor = cfg.band_floor
@@ -226,6 +229,9 @@ def _run(
     shadow_w = {c: np.zeros((S, N)) for c in ("cr", "gpu_hours", "tokens")}
     run = np.zeros(N)
     # Sigma states per series: sums of squared log residuals and weights.
+    # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
+    lvl_num = np.zeros(N)
+    lvl_w = np.zeros(N)
     ss = {c: np.zeros(N) for c in ("u", "price", "fleet")}
     sw = {c: np.zeros(N) for c in ("u", "price", "fleet")}
 
@@ -249,6 +255,11 @@ def _run(
             rb = num["requests"][sl] / w_cr
             gb = num["gpu_hours"][sl] / wgt["gpu_hours"][sl]
             tb = num["tokens"][sl] / wgt["tokens"][sl]
+            rb_slot = rb
+            # One factor for all four parts: u_b is untouched, but the parts
+            # follow a launch within days instead of weeks of slot updates.
+            level = np.exp(np.where(lvl_w > 0, lvl_num / lvl_w, 0.0))
+            cb, rb, gb, tb = cb * level, rb * level, gb * level, tb * level
             valid = (c > 0) & (r > 0) & np.isfinite(c) & np.isfinite(r)
             u = np.where(valid, 1000.0 * c / r, np.nan)
             ub = np.where(w_cr > 0, 1000.0 * cb / rb, np.nan)
@@ -291,6 +302,12 @@ def _run(
                 decay = av**m
                 ss[name] = decay * ss[name] + (res**2).sum(axis=0)
                 sw[name] = decay * sw[name] + m
+            m = learn.sum(axis=0)
+            decay = al**m
+            lvl_num = decay * lvl_num + np.where(learn, np.log(r / rb_slot), 0.0).sum(
+                axis=0
+            )
+            lvl_w = decay * lvl_w + m
 
             # Slot update (slots are distinct within a day: plain fancy indexing).
             _update(num, wgt, sl, accept, c, r, g, t, a)
@@ -320,6 +337,8 @@ def _run(
                     wgt[wname] = np.where(take, shadow_w[wname], wgt[wname])
                 flags["level_shift"][d][:, shift] = True
                 run[shift] = 0.0
+                lvl_num[shift] = 0.0
+                lvl_w[shift] = 0.0
                 for name in COMPONENTS:
                     shadow[name][:, shift] = 0.0
                 for name in shadow_w:

@@ -45,7 +45,7 @@ def _num(frame: pd.DataFrame, name: str) -> np.ndarray:
 def explain(
     frame: pd.DataFrame,
     *,
-    band_k: float = 3.0,
+    band_k: float = 2.5,
     unchanged: float = 0.05,
 ) -> pd.DataFrame:
     """Parts, cause and sentence per row (cause and sentence only where flagged).

@@ -95,15 +95,22 @@ def tune(frame: pd.DataFrame) -> BaselineConfig:
     label = frame["label"].to_numpy()[mask]
     best: tuple[float, BaselineConfig] | None = None
     grid = itertools.product(
-        [2.5, 3.0, 3.5, 4.0], [0.04, 0.06, 0.08, 0.10], [1.0, 2.0, 3.0]
+        [2.5, 3.0, 3.5], [0.03, 0.04, 0.06, 0.08], [1.0, 2.0, 3.0], [7, 14]
     )
-    for k, floor, half in grid:
-        cfg = replace(BaselineConfig(), band_k=k, band_floor=floor, halflife_obs=half)
+    for k, floor, half, hold in grid:
+        cfg = replace(
+            BaselineConfig(),
+            band_k=k,
+            band_floor=floor,
+            halflife_obs=half,
+            hold_days=hold,
+        )
         pred = (run_costapp(frame, cfg)["flag"] == "anomaly").to_numpy()[mask]
         s = score(pred, label)
         f1 = 2 * s.precision * s.recall / (s.precision + s.recall)
         print(
-            f"k={k} floor={floor} halflife={half}: P={s.precision:.3f} R={s.recall:.3f} F1={f1:.3f}"
+            f"k={k} floor={floor} halflife={half} hold={hold}: "
+            f"P={s.precision:.3f} R={s.recall:.3f} F1={f1:.3f}"
         )
         if best is None or f1 > best[0]:
             best = (f1, cfg)
@@ -122,7 +129,8 @@ def main() -> int:
         frame = generate_many(range(10))
         cfg = tune(frame)
         print(
-            f"chosen: band_k={cfg.band_k} band_floor={cfg.band_floor} halflife_obs={cfg.halflife_obs}"
+            f"chosen: band_k={cfg.band_k} band_floor={cfg.band_floor} "
+            f"halflife_obs={cfg.halflife_obs} hold_days={cfg.hold_days}"
         )
         return 0
 

@@ -68,11 +68,12 @@ def test_a_long_incident_becomes_a_level_shift_after_the_hold() -> None:
     cost = np.full(60, 100.0)
     cost[30:] = 150.0
     out = baselines_compute(_days(60, cost=cost, requests=1e5))
-    assert out.loc[30:36, "flag"].all()
+    # Held out for hold_days (14) days, then the new level is accepted.
+    assert out.loc[30:43, "flag"].all()
     assert out["level_shift"].sum() == 1
-    assert out.loc[36, "level_shift"]
-    assert not out.loc[37:, "flag"].any()
-    assert out.loc[40, "baseline"] == pytest.approx(1.5)
+    assert out.loc[43, "level_shift"]
+    assert not out.loc[44:, "flag"].any()
+    assert out.loc[50, "baseline"] == pytest.approx(1.5)
 
 
 def test_holidays_are_held_out_of_the_update() -> None:
