@@ -61,19 +61,31 @@ def detect(
     cfg = config or BaselineConfig()
     keys = list(keys)
     base = baselines_compute(frame, keys=keys, time=time, config=cfg)
-    rows = pd.concat(
-        [frame.drop(columns=[c for c in base.columns if c in frame.columns]), base],
-        axis=1,
-    )
+    flagged = base["flag"].to_numpy()
+    # Only flagged rows are explained: the parts of an unflagged row are
+    # never shown, and LMDI of every hour would cost more than the baseline.
+    inputs = [
+        c for c in ("cost", "gpu_hours", "tokens", "requests", "holiday") if c in frame
+    ]
+    needed = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b", "flag", "sigma_price",
+              "sigma_fleet"]  # fmt: skip
+    rows = pd.concat([frame.loc[flagged, inputs], base.loc[flagged, needed]], axis=1)
     parts = explain(rows, band_k=cfg.band_k)
+    n = len(frame)
     out = frame[[*keys, time]].copy()
     out["cost_per_1k"] = base["u"]
     for name in ("baseline", "lower", "upper"):
         out[name] = base[name]
-    out["flag"] = parts["cause"].map(FLAG_OF_CAUSE).fillna("")
-    out["cause"] = parts["sentence"]
+    flag = np.full(n, "", dtype=object)
+    flag[flagged] = parts["cause"].map(FLAG_OF_CAUSE).fillna("").to_numpy()
+    cause = np.full(n, "", dtype=object)
+    cause[flagged] = parts["sentence"].to_numpy()
+    out["flag"] = flag
+    out["cause"] = cause
     for name in ("price", "fleet", "traffic", "size", "cost"):
-        out[name] = parts[name].where(base["flag"])
+        values = np.full(n, np.nan)
+        values[flagged] = parts[name].to_numpy(float)
+        out[name] = values
     out["level_shift"] = base["level_shift"]
     out["held"] = base["held"]
     out["warm"] = base["warm"]

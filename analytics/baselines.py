@@ -154,7 +154,7 @@ def baselines_compute(
     pos = np.zeros(n_rows, dtype=np.int64) if per_day == 1 else np.asarray(stamps.hour)
     n_days = int(day_idx.max()) + 1
     flat = (day_idx * per_day + pos) * n_series + series_code
-    if len(np.unique(flat)) != n_rows:
+    if np.bincount(flat, minlength=1).max() > 1:  # O(n), unlike np.unique
         dup = frame.loc[pd.Series(flat).duplicated().to_numpy(), [*keys, time]].iloc[0]
         raise InvalidInput(time, dup.to_dict(), "two rows for one series and period")
 
@@ -184,13 +184,13 @@ def baselines_compute(
 
     res = _run(C, R, G, T, H, slot_grid, n_slots(kind), cfg)
 
-    out = pd.DataFrame(index=frame.index)
-    out["slot"] = slot_grid.reshape(-1).repeat(n_series)[flat]
+    # One frame built from a dict of arrays: no per-column copies.
+    columns: dict[str, np.ndarray] = {
+        "slot": slot_grid.reshape(-1).repeat(n_series)[flat]
+    }
     for name, arr in res.items():
-        out[name] = arr.reshape(-1)[flat]
-    for name in ("warm", "volume_ok", "flag", "held", "level_shift"):
-        out[name] = out[name].astype(bool)
-    return out
+        columns[name] = arr.reshape(-1)[flat]
+    return pd.DataFrame(columns, index=frame.index, copy=False)
 
 
 def _empty(index: pd.Index) -> pd.DataFrame:
@@ -213,6 +213,9 @@ def _run(
     S: int,
     cfg: BaselineConfig,
 ) -> dict[str, np.ndarray]:
+    """The day loop. Grids are (day, period of day, series); states are
+    (component, slot, series) with components cost, requests, GPU-hours,
+    tokens in that order."""
     n_days, P, N = C.shape
     a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
     av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
@@ -221,158 +224,148 @@ def _run(
     k = cfg.band_k
     floor = cfg.band_floor
 
+    with np.errstate(divide="ignore", invalid="ignore"):
+        X = np.stack([C, R, G, T])  # (4, day, P, N)
+        valid = (C > 0) & (R > 0) & np.isfinite(C) & np.isfinite(R)
+        U = np.where(valid, 1000.0 * C / R, np.nan)
+        vol = valid & (R >= cfg.min_requests)
+        g_present = np.isfinite(G) & (G >= 0)
+        t_present = np.isfinite(T) & (T >= 0)
+        X = np.nan_to_num(X, nan=0.0, posinf=0.0, neginf=0.0)
+        lnU = np.log(U)
+        lnG = np.log(np.where(G > 0, G, np.nan))
+        lnP = np.log(np.where((G > 0) & valid, C / G, np.nan))
+        lnR = np.log(np.where(valid, R, np.nan))
+
     # Slot states: EWMA numerators (adjust=True form) and weights.
-    num = {c: np.zeros((S, N)) for c in COMPONENTS}
-    wgt = {c: np.zeros((S, N)) for c in ("cr", "gpu_hours", "tokens")}
+    num = np.zeros((4, S, N))
+    wgt = np.zeros((4, S, N))
     nobs = np.zeros((S, N))
-    shadow = {c: np.zeros((S, N)) for c in COMPONENTS}
-    shadow_w = {c: np.zeros((S, N)) for c in ("cr", "gpu_hours", "tokens")}
+    shadow = np.zeros((4, S, N))
+    shadow_w = np.zeros((4, S, N))
     run = np.zeros(N)
-    # Sigma states per series: sums of squared log residuals and weights.
     # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
     lvl_num = np.zeros(N)
     lvl_w = np.zeros(N)
-    ss = {c: np.zeros(N) for c in ("u", "price", "fleet")}
-    sw = {c: np.zeros(N) for c in ("u", "price", "fleet")}
+    # Sigma states per series (u, price, fleet): sums of squared log residuals.
+    ss = np.zeros((3, N))
+    sw = np.zeros((3, N))
 
-    out = {
-        name: np.full((n_days, P, N), np.nan)
-        for name in (
-            "cost_b", "gpu_hours_b", "tokens_b", "requests_b", "u", "baseline",
-            "lower", "upper", "sigma", "sigma_price", "sigma_fleet",
-        )
-    }  # fmt: skip
-    flags = {name: np.zeros((n_days, P, N), dtype=bool) for name in (
-        "warm", "volume_ok", "flag", "held", "level_shift")}  # fmt: skip
+    base = np.full(
+        (4, n_days, P, N), np.nan
+    )  # cost_b, requests_b, gpu_hours_b, tokens_b
+    sig = np.full((3, n_days, N), np.nan)
+    warm_g = np.zeros((n_days, P, N), dtype=bool)
+    flag_g = np.zeros((n_days, P, N), dtype=bool)
+    held_g = np.zeros((n_days, P, N), dtype=bool)
+    shift_g = np.zeros((n_days, N), dtype=bool)
     rows = np.arange(P)[:, None]
 
     with np.errstate(divide="ignore", invalid="ignore"):
         for d in range(n_days):
             sl = slot_grid[d]  # (P,) distinct slots within a day
-            c, r, g, t, hol = C[d], R[d], G[d], T[d], H[d]
-            w_cr = wgt["cr"][sl]
-            cb = num["cost"][sl] / w_cr
-            rb = num["requests"][sl] / w_cr
-            gb = num["gpu_hours"][sl] / wgt["gpu_hours"][sl]
-            tb = num["tokens"][sl] / wgt["tokens"][sl]
-            rb_slot = rb
+            slot_num = num[:, sl]  # (4, P, N)
+            slot_w = wgt[:, sl]
+            b = slot_num / slot_w
+            ln_rb_slot = np.log(b[1])
             # One factor for all four parts: u_b is untouched, but the parts
             # follow a launch within days instead of weeks of slot updates.
-            level = np.exp(np.where(lvl_w > 0, lvl_num / lvl_w, 0.0))
-            cb, rb, gb, tb = cb * level, rb * level, gb * level, tb * level
-            valid = (c > 0) & (r > 0) & np.isfinite(c) & np.isfinite(r)
-            u = np.where(valid, 1000.0 * c / r, np.nan)
-            ub = np.where(w_cr > 0, 1000.0 * cb / rb, np.nan)
-            has_b = w_cr > 0
-            vol = valid & (r >= cfg.min_requests)
+            b *= np.exp(np.where(lvl_w > 0, lvl_num / lvl_w, 0.0))
+            base[:, d] = b
+            has_b = slot_w[0] > 0
+            ln_ub = np.log(1000.0 * b[0] / b[1])
+            sigmas = np.fmax(np.sqrt(ss / np.where(sw > 0, sw, np.nan)), floor)
+            sig[:, d] = sigmas
             warm = nobs[sl] >= cfg.min_obs
+            dev = lnU[d] - ln_ub
+            flag = warm & vol[d] & has_b & (np.abs(dev) > k * sigmas[0])
+            held = valid[d] & (flag | H[d])
+            accept = valid[d] & ~held
+            warm_g[d], flag_g[d], held_g[d] = warm, flag, held
 
-            def rms(name: str) -> np.ndarray:
-                return np.sqrt(np.where(sw[name] > 0, ss[name] / sw[name], np.nan))
-
-            sig = np.fmax(rms("u"), floor)  # NaN sigma (no history) -> floor
-            upper = ub * np.exp(k * sig)
-            lower = ub * np.exp(-k * sig)
-            flag = warm & vol & has_b & ((u > upper) | (u < lower))
-            held = valid & (flag | hol)
-            accept = valid & ~held
-
-            o = out
-            o["cost_b"][d], o["requests_b"][d] = cb, rb
-            o["gpu_hours_b"][d], o["tokens_b"][d] = gb, tb
-            o["u"][d], o["baseline"][d] = u, ub
-            o["lower"][d], o["upper"][d] = lower, upper
-            o["sigma"][d] = np.broadcast_to(sig, (P, N))
-            o["sigma_price"][d] = np.broadcast_to(np.fmax(rms("price"), floor), (P, N))
-            o["sigma_fleet"][d] = np.broadcast_to(np.fmax(rms("fleet"), floor), (P, N))
-            flags["warm"][d], flags["volume_ok"][d] = warm, vol
-            flags["flag"][d], flags["held"][d] = flag, held
-
-            # Sigma learns from accepted, volume-ok rows that had a baseline.
-            learn = accept & vol & has_b
-            g_ok = learn & (g > 0) & (gb > 0)
-            resid = {
-                "u": np.where(learn, np.log(u / ub), 0.0),
-                "price": np.where(g_ok, np.log((c / g) / (cb / gb)), 0.0),
-                "fleet": np.where(g_ok, np.log(g / gb), 0.0),
-            }
-            masks = {"u": learn, "price": g_ok, "fleet": g_ok}
-            for name, res in resid.items():
-                m = masks[name].sum(axis=0)
-                decay = av**m
-                ss[name] = decay * ss[name] + (res**2).sum(axis=0)
-                sw[name] = decay * sw[name] + m
-            m = learn.sum(axis=0)
-            decay = al**m
-            lvl_num = decay * lvl_num + np.where(learn, np.log(r / rb_slot), 0.0).sum(
+            # Sigmas and the level learn from accepted, volume-ok rows.
+            learn = accept & vol[d] & has_b
+            g_ok = learn & np.isfinite(lnG[d]) & (b[2] > 0)
+            r_u = np.where(learn, dev, 0.0)
+            r_p = np.where(g_ok, lnP[d] - np.log(b[0] / b[2]), 0.0)
+            r_f = np.where(g_ok, lnG[d] - np.log(b[2]), 0.0)
+            m_u = learn.sum(axis=0)
+            m_g = g_ok.sum(axis=0)
+            decay = np.stack([av**m_u, av**m_g, av**m_g])
+            ss = decay * ss + np.stack(
+                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0)]
+            )
+            sw = decay * sw + np.stack([m_u, m_g, m_g])
+            dl = al**m_u
+            lvl_num = dl * lvl_num + np.where(learn, lnR[d] - ln_rb_slot, 0.0).sum(
                 axis=0
             )
-            lvl_w = decay * lvl_w + m
+            lvl_w = dl * lvl_w + m_u
 
             # Slot update (slots are distinct within a day: plain fancy indexing).
-            _update(num, wgt, sl, accept, c, r, g, t, a)
+            x = X[:, d]
+            mask = np.stack(
+                [accept, accept, accept & g_present[d], accept & t_present[d]]
+            )
+            num[:, sl] = np.where(mask, a * slot_num + x, slot_num)
+            wgt[:, sl] = np.where(mask, a * slot_w + 1.0, slot_w)
             nobs[sl] += accept
 
-            # Run of held rows per series, in row order within the day.
+            # Run of held rows per series, in row order within the day; the
+            # held rows since the last accepted one feed the shadow state.
             any_acc = accept.any(axis=0)
             last_acc = np.where(any_acc, P - 1 - np.argmax(accept[::-1], axis=0), -1)
-            after = rows > last_acc[None, :]
-            held_after = held & after
+            held_after = held & (rows > last_acc[None, :])
             run = np.where(any_acc, held_after.sum(axis=0), run + held.sum(axis=0))
-            for name in COMPONENTS:
-                shadow[name][:, any_acc] = 0.0
-            for name in shadow_w:
-                shadow_w[name][:, any_acc] = 0.0
-            _update(shadow, shadow_w, sl, held_after, c, r, g, t, a)
+            shadow[:, :, any_acc] = 0.0
+            shadow_w[:, :, any_acc] = 0.0
+            smask = np.stack(
+                [
+                    held_after,
+                    held_after,
+                    held_after & g_present[d],
+                    held_after & t_present[d],
+                ]
+            )
+            s_num = shadow[:, sl]
+            s_w = shadow_w[:, sl]
+            shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
+            shadow_w[:, sl] = np.where(smask, a * s_w + 1.0, s_w)
 
             shift = run >= hold_rows
             if shift.any():
                 # The held values are the new level of the slots they reached.
-                for wname, comps in (("cr", ("cost", "requests")),
-                                     ("gpu_hours", ("gpu_hours",)),
-                                     ("tokens", ("tokens",))):  # fmt: skip
-                    take = (shadow_w[wname] > 0) & shift[None, :]
-                    for name in comps:
-                        num[name] = np.where(take, shadow[name], num[name])
-                    wgt[wname] = np.where(take, shadow_w[wname], wgt[wname])
-                flags["level_shift"][d][:, shift] = True
+                take = (shadow_w > 0) & shift[None, None, :]
+                num = np.where(take, shadow, num)
+                wgt = np.where(take, shadow_w, wgt)
+                shift_g[d] = shift
                 run[shift] = 0.0
                 lvl_num[shift] = 0.0
                 lvl_w[shift] = 0.0
-                for name in COMPONENTS:
-                    shadow[name][:, shift] = 0.0
-                for name in shadow_w:
-                    shadow_w[name][:, shift] = 0.0
+                shadow[:, :, shift] = 0.0
+                shadow_w[:, :, shift] = 0.0
 
-    return {**out, **flags}
-
-
-def _update(
-    num: dict[str, np.ndarray],
-    wgt: dict[str, np.ndarray],
-    sl: np.ndarray,
-    mask: np.ndarray,
-    c: np.ndarray,
-    r: np.ndarray,
-    g: np.ndarray,
-    t: np.ndarray,
-    a: float,
-) -> None:
-    """EWMA update (adjust=True: numerator and weight decay, then add) of the
-    slots ``sl`` where ``mask``; GPU-hours and tokens only where present."""
-    g_ok = mask & np.isfinite(g) & (g >= 0)
-    t_ok = mask & np.isfinite(t) & (t >= 0)
-    for name, x, m in (
-        ("cost", c, mask),
-        ("requests", r, mask),
-        ("gpu_hours", g, g_ok),
-        ("tokens", t, t_ok),
-    ):
-        cur = num[name][sl]
-        num[name][sl] = np.where(m, a * cur + np.where(m, x, 0.0), cur)
-    for wname, m in (("cr", mask), ("gpu_hours", g_ok), ("tokens", t_ok)):
-        cur = wgt[wname][sl]
-        wgt[wname][sl] = np.where(m, a * cur + 1.0, cur)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        baseline = 1000.0 * base[0] / base[1]
+    sigma = np.broadcast_to(sig[:, :, None, :], (3, n_days, P, N))
+    return {
+        "cost_b": base[0],
+        "gpu_hours_b": base[2],
+        "tokens_b": base[3],
+        "requests_b": base[1],
+        "u": U,
+        "baseline": baseline,
+        "lower": baseline * np.exp(-k * sigma[0]),
+        "upper": baseline * np.exp(k * sigma[0]),
+        "sigma": sigma[0],
+        "sigma_price": sigma[1],
+        "sigma_fleet": sigma[2],
+        "warm": warm_g,
+        "volume_ok": vol,
+        "flag": flag_g,
+        "held": held_g,
+        "level_shift": np.broadcast_to(shift_g[:, None, :], (n_days, P, N)),
+    }
 
 
 def warmup_days(config: BaselineConfig) -> int:

@@ -113,16 +113,27 @@ def explain(
             "tokens_b", "requests_b", "replicas", "replicas_b",
         )
     }  # fmt: skip
-    u, ub = parts["u"].to_numpy(float), parts["u_b"].to_numpy(float)
-    # Only flagged rows get a sentence: a Python loop over the few of them.
-    for i in np.flatnonzero(flag):
-        if not ok[i]:
-            sentences[i] = str(parts["reason"].iat[i])
+    # Only flagged rows get a sentence: a Python loop over them, on plain
+    # lists (row access through pandas would cost more than the sentence).
+    idx = np.flatnonzero(flag)
+    names = list(cols)
+    values = [cols[k][idx].tolist() for k in names]
+    reasons = parts["reason"].to_numpy()[idx].tolist()
+    causes = out["cause"].to_numpy()[idx].tolist()
+    u_list = parts["u"].to_numpy(float)[idx].tolist()
+    ub_list = parts["u_b"].to_numpy(float)[idx].tolist()
+    hol_list = holiday[idx].tolist()
+    ok_list = ok[idx].tolist()
+    texts = []
+    for j in range(len(idx)):
+        if not ok_list[j]:
+            texts.append(str(reasons[j]))
             continue
-        row = {k: v[i] for k, v in cols.items()}
-        sentences[i] = _sentence(
-            str(out["cause"].iat[i]), u[i], ub[i], row, bool(holiday[i]), unchanged
+        row = {k: values[n][j] for n, k in enumerate(names)}
+        texts.append(
+            _sentence(causes[j], u_list[j], ub_list[j], row, hol_list[j], unchanged)
         )
+    sentences[idx] = texts
     out["sentence"] = sentences
     return out
 
@@ -131,7 +142,7 @@ def _fmt(x: float) -> str:
     if not math.isfinite(x):
         return "?"
     ax = abs(x)
-    if ax >= 100 or x == round(x):
+    if ax >= 100 or x.is_integer():
         return f"{x:,.0f}"
     if ax >= 10:
         return f"{x:.1f}"
