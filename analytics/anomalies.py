@@ -48,6 +48,7 @@ def detect(
     keys: Sequence[str] = ("series",),
     time: str = "day",
     config: BaselineConfig | None = None,
+    sentences: bool = True,
 ) -> pd.DataFrame:
     """Baselines, flags and explanations for every row of every series.
 
@@ -70,31 +71,31 @@ def detect(
     needed = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b", "flag", "sigma_price",
               "sigma_fleet"]  # fmt: skip
     rows = pd.concat([frame.loc[flagged, inputs], base.loc[flagged, needed]], axis=1)
-    parts = explain(rows, band_k=cfg.band_k)
+    parts = explain(rows, band_k=cfg.band_k, sentences=sentences)
     n = len(frame)
-    out = frame[[*keys, time]].copy()
-    out["cost_per_1k"] = base["u"]
+    columns: dict[str, object] = {k: frame[k].to_numpy() for k in (*keys, time)}
+    columns["cost_per_1k"] = base["u"].to_numpy()
     for name in ("baseline", "lower", "upper"):
-        out[name] = base[name]
+        columns[name] = base[name].to_numpy()
     flag = np.full(n, "", dtype=object)
     flag[flagged] = parts["cause"].map(FLAG_OF_CAUSE).fillna("").to_numpy()
     cause = np.full(n, "", dtype=object)
     cause[flagged] = parts["sentence"].to_numpy()
-    out["flag"] = flag
-    out["cause"] = cause
+    columns["flag"] = flag
+    columns["cause"] = cause
     for name in ("price", "fleet", "traffic", "size", "cost"):
         values = np.full(n, np.nan)
         values[flagged] = parts[name].to_numpy(float)
-        out[name] = values
-    out["level_shift"] = base["level_shift"]
-    out["held"] = base["held"]
-    out["warm"] = base["warm"]
+        columns[name] = values
+    for name in ("level_shift", "held", "warm"):
+        columns[name] = base[name].to_numpy()
     notes = []
     if "gpu_hours" not in frame.columns or frame["gpu_hours"].isna().all():
         notes.append(NOTE_NO_GPU)
     if "tokens" not in frame.columns or frame["tokens"].isna().all():
         notes.append(NOTE_NO_TOKENS)
-    out["note"] = "; ".join(notes)
+    columns["note"] = np.full(n, "; ".join(notes), dtype=object)
+    out = pd.DataFrame(columns, index=frame.index, copy=False)
     return out
 
 

@@ -136,22 +136,30 @@ def baselines_compute(
     if n_rows == 0:
         return _empty(frame.index)
 
-    stamps = pd.DatetimeIndex(pd.to_datetime(frame[time], utc=True)).tz_convert(None)
-    if cfg.grain == "day" and (stamps != stamps.normalize()).any():
-        raise InvalidInput(
-            time, str(stamps[stamps != stamps.normalize()][0]), "not midnight UTC"
-        )
-    if cfg.grain == "hour" and (stamps != stamps.floor("h")).any():
-        raise InvalidInput(
-            time, str(stamps[stamps != stamps.floor("h")][0]), "not a whole hour"
-        )
-    series_code = frame.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
+    column = frame[time]
+    if column.dtype == "datetime64[ns]":  # naive UTC already: no conversion pass
+        stamps = pd.DatetimeIndex(column)
+    else:
+        stamps = pd.DatetimeIndex(pd.to_datetime(column, utc=True)).tz_convert(None)
+        stamps = stamps.as_unit("ns")
+    # Integer nanoseconds: day and hour arithmetic without datetime objects.
+    ns = stamps.asi8
+    day_ns, hour_ns = 86_400 * 10**9, 3_600 * 10**9
+    unit = day_ns if cfg.grain == "day" else hour_ns
+    off = ns % unit != 0
+    if off.any():
+        what = "not midnight UTC" if cfg.grain == "day" else "not a whole hour"
+        raise InvalidInput(time, str(stamps[off][0]), what)
+    if len(keys) == 1:
+        series_code = pd.factorize(frame[keys[0]], sort=True, use_na_sentinel=False)[0]
+    else:
+        series_code = frame.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
     n_series = int(series_code.max()) + 1
-    day0 = stamps.normalize().min()
-    day_idx = np.asarray(
-        (stamps.normalize() - day0) // pd.Timedelta(days=1), dtype=np.int64
-    )
-    pos = np.zeros(n_rows, dtype=np.int64) if per_day == 1 else np.asarray(stamps.hour)
+    days_since_epoch = ns // day_ns
+    first_day = int(days_since_epoch.min())
+    day0 = pd.Timestamp(first_day * day_ns)
+    day_idx = days_since_epoch - first_day
+    pos = np.zeros(n_rows, dtype=np.int64) if per_day == 1 else (ns // hour_ns) % 24
     n_days = int(day_idx.max()) + 1
     flat = (day_idx * per_day + pos) * n_series + series_code
     if np.bincount(flat, minlength=1).max() > 1:  # O(n), unlike np.unique
@@ -243,6 +251,7 @@ def _run(
     nobs = np.zeros((S, N))
     shadow = np.zeros((4, S, N))
     shadow_w = np.zeros((4, S, N))
+    shadow_on = np.zeros(N, dtype=bool)
     run = np.zeros(N)
     # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
     lvl_num = np.zeros(N)
@@ -317,20 +326,22 @@ def _run(
             last_acc = np.where(any_acc, P - 1 - np.argmax(accept[::-1], axis=0), -1)
             held_after = held & (rows > last_acc[None, :])
             run = np.where(any_acc, held_after.sum(axis=0), run + held.sum(axis=0))
-            shadow[:, :, any_acc] = 0.0
-            shadow_w[:, :, any_acc] = 0.0
-            smask = np.stack(
-                [
-                    held_after,
-                    held_after,
-                    held_after & g_present[d],
-                    held_after & t_present[d],
-                ]
-            )
-            s_num = shadow[:, sl]
-            s_w = shadow_w[:, sl]
-            shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
-            shadow_w[:, sl] = np.where(smask, a * s_w + 1.0, s_w)
+            # Shadows are touched only where a run is going on (rare).
+            clear = any_acc & shadow_on
+            if clear.any():
+                shadow[:, :, clear] = 0.0
+                shadow_w[:, :, clear] = 0.0
+                shadow_on &= ~clear
+            if held_after.any():
+                smask = np.stack(
+                    [held_after, held_after, held_after & g_present[d],
+                     held_after & t_present[d]]
+                )  # fmt: skip
+                s_num = shadow[:, sl]
+                s_w = shadow_w[:, sl]
+                shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
+                shadow_w[:, sl] = np.where(smask, a * s_w + 1.0, s_w)
+                shadow_on |= held_after.any(axis=0)
 
             shift = run >= hold_rows
             if shift.any():
@@ -344,6 +355,7 @@ def _run(
                 lvl_w[shift] = 0.0
                 shadow[:, :, shift] = 0.0
                 shadow_w[:, :, shift] = 0.0
+                shadow_on &= ~shift
 
     with np.errstate(divide="ignore", invalid="ignore"):
         baseline = 1000.0 * base[0] / base[1]

@@ -47,6 +47,7 @@ def explain(
     *,
     band_k: float = 2.5,
     unchanged: float = 0.05,
+    sentences: bool = True,
 ) -> pd.DataFrame:
     """Parts, cause and sentence per row (cause and sentence only where flagged).
 
@@ -59,7 +60,9 @@ def explain(
     in the sentence.
 
     Returns the ``analytics.lmdi.lmdi`` columns plus ``cause`` ("" where not
-    flagged) and ``sentence``.
+    flagged) and ``sentence`` (all "" with ``sentences=False``: the text is a
+    Python loop over flagged rows, which a caller that only needs the class
+    can skip).
     """
     parts = lmdi(frame)
     flag = (
@@ -100,7 +103,7 @@ def explain(
     out = parts.copy()
     out["cause"] = np.where(ok, cause, "")
 
-    sentences = np.full(len(frame), "", dtype=object)
+    text_col = np.full(len(frame), "", dtype=object)
     holiday = (
         frame["holiday"].fillna(False).astype(bool).to_numpy()
         if "holiday" in frame.columns
@@ -115,7 +118,7 @@ def explain(
     }  # fmt: skip
     # Only flagged rows get a sentence: a Python loop over them, on plain
     # lists (row access through pandas would cost more than the sentence).
-    idx = np.flatnonzero(flag)
+    idx = np.flatnonzero(flag) if sentences else np.zeros(0, dtype=int)
     names = list(cols)
     values = [cols[k][idx].tolist() for k in names]
     reasons = parts["reason"].to_numpy()[idx].tolist()
@@ -133,8 +136,8 @@ def explain(
         texts.append(
             _sentence(causes[j], u_list[j], ub_list[j], row, hol_list[j], unchanged)
         )
-    sentences[idx] = texts
-    out["sentence"] = sentences
+    text_col[idx] = texts
+    out["sentence"] = text_col
     return out
 
 

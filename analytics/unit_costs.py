@@ -142,6 +142,12 @@ def _num(frame: pd.DataFrame, name: str) -> pd.Series:
     return pd.to_numeric(frame[name], errors="coerce").astype(float)
 
 
+def _arr(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
+
+
 def measured_gpu_hours(frame: pd.DataFrame) -> pd.Series:
     """GPU-hours a deployment measured: replica-hours x GPUs per replica, and a
     MIG instance's share of its GPU (compute slices / 7).
@@ -177,42 +183,44 @@ def unit_costs(
     Every figure is NaN where its inputs are missing or under the minimum
     volume: zero requests give no figure, not an infinite one.
     """
-    cost = _num(frame, "cost")
-    requests = _num(frame, "requests")
-    prompt = _num(frame, "prompt_tokens")
-    gen = _num(frame, "generation_tokens")
-    tokens = _num(frame, "tokens").fillna(prompt + gen)
-    gpu = _num(frame, "gpu_hours")
-    prefill = _num(frame, "prefill_seconds")
-    decode = _num(frame, "decode_seconds")
+    cost = _arr(frame, "cost")
+    requests = _arr(frame, "requests")
+    prompt = _arr(frame, "prompt_tokens")
+    gen = _arr(frame, "generation_tokens")
+    tokens = _arr(frame, "tokens")
+    tokens = np.where(np.isnan(tokens), prompt + gen, tokens)
+    gpu = _arr(frame, "gpu_hours")
+    phases = _arr(frame, "prefill_seconds") + _arr(frame, "decode_seconds")
+    prefill = _arr(frame, "prefill_seconds")
+    pg = prompt + gen
 
-    def per(
-        amount: pd.Series, volume: pd.Series, floor: float, scale: float
-    ) -> pd.Series:
-        ok = volume >= max(floor, 1e-12)
-        return (amount / volume.where(ok) * scale).where(ok)
+    with np.errstate(divide="ignore", invalid="ignore"):
 
-    by_time = (prefill + decode) > 0
-    by_tokens = ~by_time & ((prompt + gen) > 0)
-    share = pd.Series(
-        np.where(
-            by_time,
-            prefill / (prefill + decode).where(by_time),
-            np.where(by_tokens, prompt / (prompt + gen).where(by_tokens), np.nan),
-        ),
-        index=frame.index,
-    )
-    out = pd.DataFrame(index=frame.index)
-    out["cost_per_1k_requests"] = per(cost, requests, min_requests, 1000.0)
-    out["cost_per_1m_tokens"] = per(cost, tokens, min_tokens, 1e6)
-    out["prompt_cost_share"] = share
-    out["prompt_rule"] = np.select([by_time, by_tokens], ["time", "tokens"], "")
-    out["cost_per_1m_prompt_tokens"] = per(cost * share, prompt, min_tokens, 1e6)
-    out["cost_per_1m_generation_tokens"] = per(cost * (1 - share), gen, min_tokens, 1e6)
-    out["cost_per_gpu_hour"] = (cost / gpu.where(gpu > 0)).where(gpu > 0)
-    out["tokens_per_gpu_second"] = (tokens / (gpu.where(gpu > 0) * 3600.0)).where(
-        gpu > 0
-    )
+        def per(
+            amount: np.ndarray, volume: np.ndarray, floor: float, scale: float
+        ) -> np.ndarray:
+            return np.where(
+                volume >= max(floor, 1e-12), amount / volume * scale, np.nan
+            )
+
+        by_time = phases > 0
+        by_tokens = ~by_time & (pg > 0)
+        share = np.where(
+            by_time, prefill / phases, np.where(by_tokens, prompt / pg, np.nan)
+        )
+        columns = {
+            "cost_per_1k_requests": per(cost, requests, min_requests, 1000.0),
+            "cost_per_1m_tokens": per(cost, tokens, min_tokens, 1e6),
+            "prompt_cost_share": share,
+            "prompt_rule": np.select([by_time, by_tokens], ["time", "tokens"], ""),
+            "cost_per_1m_prompt_tokens": per(cost * share, prompt, min_tokens, 1e6),
+            "cost_per_1m_generation_tokens": per(
+                cost * (1 - share), gen, min_tokens, 1e6
+            ),
+            "cost_per_gpu_hour": np.where(gpu > 0, cost / gpu, np.nan),
+            "tokens_per_gpu_second": np.where(gpu > 0, tokens / (gpu * 3600.0), np.nan),
+        }
+    out = pd.DataFrame(columns, index=frame.index, copy=False)
     out["clock"] = (
         frame["clock"].fillna("").astype(str) if "clock" in frame.columns else ""
     )
