@@ -100,11 +100,11 @@ def main() -> int:
     parser.add_argument("--days", type=int, default=365)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
-        "--smoke", action="store_true", help="5 series x 28 days, 1 run"
+        "--smoke", action="store_true", help="5 series x 60 days, 1 run"
     )
     args = parser.parse_args()
     if args.smoke:
-        args.series, args.days, args.repeat = 5, 28, 1
+        args.series, args.days, args.repeat = 5, 60, 1
 
     frame = hourly_frame(args.series, args.days)
     ours, bare, full = [], [], []
