@@ -9,6 +9,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from costapp.economics.tasks import unit_costs_recompute_queue
 from costapp.ingest import ingest_run_execute
 from costapp.models import IngestRun
 from costapp.sources.registry import source_for_run
@@ -32,6 +33,9 @@ def ingest_run_task(run_id: int) -> str | None:
             finished_at=timezone.now(),
         )
         raise
+    if run.status in (IngestRun.SUCCEEDED, IngestRun.PARTIAL):
+        # Pipeline order: ingest, then the figures it changed (then alerts).
+        unit_costs_recompute_queue(run.pk)
     return run.status
 
 
