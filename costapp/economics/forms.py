@@ -102,6 +102,13 @@ class EconomicsWindowForm(forms.Form):
         return data
 
 
+# Refusals quote the value (a NUL shows as \x00, a long value cut at 80).
+TEXT_ERRORS = {
+    "null_characters_not_allowed": "%(value).80r contains a NUL character",
+    "max_length": "%(value).80r is longer than %(limit_value)d characters",
+}
+
+
 class BudgetForm(forms.Form):
     scope = forms.ChoiceField(
         choices=[("team", "team"), ("deployment", "deployment"), ("fleet", "fleet")],
@@ -111,14 +118,20 @@ class BudgetForm(forms.Form):
         max_length=100,
         required=False,
         help_text="the team or deployment; empty for the fleet",
+        error_messages=TEXT_ERRORS,
     )
     monthly_amount = forms.CharField(
-        max_length=40, label="Monthly amount", widget=forms.NumberInput({"step": "any"})
+        max_length=40,
+        label="Monthly amount",
+        widget=forms.NumberInput({"step": "any"}),
+        error_messages=TEXT_ERRORS,
     )
-    currency = forms.CharField(max_length=3, initial="USD")
+    currency = forms.CharField(max_length=3, initial="USD", error_messages=TEXT_ERRORS)
 
     def clean_monthly_amount(self) -> Decimal:
         raw = self.cleaned_data["monthly_amount"]
+        if not raw.isascii():  # Decimal reads full-width digits; people do not
+            raise forms.ValidationError(f"{_shown(raw)} is not a number")
         try:
             amount = Decimal(raw.strip())
         except (InvalidOperation, AttributeError) as exc:

@@ -28,7 +28,6 @@ from django.db.models import Q
 
 from analytics.anomalies import detect
 from analytics.baselines import BaselineConfig
-from analytics.capacity.errors import InvalidInput
 from analytics.clocks import clock_costs, effective_rates
 from analytics.unit_costs import unit_costs
 from costapp.economics.selectors import (
@@ -282,7 +281,9 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
     fleet_rows = _aggregate(
         fleet_parts, "fleet", pd.Series(FLEET, index=fleet_parts.index)
     )
-    unbilled = fleet_rows["unallocated_cost"].isna()
+    # Unbilled days carry no idle or unallocated line yet (pool idle is in
+    # the pool's learnt rate; the unallocated bill is simply not there).
+    unbilled = (fleet_rows["clock"] == "provisional").to_numpy()
     fleet_rows.loc[unbilled, "note"] = [
         "; ".join(x for x in (n, NOTE_NOT_BILLED) if x)
         for n in fleet_rows.loc[unbilled, "note"]
@@ -370,10 +371,18 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
     )
     return pd.concat(
         [
-            units[["cost_per_1m_tokens", "cost_per_gpu_hour", "tokens_per_gpu_second"]],
+            # The figure from unit_costs (a credit shows as a negative
+            # figure); detect's u leaves non-positive costs out of the baseline.
+            units[
+                [
+                    "cost_per_1k_requests",
+                    "cost_per_1m_tokens",
+                    "cost_per_gpu_hour",
+                    "tokens_per_gpu_second",
+                ]
+            ],
             found[
                 [
-                    "cost_per_1k",
                     "baseline",
                     "lower",
                     "upper",
@@ -426,7 +435,7 @@ def _instances(
                 requests=_num(r["requests"]),
                 requests_length=_num(r["requests_length"]),
                 replicas=_num(r["replicas"]),
-                cost_per_1k_requests=_num(r["cost_per_1k"]),
+                cost_per_1k_requests=_num(r["cost_per_1k_requests"]),
                 cost_per_1m_tokens=_num(r["cost_per_1m_tokens"]),
                 cost_per_gpu_hour=_num(r["cost_per_gpu_hour"]),
                 tokens_per_gpu_second=_num(r["tokens_per_gpu_second"]),
@@ -473,13 +482,9 @@ def unit_costs_recompute(
         frame = frame.reset_index(drop=True)
         if frame.empty:
             continue
-        try:
-            found = _detected(frame, grain)
-        except InvalidInput:
-            logger.exception("unit costs: detection refused the %s frame", grain)
-            raise
+        found = _detected(frame, grain)
         if cutoff is not None:
-            keep = (pd.DatetimeIndex(frame["period_start"]) >= cutoff).to_numpy()
+            keep = np.asarray(pd.DatetimeIndex(frame["period_start"]) >= cutoff)
             frame, found = frame[keep], found[keep]
         flagged += int((found["flag"] != "").sum())
         figures.extend(_instances(frame, found, grain, now))
