@@ -18,7 +18,7 @@ from costapp.models import UnitCostFigure
 from tests.economics import world as w
 from tests.support.services import free_port, require_binary, stop, wait_for
 
-TOKEN = "a-metrics-token-for-tests-only"  # noqa: S105
+TOKEN = "a-metrics-token-for-tests-only"
 NOW = datetime(2026, 10, 13, 6, tzinfo=UTC)
 
 
@@ -107,7 +107,7 @@ def test_a_real_prometheus_scrapes_metrics_with_a_bearer_token(
     w.build_world()
     unit_costs_recompute(now=NOW)
     target = live_server.url.split("//", 1)[1]
-    host, port = target.rsplit(":", 1)
+    _host, port = target.rsplit(":", 1)
     config = tmp_path / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
