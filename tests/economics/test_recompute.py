@@ -242,3 +242,33 @@ def test_the_full_recompute_is_idempotent_and_the_command_says_what_it_wrote(
     assert "figures written" in out
     hours = UnitCostFigure.objects.filter(grain="hour", scope="deployment").count()
     assert hours == DeploymentHour.objects.count()
+
+
+def test_the_task_after_a_telemetry_run_recomputes_its_deployments_from_its_first_day(
+    world: w.World, django_capture_on_commit_callbacks: Any
+) -> None:
+    from costapp.economics.tasks import unit_costs_recompute_queue
+    from costapp.models import IngestRun
+
+    unit_costs_recompute(now=NOW)
+    run = IngestRun.objects.create(
+        source="prometheus",
+        target="solo",
+        window_start=w.day_start(30),
+        window_end=w.day_start(31),
+        status=IngestRun.SUCCEEDED,
+    )
+    DeploymentHour.objects.filter(
+        deployment=world.solo, hour__gte=w.day_start(30), hour__lt=w.day_start(31)
+    ).update(run=run, requests_stop=0.0)
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        unit_costs_recompute_queue(run.pk)
+    assert len(callbacks) == 1  # queued after commit, run eagerly here
+    rewritten = UnitCostFigure.objects.exclude(computed_at=NOW)
+    assert rewritten.exists()
+    assert set(rewritten.values_list("scope", "name").distinct()) == {
+        ("deployment", "solo"), ("team", "t1"), ("fleet", "fleet"),
+    }  # fmt: skip
+    assert not rewritten.filter(period_start__lt=w.day_start(30)).exists()
+    f = day("deployment", "solo", 30)
+    assert f.requests == pytest.approx(hand_requests("solo", 30) * 0.05)
