@@ -78,6 +78,15 @@ def _sum_nan(frame: pd.DataFrame, by: list[str], columns: list[str]) -> pd.DataF
     return sums.mask(unknown.reindex(sums.index, fill_value=False))
 
 
+def _rows(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate figure rows, leaving out empty frames (whose all-NaN
+    columns would otherwise decide the dtypes)."""
+    present = [f for f in frames if len(f)]
+    if not present:
+        return pd.DataFrame(columns=list(FIGURE_COLUMNS))
+    return pd.concat(present, ignore_index=True)
+
+
 def _worst_clock(values: pd.Series) -> str:
     present = [v for v in values if isinstance(v, str) and v]
     if not present:
@@ -267,12 +276,13 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         }
     )  # fmt: skip
     overhead = overhead.assign(scope="overhead", list_cost=np.nan)
-    team_parts = pd.concat([solo, owned, shared_members], ignore_index=True)
-    team_names = pd.concat([solo_teams, owned_teams, shared_teams], ignore_index=True)
-    team_rows = _aggregate(team_parts, "team", team_names)
-    fleet_parts = pd.concat(
-        [solo, owned, shared_members, overhead, unalloc_rows], ignore_index=True
+    team_parts = _rows([solo, owned, shared_members])
+    names = [n for n in (solo_teams, owned_teams, shared_teams) if len(n)]
+    team_names = (
+        pd.concat(names, ignore_index=True) if names else pd.Series(dtype=object)
     )
+    team_rows = _aggregate(team_parts, "team", team_names)
+    fleet_parts = _rows([solo, owned, shared_members, overhead, unalloc_rows])
     for column in FIGURE_COLUMNS:
         if column not in fleet_parts:
             fleet_parts[column] = np.nan
@@ -288,9 +298,7 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         "; ".join(x for x in (n, NOTE_NOT_BILLED) if x)
         for n in fleet_rows.loc[unbilled, "note"]
     ]
-    day = pd.concat(
-        [deployment_rows, pool_rows, team_rows, fleet_rows], ignore_index=True
-    )
+    day = _rows([deployment_rows, pool_rows, team_rows, fleet_rows])
 
     # Hours: always the provisional clock (the bill is daily), priced at the
     # deployment's learnt effective rate or the rate card.
@@ -307,7 +315,7 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         h_fleet = _aggregate(h_rows, "fleet", pd.Series(FLEET, index=h_rows.index))
         h_fleet["note"] = NOTE_HOURLY_DIRECT
         h_teams["note"] = NOTE_HOURLY_DIRECT
-        hour = pd.concat([h_rows, h_teams, h_fleet], ignore_index=True)
+        hour = _rows([h_rows, h_teams, h_fleet])
     else:
         hour = pd.DataFrame(columns=list(FIGURE_COLUMNS))
     return {"day": day, "hour": hour}

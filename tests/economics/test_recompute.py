@@ -272,3 +272,8 @@ def test_the_task_after_a_telemetry_run_recomputes_its_deployments_from_its_firs
     assert not rewritten.filter(period_start__lt=w.day_start(30)).exists()
     f = day("deployment", "solo", 30)
     assert f.requests == pytest.approx(hand_requests("solo", 30) * 0.05)
+
+
+def test_a_recompute_with_nothing_ingested_writes_nothing_and_does_not_fail() -> None:
+    result = unit_costs_recompute(now=NOW)
+    assert (result.rows_written, result.flagged) == (0, 0)
