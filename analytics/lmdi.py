@@ -39,6 +39,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analytics.capacity.errors import InvalidInput
+
 PARTS = ("price", "fleet", "traffic", "size")
 AGGREGATE_PARTS = (*PARTS, "idle", "mix")
 COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
@@ -173,10 +175,21 @@ def lmdi_aggregate(
     with one factor per aggregate, so that they sum to it. The shares between
     members are kept and the parts sum to ``u`` minus *that* baseline.
 
+    A ``currency`` column, if present, must be one currency per aggregate
+    (never add dollars to euros): otherwise ``InvalidInput``.
+
     Returns one row per ``keys`` with ``u, u_b, delta``, the parts of
     ``AGGREGATE_PARTS``, ``cost`` and ``reason``.
     """
     keys = list(keys)
+    if "currency" in frame.columns and "currency" not in keys:
+        mixed = frame.groupby(keys, sort=True)["currency"].nunique(dropna=False) > 1
+        if mixed.any():
+            raise InvalidInput(
+                "currency",
+                str(mixed[mixed].index[0]),
+                "an aggregate would add currencies",
+            )
     f = frame.copy()
     for name in (*COMPONENTS, *(c + BASELINE_SUFFIX for c in COMPONENTS)):
         f[name] = _col(f, name)

@@ -143,13 +143,13 @@ def main() -> int:
 
 
 def incremental_report(frame: pd.DataFrame, *, repeat: int) -> None:
-    """One restated day (3 days before the end, as Cost Explorer restates) for
-    one deployment and its 3 pool siblings: recompute from the checkpoint at
-    the start of that day's month, for those 4 series, against the full
-    recompute of every series."""
+    """One restated day (20 days before the end: the previous month is
+    restated until it closes) for one deployment and its 3 pool siblings:
+    recompute from the checkpoint at the start of that day's month, for those
+    4 series, against the full recompute of every series."""
     cfg = BaselineConfig(grain="hour")
     last = pd.Timestamp(frame["period_start"].max()).normalize()
-    restated_day = last - pd.Timedelta(days=3)
+    restated_day = last - pd.Timedelta(days=20)
     checkpoint = restated_day.replace(day=1)
     stored = baselines_run(frame, config=cfg, checkpoints=[checkpoint])
     names = sorted(frame["series"].unique())[:4]

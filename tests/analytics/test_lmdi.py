@@ -241,3 +241,23 @@ def test_a_team_with_its_own_baseline_is_explained_against_it() -> None:
     assert out["u_b"] == pytest.approx(400.0 / 2.5e5 * 1000)
     parts = out[["cost", "traffic", "idle", "mix"]].sum()
     assert parts == pytest.approx(out["u"] - out["u_b"], rel=1e-12)
+
+
+def test_an_aggregate_never_adds_currencies() -> None:
+    from analytics.capacity.errors import InvalidInput
+
+    frame = pd.DataFrame(
+        {
+            "team": "t",
+            "deployment": ["a", "b"],
+            "currency": ["USD", "EUR"],
+            "cost": [1.0, 1.0],
+            "requests": [1e3, 1e3],
+            "cost_b": [1.0, 1.0],
+            "requests_b": [1e3, 1e3],
+        }
+    )
+    with pytest.raises(InvalidInput, match="currenc"):
+        lmdi_aggregate(frame, keys=["team"])
+    out = lmdi_aggregate(frame, keys=["team", "currency"])
+    assert len(out) == 2
