@@ -792,6 +792,8 @@ PART_LABELS = (
     ("fleet", "fleet (GPU-hours)"),
     ("traffic", "traffic (tokens)"),
     ("size", "request size (tokens per request)"),
+    ("idle", "idle and unallocated (team and fleet)"),
+    ("mix", "mix (requests moving between cheap and dear deployments)"),
 )
 
 

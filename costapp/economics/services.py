@@ -27,8 +27,9 @@ from django.db import transaction
 from django.db.models import Q
 
 from analytics.anomalies import detect
-from analytics.baselines import BaselineConfig
+from analytics.baselines import BaselineConfig, baselines_run
 from analytics.clocks import clock_costs, effective_rates
+from analytics.lmdi import lmdi_aggregate
 from analytics.unit_costs import unit_costs
 from costapp.economics.selectors import (
     CLOCK_ORDER,
@@ -318,7 +319,65 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         hour = _rows([h_rows, h_teams, h_fleet])
     else:
         hour = pd.DataFrame(columns=list(FIGURE_COLUMNS))
-    return {"day": day, "hour": hour}
+    members = _memberships(dep, deployment_rows, pool_rows, unalloc_rows,
+                           teams_of_pool)  # fmt: skip
+    return {"day": day, "hour": hour, "members": members}
+
+
+MEMBER_COLUMNS = (
+    "agg_scope", "agg_name", "currency", "period_start", "member", "cost",
+    "gpu_hours", "tokens", "requests",
+)  # fmt: skip
+
+
+def _memberships(
+    dep: pd.DataFrame,
+    deployment_rows: pd.DataFrame,
+    pool_rows: pd.DataFrame,
+    unalloc_rows: pd.DataFrame,
+    teams_of_pool: pd.Series,
+) -> pd.DataFrame:
+    """What each team and fleet day is made of, for the aggregate LMDI: every
+    deployment's direct cost and traffic, each pool's overhead (its bill
+    beyond its members: idle) and, for the fleet, the unallocated bill."""
+    direct = deployment_rows.assign(
+        member=deployment_rows["name"],
+        tokens=deployment_rows["prompt_tokens"] + deployment_rows["generation_tokens"],
+        team=dep["team"].to_numpy(),
+        pool=dep["pool"].to_numpy(),
+    )
+    parts = []
+    for scope in ("team", "fleet"):
+        rows = direct if scope == "fleet" else direct[direct["team"] != ""]
+        parts.append(rows.assign(agg_scope=scope,
+                                 agg_name=rows["team"] if scope == "team" else FLEET))  # fmt: skip
+    if len(pool_rows):
+        member_cost = _sum_nan(
+            direct[direct["pool"] != ""], ["pool", "currency", "period_start"], ["cost"]
+        )
+        joined = pool_rows.join(
+            member_cost, on=["name", "currency", "period_start"], rsuffix="_members"
+        )
+        over = pool_rows.assign(
+            member="__idle__/" + pool_rows["name"],
+            cost=joined["cost"] - joined["cost_members"],
+            gpu_hours=np.nan, tokens=np.nan, requests=np.nan,
+        )  # fmt: skip
+        parts.append(over.assign(agg_scope="fleet", agg_name=FLEET))
+        owner = over["name"].map(teams_of_pool).fillna("")
+        owned = over[owner.to_numpy() != ""]
+        parts.append(owned.assign(agg_scope="team", agg_name=owner[owner != ""]))
+    if len(unalloc_rows):
+        parts.append(
+            unalloc_rows.assign(
+                member="__unallocated__", gpu_hours=np.nan, tokens=np.nan,
+                requests=np.nan, agg_scope="fleet", agg_name=FLEET,
+            )
+        )  # fmt: skip
+    present = [p[list(MEMBER_COLUMNS)] for p in parts if len(p)]
+    if not present:
+        return pd.DataFrame(columns=list(MEMBER_COLUMNS))
+    return pd.concat(present, ignore_index=True)
 
 
 def _affected(
@@ -406,9 +465,125 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
                     "note",
                 ]
             ].rename(columns={"cost": "cost_part", "note": "detect_note"}),
+            # Team and fleet days get these from the aggregate LMDI.
+            pd.DataFrame({"idle": np.nan, "mix": np.nan}, index=frame.index),
         ],
         axis=1,
     )
+
+
+BASE_COLUMNS = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b"]
+
+
+def _detect_input(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "scope": frame["scope"].to_numpy(),
+            "name": frame["name"].to_numpy(),
+            "currency": frame["currency"].to_numpy(),
+            "period_start": pd.DatetimeIndex(frame["period_start"]).as_unit("ns"),
+            "cost": frame["cost"].to_numpy(float),
+            "requests": frame["requests"].to_numpy(float),
+            "gpu_hours": frame["gpu_hours"].to_numpy(float),
+            "tokens": (frame["prompt_tokens"] + frame["generation_tokens"]).to_numpy(
+                float
+            ),
+        },
+        index=frame.index,
+    )
+
+
+def _aggregate_parts(
+    frame: pd.DataFrame,
+    found: pd.DataFrame,
+    members: pd.DataFrame,
+    every: pd.DataFrame,
+) -> None:
+    """Replace the parts of flagged team and fleet days by the fully loaded
+    decomposition (analytics.lmdi.lmdi_aggregate): the four factors over the
+    deployments plus ``idle`` and ``mix``, against the aggregate's own
+    baseline, still with no residual. Overheads (pool idle, unallocated) get
+    their own baselines, as dollars over the aggregate's requests. ``every``
+    is the whole day frame: members' baselines come from their own series
+    whether or not this (incremental) recompute rewrites them."""
+    flagged = (found["flag"] != "").to_numpy() & frame["scope"].isin(
+        ["team", "fleet"]
+    ).to_numpy()
+    if not flagged.any() or members.empty:
+        return
+    config = BaselineConfig(grain="day")
+    every = every.reset_index(drop=True)
+    base = baselines_run(
+        _detect_input(every), keys=KEYS, time="period_start", config=config
+    ).figures
+    comp = pd.concat([every[["scope", "name", "currency", "period_start"]],
+                      base[BASE_COLUMNS]], axis=1)  # fmt: skip
+    comp["period_start"] = pd.DatetimeIndex(comp["period_start"])
+    m = members.copy()
+    m["period_start"] = pd.DatetimeIndex(m["period_start"])
+    # Deployments bring their own baseline components.
+    dep_comp = comp[comp["scope"] == "deployment"].rename(columns={"name": "member"})
+    m = m.merge(
+        dep_comp.drop(columns=["scope"]),
+        on=["member", "currency", "period_start"], how="left",
+    )  # fmt: skip
+    over = m["member"].astype(str).str.startswith("__").to_numpy()
+    # Overheads: a series each, per aggregate, priced per aggregate request.
+    agg = comp[comp["scope"].isin(["team", "fleet"])].rename(
+        columns={"scope": "agg_scope", "name": "agg_name"}
+    )
+    requests = every[every["scope"].isin(["team", "fleet"])][
+        ["scope", "name", "currency", "period_start", "requests"]
+    ].rename(
+        columns={"scope": "agg_scope", "name": "agg_name", "requests": "agg_requests"}
+    )
+    requests["period_start"] = pd.DatetimeIndex(requests["period_start"])
+    overheads = m[over].merge(
+        requests, on=["agg_scope", "agg_name", "currency", "period_start"], how="left"
+    )
+    if len(overheads):
+        series = pd.DataFrame(
+            {
+                "scope": "overhead",
+                "name": overheads["agg_scope"] + "/" + overheads["agg_name"] + "/"
+                + overheads["member"],
+                "currency": overheads["currency"].to_numpy(),
+                "period_start": pd.DatetimeIndex(overheads["period_start"]).as_unit("ns"),
+                "cost": overheads["cost"].to_numpy(float),
+                "requests": overheads["agg_requests"].to_numpy(float),
+            }
+        )  # fmt: skip
+        ob = baselines_run(series, keys=KEYS, time="period_start", config=config)
+        m.loc[over, "cost_b"] = ob.figures["cost_b"].to_numpy()
+    m["agg"] = m["agg_scope"] + "/" + m["agg_name"]
+    agg["agg"] = agg["agg_scope"] + "/" + agg["agg_name"]
+    rows = frame[flagged]
+    wanted = set(zip(rows["scope"] + "/" + rows["name"],
+                     pd.DatetimeIndex(rows["period_start"]), strict=True))  # fmt: skip
+    pick = [(a, t) in wanted for a, t in zip(m["agg"], m["period_start"], strict=True)]
+    sub = m[np.asarray(pick, dtype=bool)]
+    if sub.empty:
+        return
+    totals = agg[["agg", "period_start", *BASE_COLUMNS]]
+    parts = lmdi_aggregate(
+        sub.drop(columns=["agg_scope", "agg_name"]),
+        keys=["agg", "period_start"],
+        member="member",
+        baseline_totals=totals,
+    ).set_index(["agg", "period_start"])
+    for i in np.flatnonzero(flagged):
+        key = (
+            f"{frame['scope'].iat[i]}/{frame['name'].iat[i]}",
+            pd.Timestamp(frame["period_start"].iat[i]),
+        )
+        if key not in parts.index:
+            continue
+        row = parts.loc[key]
+        if row["reason"]:
+            continue
+        for name in ("price", "fleet", "traffic", "size", "cost", "idle", "mix"):
+            column = "cost_part" if name == "cost" else name
+            found.iat[i, found.columns.get_loc(column)] = row[name]
 
 
 def _instances(
@@ -425,6 +600,8 @@ def _instances(
                 ("traffic", "traffic"),
                 ("size", "size"),
                 ("cost", "cost_part"),
+                ("idle", "idle"),
+                ("mix", "mix"),
             )
             if r[src] is not None and np.isfinite(r[src])
         }
@@ -480,7 +657,8 @@ def unit_costs_recompute(
     )
     figures: list[UnitCostFigure] = []
     flagged = 0
-    for grain, frame in frames.items():
+    for grain in ("day", "hour"):
+        frame = frames[grain]
         if affected is not None:
             mask = [
                 (s, n) in affected
@@ -491,6 +669,8 @@ def unit_costs_recompute(
         if frame.empty:
             continue
         found = _detected(frame, grain)
+        if grain == "day":
+            _aggregate_parts(frame, found, frames["members"], frames["day"])
         if cutoff is not None:
             keep = np.asarray(pd.DatetimeIndex(frame["period_start"]) >= cutoff)
             frame, found = frame[keep], found[keep]

@@ -277,3 +277,24 @@ def test_the_task_after_a_telemetry_run_recomputes_its_deployments_from_its_firs
 def test_a_recompute_with_nothing_ingested_writes_nothing_and_does_not_fail() -> None:
     result = unit_costs_recompute(now=NOW)
     assert (result.rows_written, result.flagged) == (0, 0)
+
+
+def test_a_flagged_fleet_day_splits_into_factor_idle_and_mix_parts_with_no_residual(
+    world: w.World,
+) -> None:
+    # The pool's bill jumps by 46% on one day at unchanged usage.
+    CostLine.objects.filter(tag_value="p", period_start=w.day_start(30)).update(
+        amortized_cost=Decimal("900.000000000000")
+    )
+    unit_costs_recompute(now=NOW)
+    fleet = day("fleet", "fleet", 30)
+    assert fleet.flag == "anomaly"
+    parts = fleet.parts
+    assert {"price", "fleet", "traffic", "size", "idle", "mix"} <= parts.keys()
+    total = math.fsum(
+        parts[k] for k in ("price", "fleet", "traffic", "size", "idle", "mix")
+    )
+    assert total == pytest.approx(fleet.cost_per_1k_requests - fleet.baseline, rel=1e-9)
+    # The node got dearer for everyone on it: price carries the change.
+    assert parts["price"] > 0.9 * total
+    assert abs(parts["mix"]) < 1e-3 * total  # no traffic moved between deployments
