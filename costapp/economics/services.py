@@ -430,12 +430,20 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
         },
         index=frame.index,
     )
-    found = detect(
-        det_input,
-        keys=KEYS,
-        time="period_start",
-        config=BaselineConfig(grain="day" if grain == "day" else "hour"),
-    )
+    config = BaselineConfig(grain="day" if grain == "day" else "hour")
+    found = detect(det_input, keys=KEYS, time="period_start", config=config)
+    # The baseline per 1M tokens: the same EWMA state, cost over tokens.
+    state = baselines_run(det_input, keys=KEYS, time="period_start", config=config)
+    per_token = unit_costs(
+        pd.DataFrame(
+            {
+                "cost": state.figures["cost_b"].to_numpy(float),
+                "tokens": state.figures["tokens_b"].to_numpy(float),
+                "requests": state.figures["requests_b"].to_numpy(float),
+            },
+            index=frame.index,
+        )
+    )["cost_per_1m_tokens"].rename("baseline_per_1m_tokens")
     return pd.concat(
         [
             # The figure from unit_costs (a credit shows as a negative
@@ -465,6 +473,7 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
                     "note",
                 ]
             ].rename(columns={"cost": "cost_part", "note": "detect_note"}),
+            per_token,
             # Team and fleet days get these from the aggregate LMDI.
             pd.DataFrame({"idle": np.nan, "mix": np.nan}, index=frame.index),
         ],
@@ -626,7 +635,8 @@ def _instances(
                 tokens_per_gpu_second=_num(r["tokens_per_gpu_second"]),
                 effective_rate=_num(r["effective_rate"]),
                 baseline=_num(r["baseline"]), lower=_num(r["lower"]),
-                upper=_num(r["upper"]), flag=r["flag"] or "", cause=r["cause"] or "",
+                upper=_num(r["upper"]),
+                baseline_per_1m_tokens=_num(r["baseline_per_1m_tokens"]), flag=r["flag"] or "", cause=r["cause"] or "",
                 parts=parts, level_shift=bool(r["level_shift"]),
                 warm=bool(r["warm"]), note=note[:300], computed_at=now,
             )

@@ -56,6 +56,7 @@ def expected_samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
             ("cost_per_1k_requests", "costapp_cost_per_1k_requests_dollars"),
             ("cost_per_1m_tokens", "costapp_cost_per_1m_tokens_dollars"),
             ("baseline", "costapp_cost_per_1k_requests_baseline_dollars"),
+            ("baseline_per_1m_tokens", "costapp_cost_per_1m_tokens_baseline_dollars"),
             ("upper", "costapp_cost_per_1k_requests_upper_dollars"),
             ("idle_cost", "costapp_idle_dollars"),
         ):

@@ -63,6 +63,12 @@ def test_a_billed_day_costs_its_bill_and_its_unit_costs_are_the_bill_over_traffi
     total = sum(hand_requests(n, 3) for n in ("solo", "a", "b"))
     assert fleet.cost_per_1k_requests == pytest.approx(633.6 / total * 1000)
     assert day("team", "t2", 3).cost == member.cost  # members only: idle is shared
+    # Past warm-up a steady weekday sits on its baselines, per request and per token.
+    steady = day("deployment", "solo", 22)
+    assert steady.baseline == pytest.approx(steady.cost_per_1k_requests, rel=1e-9)
+    assert steady.baseline_per_1m_tokens == pytest.approx(
+        steady.cost_per_1m_tokens, rel=1e-9
+    )
 
 
 def test_a_day_without_finished_requests_has_no_unit_cost_not_an_infinite_one(
