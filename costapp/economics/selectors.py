@@ -29,7 +29,10 @@ from analytics.unit_costs import (
 )
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import billed_deployment_days
-from costapp.models import Deployment, DeploymentHour
+from costapp.models import (
+    Deployment,
+    DeploymentHour,
+)
 
 QUANTUM = Decimal("1e-12")
 Basis = Literal["provisional", "billed"]
@@ -65,7 +68,7 @@ class DeploymentDay:
         return self.prompt_tokens + self.generation_tokens
 
 
-def _utc(day: date) -> datetime:
+def utc_midnight(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
 
 
@@ -81,7 +84,9 @@ def deployment_days_read(
     Days without telemetry have no row (missing is not zero). ``billed`` maps
     (deployment, day) to the allocated bill; those days get basis 'billed'.
     """
-    hours = DeploymentHour.objects.filter(hour__gte=_utc(start), hour__lt=_utc(end))
+    hours = DeploymentHour.objects.filter(
+        hour__gte=utc_midnight(start), hour__lt=utc_midnight(end)
+    )
     if deployments is not None:
         hours = hours.filter(deployment__name__in=list(deployments))
     grouped = (

@@ -1,0 +1,451 @@
+"""Reads of the stored unit-cost figures, and the pages built on them:
+scope windows, flagged periods, explanations, pool idle, budgets and the
+month-end forecast. Figures are read, never recomputed here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+
+import pandas as pd
+
+from analytics.forecast import MonthForecast, forecast_month
+from analytics.unit_costs import (
+    window_totals,
+)
+from costapp.economics.selectors import (
+    utc_midnight,
+)
+from costapp.models import (
+    Budget,
+    Deployment,
+    UnitCostFigure,
+)
+from costapp.models.economics import FLEET
+
+# --- stored figures ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    pk: int
+    scope: str
+    name: str
+    grain: str
+    period_start: datetime
+    currency: str
+    clock: str
+    rate_source: str
+    cost: Decimal | None
+    list_cost: Decimal | None
+    idle_cost: Decimal | None
+    unallocated_cost: Decimal | None
+    gpu_hours: float | None
+    requests: float | None
+    tokens: float | None
+    replicas: float | None
+    cost_per_1k_requests: float | None
+    cost_per_1m_tokens: float | None
+    cost_per_gpu_hour: float | None
+    tokens_per_gpu_second: float | None
+    effective_rate: float | None
+    baseline: float | None
+    lower: float | None
+    upper: float | None
+    baseline_per_1m_tokens: float | None
+    flag: str
+    cause: str
+    parts: dict[str, float]
+    level_shift: bool
+    note: str
+
+
+def _figure_row(f: UnitCostFigure) -> FigureRow:
+    tokens = (
+        None
+        if f.prompt_tokens is None or f.generation_tokens is None
+        else f.prompt_tokens + f.generation_tokens
+    )
+    return FigureRow(
+        pk=f.pk, scope=f.scope, name=f.name, grain=f.grain,
+        period_start=f.period_start, currency=f.currency, clock=f.clock,
+        rate_source=f.rate_source, cost=f.cost, list_cost=f.list_cost,
+        idle_cost=f.idle_cost, unallocated_cost=f.unallocated_cost,
+        gpu_hours=f.gpu_hours, requests=f.requests, tokens=tokens,
+        replicas=f.replicas, cost_per_1k_requests=f.cost_per_1k_requests,
+        cost_per_1m_tokens=f.cost_per_1m_tokens,
+        cost_per_gpu_hour=f.cost_per_gpu_hour,
+        tokens_per_gpu_second=f.tokens_per_gpu_second,
+        effective_rate=f.effective_rate, baseline=f.baseline, lower=f.lower,
+        upper=f.upper, baseline_per_1m_tokens=f.baseline_per_1m_tokens, flag=f.flag, cause=f.cause, parts=dict(f.parts or {}),
+        level_shift=f.level_shift, note=f.note,
+    )  # fmt: skip
+
+
+def figures_read(
+    *,
+    scope: str,
+    names: Iterable[str] | None = None,
+    grain: str = "day",
+    start: date | datetime | None = None,
+    end: date | datetime | None = None,
+    flagged_only: bool = False,
+) -> list[FigureRow]:
+    """Stored figures only (never recomputes), ordered by name and period;
+    ``end`` exclusive."""
+    qs = UnitCostFigure.objects.filter(scope=scope, grain=grain)
+    if names is not None:
+        qs = qs.filter(name__in=list(names))
+    if start is not None:
+        qs = qs.filter(period_start__gte=_as_utc(start))
+    if end is not None:
+        qs = qs.filter(period_start__lt=_as_utc(end))
+    if flagged_only:
+        qs = qs.exclude(flag="")
+    return [_figure_row(f) for f in qs.order_by("name", "period_start")]
+
+
+def figure_get(pk: int) -> FigureRow | None:
+    found = UnitCostFigure.objects.filter(pk=pk).first()
+    return _figure_row(found) if found is not None else None
+
+
+def flagged_read(
+    *,
+    start: date,
+    end: date,
+    grain: str = "day",
+    scopes: Iterable[str] = ("fleet", "team", "deployment"),
+    names: Iterable[str] | None = None,
+) -> list[FigureRow]:
+    """Every flagged period in the window, wherever it falls, latest first."""
+    qs = UnitCostFigure.objects.filter(
+        grain=grain,
+        scope__in=list(scopes),
+        period_start__gte=_as_utc(start),
+        period_start__lt=_as_utc(end),
+    ).exclude(flag="")
+    if names is not None:
+        qs = qs.filter(name__in=list(names))
+    return [_figure_row(f) for f in qs.order_by("-period_start", "scope", "name")]
+
+
+def _as_utc(value: date | datetime) -> datetime:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    return utc_midnight(value)
+
+
+def figures_frame(rows: Iterable[FigureRow]) -> pd.DataFrame:
+    """Figures as a frame of floats (NaN for missing) for charts and sums."""
+    columns = (
+        "pk", "scope", "name", "period_start", "currency", "clock", "cost",
+        "idle_cost", "unallocated_cost", "gpu_hours", "requests", "tokens",
+        "cost_per_1k_requests", "cost_per_1m_tokens", "baseline", "lower", "upper",
+        "flag",
+    )  # fmt: skip
+    nan = float("nan")
+
+    def num(value: object) -> float:
+        return nan if value is None else float(value)  # type: ignore[arg-type]
+
+    records = [
+        (
+            r.pk,
+            r.scope,
+            r.name,
+            r.period_start,
+            r.currency,
+            r.clock,
+            num(r.cost),
+            num(r.idle_cost),
+            num(r.unallocated_cost),
+            num(r.gpu_hours),
+            num(r.requests),
+            num(r.tokens),
+            num(r.cost_per_1k_requests),
+            num(r.cost_per_1m_tokens),
+            num(r.baseline),
+            num(r.lower),
+            num(r.upper),
+            r.flag,
+        )
+        for r in rows
+    ]
+    return pd.DataFrame.from_records(records, columns=list(columns))
+
+
+def budgets_read() -> list[Budget]:
+    return list(Budget.objects.order_by("scope", "name", "currency"))
+
+
+def scope_names() -> dict[str, list[str]]:
+    """The names a budget or a figure page may refer to, per scope."""
+    deployments = list(Deployment.objects.order_by("name").values_list("name", "team"))
+    teams = sorted({team for _, team in deployments if team})
+    return {
+        "deployment": [name for name, _ in deployments],
+        "team": teams,
+        "fleet": [FLEET],
+    }
+
+
+# --- pages -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScopeWindow:
+    """One series over a window: its figures and their totals."""
+
+    scope: str
+    name: str
+    currency: str
+    figures: list[FigureRow]
+    cost: float
+    requests: float
+    tokens: float
+    idle_cost: float  # NaN: no idle known in the window
+    cost_per_1k_requests: float  # ratio of sums, not a mean of ratios
+    cost_per_1m_tokens: float
+    last: FigureRow | None  # the last period with a unit cost
+    flagged: list[FigureRow]
+    clocks: tuple[str, ...]
+
+
+def _window(rows: list[FigureRow], scope: str, name: str, currency: str) -> ScopeWindow:
+    frame = figures_frame(rows)
+    totals = window_totals(frame.fillna({"cost": 0.0, "requests": 0.0, "tokens": 0.0}))
+    idle = frame["idle_cost"].sum(min_count=1) if len(frame) else float("nan")
+    last = next((r for r in reversed(rows) if r.cost_per_1k_requests is not None), None)
+    return ScopeWindow(
+        scope=scope,
+        name=name,
+        currency=currency,
+        figures=rows,
+        cost=totals.cost,
+        requests=totals.requests,
+        tokens=totals.tokens,
+        idle_cost=float(idle),
+        cost_per_1k_requests=totals.cost_per_1k_requests,
+        cost_per_1m_tokens=totals.cost_per_1m_tokens,
+        last=last,
+        flagged=[r for r in rows if r.flag],
+        clocks=tuple(sorted({r.clock for r in rows})),
+    )
+
+
+def scope_windows_read(
+    *,
+    scope: str,
+    start: date,
+    end: date,
+    grain: str = "day",
+    clock: str = "",
+    names: Iterable[str] | None = None,
+) -> list[ScopeWindow]:
+    """Per series (and currency: nothing sums across currencies) of ``scope``:
+    stored figures in ``[start, end)`` and their totals."""
+    rows = figures_read(scope=scope, names=names, grain=grain, start=start, end=end)
+    if clock:
+        rows = [r for r in rows if r.clock == clock]
+    groups: dict[tuple[str, str], list[FigureRow]] = {}
+    for r in rows:
+        groups.setdefault((r.name, r.currency), []).append(r)
+    return [
+        _window(items, scope, name, currency)
+        for (name, currency), items in sorted(groups.items())
+    ]
+
+
+@dataclass(frozen=True)
+class PoolIdle:
+    pool: str
+    currency: str
+    idle_cost: float
+    cost: float
+    idle_share: float
+
+
+def pool_idle_read(*, start: date, end: date) -> list[PoolIdle]:
+    """Idle dollars per pool in the window (billed days), from the stored
+    pool figures."""
+    out = []
+    for w in scope_windows_read(scope="pool", start=start, end=end):
+        billed = [r for r in w.figures if r.idle_cost is not None]
+        frame = figures_frame(billed)
+        idle = float(frame["idle_cost"].sum()) if len(frame) else float("nan")
+        cost = float(frame["cost"].sum()) if len(frame) else float("nan")
+        out.append(
+            PoolIdle(
+                pool=w.name,
+                currency=w.currency,
+                idle_cost=idle,
+                cost=cost,
+                idle_share=idle / cost if cost > 0 else float("nan"),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Explanation:
+    figure: FigureRow
+    parts: list[tuple[str, str, float]]  # (key, label, $ per 1k requests)
+    total: float  # the parts' sum
+    delta: float  # u - u_baseline
+    efficiency: float | None  # fleet + traffic, where both exist
+    members: list[FigureRow]  # for a team or the fleet: its deployments that day
+
+
+PART_LABELS = (
+    ("price", "price ($ per GPU-hour)"),
+    ("fleet", "fleet (GPU-hours)"),
+    ("traffic", "traffic (tokens)"),
+    ("size", "request size (tokens per request)"),
+    ("idle", "idle and unallocated (team and fleet)"),
+    ("mix", "mix (requests moving between cheap and dear deployments)"),
+)
+
+
+def explanation_read(pk: int) -> Explanation | None:
+    figure = figure_get(pk)
+    if figure is None:
+        return None
+    parts = [
+        (key, label, figure.parts[key])
+        for key, label in PART_LABELS
+        if key in figure.parts
+    ]
+    if not parts and "cost" in figure.parts:
+        parts = [("cost", "cost (no GPU-hours: price and fleet together)",
+                  figure.parts["cost"])]  # fmt: skip
+        if "traffic" in figure.parts:
+            parts.append(("traffic", "traffic", figure.parts["traffic"]))
+    nan = float("nan")
+    delta = (
+        figure.cost_per_1k_requests - figure.baseline
+        if figure.cost_per_1k_requests is not None and figure.baseline is not None
+        else nan
+    )
+    efficiency = (
+        figure.parts["fleet"] + figure.parts["traffic"]
+        if "fleet" in figure.parts and "traffic" in figure.parts
+        else None
+    )
+    members: list[FigureRow] = []
+    if figure.scope in ("team", "fleet"):
+        names = None
+        if figure.scope == "team":
+            names = list(
+                Deployment.objects.filter(team=figure.name).values_list(
+                    "name", flat=True
+                )
+            )
+        members = [
+            r
+            for r in figures_read(
+                scope="deployment",
+                names=names,
+                grain=figure.grain,
+                start=figure.period_start,
+                end=figure.period_start + timedelta(seconds=1),
+            )
+            if r.currency == figure.currency
+        ]
+    return Explanation(
+        figure=figure,
+        parts=parts,
+        total=math.fsum(v for _, _, v in parts) if parts else nan,
+        delta=delta,
+        efficiency=efficiency,
+        members=members,
+    )
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    budget: Budget
+    forecast: MonthForecast | None  # None: no spend figures for the scope
+    spent_share: float  # to date / budget
+
+
+def _spend_frame(
+    scope: str, name: str, currency: str, start: date, end: date
+) -> pd.DataFrame:
+    rows = [
+        r
+        for r in figures_read(scope=scope, names=[name], start=start, end=end)
+        if r.currency == currency and r.cost is not None
+    ]
+    return pd.DataFrame(
+        {
+            "day": [r.period_start.replace(tzinfo=None) for r in rows],
+            "cost": [float(r.cost) for r in rows],  # type: ignore[arg-type]
+        }
+    )
+
+
+def month_forecast_read(
+    *,
+    scope: str,
+    name: str,
+    currency: str,
+    today: date,
+    budget: float | None = None,
+) -> MonthForecast | None:
+    """Month-end spend of one series: bill where final, provisional where not,
+    plus analytics.forecast's simulated remainder (80% interval)."""
+    start = today.replace(day=1) - timedelta(days=70)
+    days = _spend_frame(scope, name, currency, start, today)
+    if days.empty:
+        return None
+    as_of = days["day"].max()
+    return forecast_month(
+        days, as_of=as_of, series=f"{scope}/{name}", budget=budget, interval=0.8
+    )
+
+
+def budget_statuses_read(*, today: date) -> list[BudgetStatus]:
+    out = []
+    for budget in budgets_read():
+        amount = float(budget.monthly_amount)
+        forecast = month_forecast_read(
+            scope=budget.scope,
+            name=budget.name,
+            currency=budget.currency,
+            today=today,
+            budget=amount,
+        )
+        share = forecast.to_date / amount if forecast is not None else float("nan")
+        out.append(BudgetStatus(budget=budget, forecast=forecast, spent_share=share))
+    return out
+
+
+@dataclass(frozen=True)
+class DeploymentEconomics:
+    window: ScopeWindow | None
+    pool: PoolIdle | None
+    flagged: list[FigureRow]
+
+
+def deployment_economics_read(
+    deployment: Deployment, *, start: date, end: date
+) -> DeploymentEconomics:
+    windows = scope_windows_read(
+        scope="deployment", names=[deployment.name], start=start, end=end
+    )
+    pool = None
+    if deployment.pool is not None:
+        pool = next(
+            (p for p in pool_idle_read(start=start, end=end)
+             if p.pool == deployment.pool.name),
+            None,
+        )  # fmt: skip
+    flagged = flagged_read(start=start, end=end, scopes=("deployment",),
+                           names=[deployment.name])  # fmt: skip
+    return DeploymentEconomics(
+        window=windows[0] if windows else None, pool=pool, flagged=flagged
+    )

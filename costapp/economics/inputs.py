@@ -1,0 +1,210 @@
+"""What the unit-cost recompute reads: hours, the allocated bill and the rate
+card per series, and which series a run changed (with their pool siblings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, date, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+
+from analytics.allocation import IDLE, UNALLOCATED
+from costapp.costs.rates import rate_book
+from costapp.models import (
+    CostLine,
+    Deployment,
+    DeploymentHour,
+    IngestRun,
+)
+
+# --- inputs of the recompute (issue 9) -------------------------------------------
+
+CLOCK_ORDER = {"provisional": 0, "estimated": 1, "final": 2}
+
+
+@dataclass(frozen=True)
+class RecomputeInputs:
+    """What ``unit_costs_recompute`` feeds to ``analytics``, as plain frames.
+
+    ``hours``: one row per deployment and UTC hour with telemetry: deployment,
+    team, pool, period_start, day, requests (stop + length), requests_length,
+    prompt_tokens, generation_tokens, gpu_hours (NaN where the GPU-seconds are
+    unknown), replicas, rate_card ($ per GPU-hour that day; NaN: none),
+    currency (the rate card's).
+    ``bills``: one row per deployment, UTC day and currency that received a
+    share of the allocated bill: deployment, day, currency, bill_cost (float),
+    bill_status (final / estimated).
+    ``overheads``: pool idle and unallocated dollars: pool ("" for
+    unallocated), kind (idle / unallocated), day, currency, amount, bill_status.
+    ``deployments``: name, team, pool.
+    """
+
+    hours: pd.DataFrame
+    bills: pd.DataFrame
+    overheads: pd.DataFrame
+    deployments: pd.DataFrame
+
+
+HOUR_COLUMNS = (
+    "deployment", "team", "pool", "period_start", "day", "requests",
+    "requests_length", "prompt_tokens", "generation_tokens", "gpu_hours",
+    "replicas", "rate_card", "currency",
+)  # fmt: skip
+
+
+def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
+    """Every stored hour, bill day and overhead, for the full history: the
+    baselines carry state from the first day, so an incremental recompute
+    reads the same inputs as the full one and only recomputes fewer series."""
+    from costapp.costs.selectors import (
+        allocation_days,
+        basis_or_default,
+        bill_days,
+    )
+
+    fleet = list(Deployment.objects.select_related("pool").order_by("name"))
+    by_name = {d.name: d for d in fleet}
+    deployments = pd.DataFrame(
+        [
+            {"name": d.name, "team": d.team, "pool": d.pool.name if d.pool else ""}
+            for d in fleet
+        ],
+        columns=["name", "team", "pool"],
+    )
+    rows = list(
+        DeploymentHour.objects.order_by("deployment__name", "hour").values_list(
+            "deployment__name",
+            "hour",
+            "requests_stop",
+            "requests_length",
+            "prompt_tokens",
+            "generation_tokens",
+            "gpu_seconds",
+            "replicas_mean",
+        )
+    )
+    book = rate_book()
+    cards: dict[tuple[str, date], tuple[float, str]] = {}
+    records = []
+    for name, hour, stop, length, prompt, gen, gpu_s, replicas in rows:
+        dep = by_name[name]
+        hour = hour.astimezone(UTC)
+        day = hour.date()
+        if (name, day) not in cards:
+            found = book.for_deployment(dep, day)
+            cards[(name, day)] = (
+                (float(found[0]), found[1]) if found else (float("nan"), "USD")
+            )
+        card, currency = cards[(name, day)]
+        records.append(
+            (
+                name, dep.team, dep.pool.name if dep.pool else "",
+                hour.replace(tzinfo=None), pd.Timestamp(day), stop + length, length,
+                prompt, gen,
+                # Unknown GPU-seconds stay unknown: never priced as 0.
+                float("nan") if gpu_s is None else gpu_s / 3600.0,
+                replicas, card, currency,
+            )
+        )  # fmt: skip
+    hours = pd.DataFrame.from_records(records, columns=list(HOUR_COLUMNS))
+
+    chosen = basis_or_default(basis)
+    if len(hours):
+        start = hours["day"].min().date()
+        end = hours["day"].max().date() + timedelta(days=1)
+    else:
+        start = end = date(1970, 1, 1)
+    # Bill days outside telemetry still count for the overheads and the fleet.
+    first_bill = CostLine.objects.order_by("period_start").first()
+    last_bill = CostLine.objects.order_by("-period_start").first()
+    if first_bill is not None and last_bill is not None:
+        start = min(start, first_bill.period_start.astimezone(UTC).date())
+        end = max(end, last_bill.period_start.astimezone(UTC).date() + timedelta(1))
+    estimated = {
+        (b.day, b.account_id, b.currency): b.estimated
+        for b in bill_days(start, end, chosen)
+    }
+    bill_acc: dict[tuple[str, date, str], list[Any]] = {}
+    over_acc: dict[tuple[str, str, date, str], list[Any]] = {}
+    for (account, day, currency), allocation in allocation_days(
+        start, end, chosen
+    ).items():
+        est = estimated.get((day, account, currency), False)
+        for share in allocation.shares:
+            if share.target in (IDLE, UNALLOCATED):
+                kind = "idle" if share.target == IDLE else "unallocated"
+                key = (share.pool if kind == "idle" else "", kind, day, currency)
+                slot = over_acc.setdefault(key, [Decimal(0), False])
+            else:
+                slot = bill_acc.setdefault(
+                    (share.target, day, currency), [Decimal(0), False]
+                )
+            slot[0] += share.amount
+            slot[1] |= est
+    bills = pd.DataFrame.from_records(
+        [
+            (
+                name,
+                pd.Timestamp(day),
+                cur,
+                float(v[0]),
+                "estimated" if v[1] else "final",
+            )
+            for (name, day, cur), v in sorted(bill_acc.items())
+        ],
+        columns=["deployment", "day", "currency", "bill_cost", "bill_status"],
+    )
+    overheads = pd.DataFrame.from_records(
+        [
+            (
+                pool,
+                kind,
+                pd.Timestamp(day),
+                cur,
+                float(v[0]),
+                "estimated" if v[1] else "final",
+            )
+            for (pool, kind, day, cur), v in sorted(over_acc.items())
+        ],
+        columns=["pool", "kind", "day", "currency", "amount", "bill_status"],
+    )
+    return RecomputeInputs(
+        hours=hours, bills=bills, overheads=overheads, deployments=deployments
+    )
+
+
+def series_siblings(names: Iterable[str]) -> set[str]:
+    """The deployments whose figures move with ``names``: the names and every
+    deployment sharing a pool with one of them (a restated or late hour
+    changes how the pool's bill is split)."""
+    wanted = set(names)
+    pools = set(
+        Deployment.objects.filter(name__in=wanted, pool__isnull=False).values_list(
+            "pool_id", flat=True
+        )
+    )
+    siblings = set(
+        Deployment.objects.filter(pool_id__in=pools).values_list("name", flat=True)
+    )
+    return wanted | siblings
+
+
+def run_changes(run: IngestRun) -> tuple[date, set[str] | None]:
+    """(first changed day, deployments changed or None for all) of a run.
+
+    Bills change every deployment of an account-day (allocation), so a bill
+    run recomputes all series from its window start; a telemetry run only the
+    deployments it wrote hours for, and their pool siblings.
+    """
+    since = run.window_start.astimezone(UTC).date()
+    if run.source in ("cost_explorer", "focus", "demo"):
+        return since, None
+    names = set(
+        DeploymentHour.objects.filter(run=run)
+        .values_list("deployment__name", flat=True)
+        .distinct()
+    )
+    return since, series_siblings(names)
