@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
-from costapp.economics.inputs import recompute_inputs_read
 from costapp.economics.frames import NOTE_GPU_UNKNOWN, figure_frames
+from costapp.economics.inputs import recompute_inputs_read
 from costapp.economics.services import unit_costs_recompute
 from costapp.models import CostLine, DeploymentHour, UnitCostFigure
 from tests.economics import world as w
