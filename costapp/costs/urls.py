@@ -9,6 +9,13 @@ urlpatterns = [
     path("", views.bills, name="bills"),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("export.csv", views.export_csv, name="export"),
+    path("export.zip", views.export_zip, name="export_zip"),
+    path("export-summary.csv", views.export_summary, name="export_summary"),
+    path(
+        "reconciliation.csv",
+        views.reconciliation_export,
+        name="reconciliation_export",
+    ),
     path("backfill/", views.backfill, name="backfill"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("focus/", views.focus_import, name="focus_import"),

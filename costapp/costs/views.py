@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -14,8 +16,11 @@ from django.views.decorators.http import require_http_methods
 
 from costapp.access import requires
 from costapp.costs import selectors, services
+from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
+from costapp.costs.exports import QUANTUM, Export, ExportSpec
 from costapp.costs.forms import (
     BackfillForm,
+    ExportForm,
     FocusImportForm,
     WindowForm,
     default_window,
@@ -26,15 +31,16 @@ from costapp.csv_export import csv_lines
 from costapp.models import IngestRun
 from costapp.tasks import ingest_runs_queue
 
-EXPORT_COLUMNS = [
+RECONCILIATION_COLUMNS = [
     "date",
-    "account_id",
-    "currency",
+    "deployment",
     "basis",
-    "target",
-    "pool",
-    "allocation",
-    "amount",
+    "status",
+    "gpu_hours",
+    "rate_per_gpu_hour",
+    "provisional_cost",
+    "bill_amount",
+    "difference",
 ]
 
 
@@ -92,38 +98,91 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
     )
 
 
-@requires("costapp.export_bills")
-def export_csv(request: HttpRequest) -> HttpResponseBase:
-    form = WindowForm(request.GET)
+def _export(request: HttpRequest) -> Export | HttpResponse:
+    form = ExportForm(request.GET)
     if not form.is_valid():
         return HttpResponse(
             "; ".join(form.messages()), status=400, content_type="text/plain"
         )
     w = form.cleaned_data
-    rows = selectors.allocation_export_rows(w["start"], w["end"], w["basis"])
-    # Decimals at stored precision (a spreadsheet sum reconciles exactly);
-    # account ids and names pass the one writer's formula guard.
+    return Export(
+        ExportSpec(
+            start=w["start"],
+            end=w["end"],
+            grain=w["grain"],
+            by=w["by"],
+            basis=w["basis"],
+            format=w["format"],
+        )
+    )
+
+
+def _q(value: Decimal | None) -> Decimal | None:
+    return None if value is None else value.quantize(QUANTUM)
+
+
+def _attachment(response: HttpResponseBase, name: str) -> HttpResponseBase:
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@requires("costapp.export_bills")
+def export_csv(request: HttpRequest) -> HttpResponseBase:
+    """The data CSV alone (its summary: ``export_summary``)."""
+    export = _export(request)
+    if isinstance(export, HttpResponse):
+        return export
+    response = StreamingHttpResponse(csv_rows(export), content_type="text/csv")
+    return _attachment(response, f"{export.stem}.csv")
+
+
+@requires("costapp.export_bills")
+def export_zip(request: HttpRequest) -> HttpResponseBase:
+    """The data file (CSV or Parquet) and its summary, one streamed ZIP."""
+    export = _export(request)
+    if isinstance(export, HttpResponse):
+        return export
+    response = StreamingHttpResponse(zip_stream(export), content_type="application/zip")
+    return _attachment(response, f"{export.stem}.zip")
+
+
+@requires("costapp.export_bills")
+def export_summary(request: HttpRequest) -> HttpResponseBase:
+    export = _export(request)
+    if isinstance(export, HttpResponse):
+        return export
+    for _ in export.records():  # the summary reconciles what the rows hold
+        pass
+    response = HttpResponse("".join(summary_csv(export)), content_type="text/csv")
+    return _attachment(response, f"{export.stem}-summary.csv")
+
+
+@requires("costapp.export_bills")
+def reconciliation_export(request: HttpRequest) -> HttpResponseBase:
+    _form, w, errors = _window(request)
+    if errors:
+        return HttpResponse("; ".join(errors), status=400, content_type="text/plain")
+    rows = selectors.reconciliation_rows(w["start"], w["end"], w["basis"])
     lines = csv_lines(
-        EXPORT_COLUMNS,
+        RECONCILIATION_COLUMNS,
         (
             [
-                r.day.isoformat(),
-                r.account_id,
-                r.currency,
+                r.day,
+                r.deployment,
                 w["basis"],
-                r.target,
-                r.pool,
-                r.how,
-                r.amount,
+                "provisional" if r.provisional_only else "billed",
+                r.gpu_hours,
+                *(_q(v) for v in (r.rate_per_gpu_hour, r.provisional)),
+                *(_q(v) for v in (r.billed, r.difference)),
             ]
             for r in rows
         ),
     )
+    last = w["end"] - timedelta(days=1)
     response = StreamingHttpResponse(lines, content_type="text/csv")
-    response["Content-Disposition"] = (
-        f'attachment; filename="costapp-bill-{w["basis"]}-{w["start"]}-{w["end"]}.csv"'
+    return _attachment(
+        response, f"costapp-reconciliation-{w['start']}-to-{last}-{w['basis']}.csv"
     )
-    return response
 
 
 @requires("costapp.run_backfill", write="costapp.run_backfill")
