@@ -6,22 +6,28 @@ import uuid
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from costapp.access import requires
 from costapp.costs import selectors, services
+from costapp.costs.breakdown import DIMENSIONS, bill_lines_read, breakdown_read
 from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
 from costapp.costs.exports import QUANTUM, Export, ExportSpec
 from costapp.costs.forms import (
+    PRESETS,
     BackfillForm,
+    BillLinesForm,
     ExportForm,
     FocusImportForm,
+    RangeForm,
     WindowForm,
     default_window,
 )
@@ -78,6 +84,8 @@ def bills(request: HttpRequest) -> HttpResponse:
             "totals": selectors.bill_total(w["start"], w["end"], w["basis"]),
             "runs": selectors.recent_runs(),
             "basis_label": selectors.BASES[w["basis"]],
+            "last_day": w["end"] - timedelta(days=1),
+            "exports": _export_links(w),
         },
     )
 
@@ -94,6 +102,7 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
             "window_errors": errors,
             "rows": selectors.reconciliation_rows(w["start"], w["end"], w["basis"]),
             "basis_label": selectors.BASES[w["basis"]],
+            "last_day": w["end"] - timedelta(days=1),
         },
     )
 
@@ -124,6 +133,88 @@ def _q(value: Decimal | None) -> Decimal | None:
 def _attachment(response: HttpResponseBase, name: str) -> HttpResponseBase:
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
+
+
+def _range(request: HttpRequest) -> tuple[RangeForm, dict[str, Any], list[str]]:
+    """(form, window shown, errors): a refused filter names the field and the
+    value, and the page says which window it shows instead."""
+    form = RangeForm(request.GET)
+    if form.is_valid():
+        return form, form.cleaned_data, []
+    fallback = RangeForm({})
+    fallback.is_valid()
+    shown = fallback.cleaned_data
+    errors = [
+        *form.messages(),
+        f"showing {PRESETS[shown['preset']]} ({shown['start']} to "
+        f"{shown['end'] - timedelta(days=1)}, UTC) instead",
+    ]
+    return RangeForm(initial={"preset": shown["preset"]}), shown, errors
+
+
+def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
+    base = {"start": w["start"], "end": w["end"], "basis": w["basis"]}
+    out = []
+    for fmt, grain, by in (
+        ("csv", "day", "deployment"),
+        ("csv", "month", "deployment"),
+        ("csv", "month", "team"),
+        ("parquet", "day", "deployment"),
+    ):
+        query = urlencode({**base, "format": fmt, "grain": grain, "by": by})
+        label = f"{fmt.upper() if fmt == 'csv' else 'Parquet'} by {grain} and {by}"
+        out.append((label, f"{reverse('costs:export_zip')}?{query}"))
+    return out
+
+
+@requires("costapp.view_bills")
+def breakdown(request: HttpRequest) -> HttpResponse:
+    form, w, errors = _range(request)
+    data = breakdown_read(start=w["start"], end=w["end"], basis=w["basis"])
+    return render(
+        request,
+        "costs/breakdown.html",
+        {
+            "form": form,
+            "window": w,
+            "last_day": w["end"] - timedelta(days=1),
+            "window_errors": errors,
+            "presets": PRESETS,
+            "preset_label": PRESETS[w["preset"]],
+            "exports": _export_links(w),
+            "b": data,
+            "dimensions": [
+                (label, data.dimensions[key]) for key, label in DIMENSIONS.items()
+            ],
+            "basis_label": selectors.BASES[w["basis"]],
+        },
+    )
+
+
+@requires("costapp.view_bills")
+def bill_lines(request: HttpRequest) -> HttpResponse:
+    form = BillLinesForm(request.GET)
+    if not form.is_valid():
+        return render(
+            request,
+            "costs/bill_lines.html",
+            {"form": form, "errors": form.messages(), "rows": [], "count": 0},
+        )
+    d = form.cleaned_data
+    basis = selectors.basis_or_default(d.get("basis"))
+    rows, count = bill_lines_read(day=d["day"], basis=basis, account=d["account"])
+    return render(
+        request,
+        "costs/bill_lines.html",
+        {
+            "form": form,
+            "day": d["day"],
+            "rows": rows,
+            "count": count,
+            "basis": basis,
+            "basis_label": selectors.BASES[basis],
+        },
+    )
 
 
 @requires("costapp.export_bills")

@@ -46,6 +46,8 @@ EXPECTED: dict[str, Rule] = {
     "fleet:deployment": Rule(LEADS, None),
     "costs:bills": Rule(READERS, None),
     "costs:reconciliation": Rule(READERS, None),
+    "costs:breakdown": Rule(READERS, None),
+    "costs:bill_lines": Rule(READERS, None),
     "costs:export": Rule(READERS, None),
     "costs:export_zip": Rule(READERS, None),
     "costs:export_summary": Rule(READERS, None),
