@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import zipfile
 from datetime import date, timedelta
 from decimal import Decimal
@@ -19,9 +20,11 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.models import Sum
 from django.test import Client
+from hypothesis import given
+from hypothesis import strategies as st
 
 from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
-from costapp.costs.exports import Export, ExportSpec
+from costapp.costs.exports import Export, ExportSpec, day_ranges
 from costapp.models import CostLine, Deployment, DeploymentHour, Pool, RateCard
 from tests.costs.conftest import ACCOUNT, utc
 from tests.support.users import user_in
@@ -434,3 +437,24 @@ def peak_bytes_of_lines(start: date, end: date) -> int:
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def expand(ranges: str) -> set[date]:
+    out: set[date] = set()
+    for part in ranges.split():
+        first, _, last = part.partition("..")
+        a = date.fromisoformat(first)
+        b = date.fromisoformat(last or first)
+        assert a <= b
+        out |= {a + timedelta(days=i) for i in range((b - a).days + 1)}
+    return out
+
+
+@given(st.sets(st.dates(min_value=date(2025, 1, 1), max_value=date(2026, 12, 31))))
+def test_the_summary_day_ranges_name_exactly_the_days_given(days: set[date]) -> None:
+    text = day_ranges(sorted(days))
+    assert expand(text) == days
+    # Ranges are maximal: two never touch, so the text is as short as it can be.
+    parts = [p.partition("..") for p in text.split()]
+    for (s1, _, e1), (s2, _, _) in itertools.pairwise(parts):
+        assert date.fromisoformat(s2) - date.fromisoformat(e1 or s1) > timedelta(1)
