@@ -48,6 +48,8 @@ By = Literal["deployment", "team"]
 Format = Literal["csv", "parquet"]
 QUANTUM = Decimal("1e-12")
 NO_TEAM = "__no_team__"
+# A billed day with the deployment's traffic but none of the bill: $0.
+NO_SHARE = "no share"
 PROVISIONAL, ESTIMATED, FINAL = "provisional", "estimated", "final"
 ROW_GROUP = 5000
 
@@ -487,6 +489,7 @@ class Export:
                     )
                     row.days[status].add(day)
                     row.add_bill(Decimal(0))
+                    row.hows.add(NO_SHARE)
             elif not billed:
                 rate = book.for_deployment(dep, day)
                 currency = rate[1] if rate is not None else "USD"

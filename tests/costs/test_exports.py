@@ -458,3 +458,23 @@ def test_the_summary_day_ranges_name_exactly_the_days_given(days: set[date]) -> 
     parts = [p.partition("..") for p in text.split()]
     for (s1, _, e1), (s2, _, _) in itertools.pairwise(parts):
         assert date.fromisoformat(s2) - date.fromisoformat(e1 or s1) > timedelta(1)
+
+
+def test_a_deployment_with_traffic_but_no_share_of_a_billed_day_shows_zero() -> None:
+    needs_postgres()
+    seed_month(days=1, billed_days=1)
+    orphan = Deployment.objects.create(
+        name="orphan", model_name="m", gpu_type="L4", account_id=ACCOUNT
+    )
+    DeploymentHour.objects.create(
+        deployment=orphan, hour=utc(2026, 11, 1, 3), gpu_seconds=3600, requests_stop=9
+    )
+    rows = csv_of(Export(ExportSpec(start=NOV, end=NOV + timedelta(days=1))))
+    (row,) = [r for r in rows if r["deployment"] == "orphan"]
+    assert (row["bill_amount"], row["allocation"], row["status"]) == (
+        "0.000000000000",
+        "no share",
+        "estimated",  # the seed's last two billed days are estimated
+    )
+    assert row["requests"] == "9.0"
+    assert row["cost_per_1k_requests"] == "0.000000000000"
