@@ -59,35 +59,8 @@ class _Named(forms.Form):
         return out
 
 
-class WindowForm(_Named):
-    """A UTC day window (end exclusive, like Cost Explorer) and a cost basis."""
-
-    start = BoundedDateField(required=False)
-    end = BoundedDateField(required=False, label="End (exclusive)")
-    basis = forms.ChoiceField(choices=list(BASES.items()), required=False)
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if self.errors:
-            return data
-        today = timezone.now().date()
-        data["end"] = data.get("end") or today + timedelta(days=1)
-        data["start"] = data.get("start") or data["end"] - timedelta(days=31)
-        data["basis"] = data.get("basis") or DEFAULT_BASIS
-        if data["end"] <= data["start"]:
-            raise forms.ValidationError(
-                f"end={data['end'].isoformat()!r}: must be after start {data['start']}"
-            )
-        if (data["end"] - data["start"]).days > MAX_DAYS:
-            raise forms.ValidationError(
-                f"end={data['end'].isoformat()!r}: the window from "
-                f"{data['start']} is longer than {MAX_DAYS} days"
-            )
-        return data
-
-
 def default_window() -> dict[str, Any]:
-    form = WindowForm({})
+    form = RangeForm({})
     form.is_valid()
     return form.cleaned_data
 

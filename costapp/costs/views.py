@@ -22,13 +22,13 @@ from costapp.costs.breakdown import DIMENSIONS, bill_lines_read, breakdown_read
 from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
 from costapp.costs.exports import QUANTUM, Export, ExportSpec
 from costapp.costs.forms import (
+    DEFAULT_PRESET,
     PRESETS,
     BackfillForm,
     BillLinesForm,
     ExportForm,
     FocusImportForm,
     RangeForm,
-    WindowForm,
     default_window,
 )
 from costapp.costs.tasks import focus_import_task
@@ -50,21 +50,50 @@ RECONCILIATION_COLUMNS = [
 ]
 
 
-def _window(request: HttpRequest) -> tuple[WindowForm, dict[str, Any], list[str]]:
-    """(form to show, window shown, errors). After an error the form shows the
-    window the page actually shows, and the errors say which one it is."""
+def _window(request: HttpRequest) -> tuple[RangeForm, dict[str, Any], list[str]]:
+    """(form to show, window shown, errors). A refused filter names the field
+    and the value; the page then shows the default window, says so, and its
+    form shows that window rather than the refused values."""
     if not request.GET:
-        return WindowForm(), default_window(), []
-    form = WindowForm(request.GET)
+        return RangeForm(initial={"preset": DEFAULT_PRESET}), default_window(), []
+    form = RangeForm(request.GET)
     if form.is_valid():
         return form, form.cleaned_data, []
     shown = default_window()
-    errors = form.messages()
-    errors.append(
+    errors = [
+        *form.messages(),
         f"showing the default window {shown['start']} to {shown['end']} "
-        f"({selectors.BASES[shown['basis']]}) instead"
-    )
-    return WindowForm(initial=shown), shown, errors
+        f"(exclusive; {PRESETS[shown['preset']]}, "
+        f"{selectors.BASES[shown['basis']]}) instead",
+    ]
+    initial = {**shown, "preset": "custom"}
+    return RangeForm(initial=initial), shown, errors
+
+
+def _window_context(w: dict[str, Any]) -> dict[str, Any]:
+    """What every costs page says about the window it shows."""
+    return {
+        "window": w,
+        "last_day": w["end"] - timedelta(days=1),
+        "presets": PRESETS,
+        "preset_label": PRESETS[w["preset"]],
+        "basis_label": selectors.BASES[w["basis"]],
+    }
+
+
+def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
+    base = {"start": w["start"], "end": w["end"], "basis": w["basis"]}
+    out = []
+    for fmt, grain, by in (
+        ("csv", "day", "deployment"),
+        ("csv", "month", "deployment"),
+        ("csv", "month", "team"),
+        ("parquet", "day", "deployment"),
+    ):
+        query = urlencode({**base, "format": fmt, "grain": grain, "by": by})
+        label = f"{fmt.upper() if fmt == 'csv' else 'Parquet'} by {grain} and {by}"
+        out.append((label, f"{reverse('costs:export_zip')}?{query}"))
+    return out
 
 
 @requires("costapp.view_bills")
@@ -75,16 +104,14 @@ def bills(request: HttpRequest) -> HttpResponse:
         request,
         "costs/bills.html",
         {
+            **_window_context(w),
             "form": form,
-            "window": w,
             "window_errors": errors,
             "days": days,
             "estimated_days": sorted({d.day for d in days if d.estimated}),
             "review_lines": sum(d.review_lines for d in days),
             "totals": selectors.bill_total(w["start"], w["end"], w["basis"]),
             "runs": selectors.recent_runs(),
-            "basis_label": selectors.BASES[w["basis"]],
-            "last_day": w["end"] - timedelta(days=1),
             "exports": _export_links(w),
         },
     )
@@ -97,12 +124,10 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
         request,
         "costs/reconciliation.html",
         {
+            **_window_context(w),
             "form": form,
-            "window": w,
             "window_errors": errors,
             "rows": selectors.reconciliation_rows(w["start"], w["end"], w["basis"]),
-            "basis_label": selectors.BASES[w["basis"]],
-            "last_day": w["end"] - timedelta(days=1),
         },
     )
 
@@ -135,58 +160,22 @@ def _attachment(response: HttpResponseBase, name: str) -> HttpResponseBase:
     return response
 
 
-def _range(request: HttpRequest) -> tuple[RangeForm, dict[str, Any], list[str]]:
-    """(form, window shown, errors): a refused filter names the field and the
-    value, and the page says which window it shows instead."""
-    form = RangeForm(request.GET)
-    if form.is_valid():
-        return form, form.cleaned_data, []
-    fallback = RangeForm({})
-    fallback.is_valid()
-    shown = fallback.cleaned_data
-    errors = [
-        *form.messages(),
-        f"showing {PRESETS[shown['preset']]} ({shown['start']} to "
-        f"{shown['end'] - timedelta(days=1)}, UTC) instead",
-    ]
-    return RangeForm(initial={"preset": shown["preset"]}), shown, errors
-
-
-def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
-    base = {"start": w["start"], "end": w["end"], "basis": w["basis"]}
-    out = []
-    for fmt, grain, by in (
-        ("csv", "day", "deployment"),
-        ("csv", "month", "deployment"),
-        ("csv", "month", "team"),
-        ("parquet", "day", "deployment"),
-    ):
-        query = urlencode({**base, "format": fmt, "grain": grain, "by": by})
-        label = f"{fmt.upper() if fmt == 'csv' else 'Parquet'} by {grain} and {by}"
-        out.append((label, f"{reverse('costs:export_zip')}?{query}"))
-    return out
-
-
 @requires("costapp.view_bills")
 def breakdown(request: HttpRequest) -> HttpResponse:
-    form, w, errors = _range(request)
+    form, w, errors = _window(request)
     data = breakdown_read(start=w["start"], end=w["end"], basis=w["basis"])
     return render(
         request,
         "costs/breakdown.html",
         {
+            **_window_context(w),
             "form": form,
-            "window": w,
-            "last_day": w["end"] - timedelta(days=1),
             "window_errors": errors,
-            "presets": PRESETS,
-            "preset_label": PRESETS[w["preset"]],
             "exports": _export_links(w),
             "b": data,
             "dimensions": [
                 (label, data.dimensions[key]) for key, label in DIMENSIONS.items()
             ],
-            "basis_label": selectors.BASES[w["basis"]],
         },
     )
 

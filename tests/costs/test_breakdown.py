@@ -81,5 +81,9 @@ def test_the_page_shows_its_window_and_links_a_day_to_its_lines(
     assert "4 lines, amortized (default), largest first" in lines
     assert "$1,321.9600" in lines and "-$12.5000" in lines
     bad = client.get("/costs/breakdown/", {"preset": "5y"}).content.decode()
-    assert "preset=&#x27;5y&#x27;" in bad and "showing last 30 days" in bad
+    assert "preset=&#x27;5y&#x27;" in bad
+    assert (
+        "showing the default window 2026-11-04 to 2026-12-04 (exclusive; last 30 days"
+        in bad
+    )
     assert client.get("/costs/lines/", {"day": "2026-02-30"}).status_code == 200
