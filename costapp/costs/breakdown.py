@@ -11,6 +11,7 @@ Amounts in different currencies are never added: every slice has one.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -225,6 +226,13 @@ class BillLineRow:
         return money(self.amount, self.line.currency, places=4)
 
 
+def bill_lines_iter(*, day: date, account: str = "") -> Iterator[CostLine]:
+    """The bill lines of one UTC day as stored (an account's, if given)."""
+    for line in _lines(day, day + timedelta(days=1)):
+        if not account or line.account_id == account:
+            yield line
+
+
 def bill_lines_read(
     *, day: date, basis: Basis, account: str = "", limit: int = 2000
 ) -> tuple[list[BillLineRow], int]:
@@ -232,8 +240,7 @@ def bill_lines_read(
     many there are in all."""
     rows = [
         BillLineRow(line, line_amount(line, basis))
-        for line in _lines(day, day + timedelta(days=1))
-        if not account or line.account_id == account
+        for line in bill_lines_iter(day=day, account=account)
     ]
     rows.sort(key=lambda r: (-abs(r.amount), r.line.pk))
     return rows[:limit], len(rows)

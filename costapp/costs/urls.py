@@ -10,6 +10,7 @@ urlpatterns = [
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("breakdown/", views.breakdown, name="breakdown"),
     path("lines/", views.bill_lines, name="bill_lines"),
+    path("lines.csv", views.bill_lines_csv, name="bill_lines_csv"),
     path("export.csv", views.export_csv, name="export"),
     path("export.zip", views.export_zip, name="export_zip"),
     path("export-summary.csv", views.export_summary, name="export_summary"),

@@ -18,7 +18,12 @@ from django.views.decorators.http import require_http_methods
 
 from costapp.access import requires
 from costapp.costs import selectors, services
-from costapp.costs.breakdown import DIMENSIONS, bill_lines_read, breakdown_read
+from costapp.costs.breakdown import (
+    DIMENSIONS,
+    bill_lines_iter,
+    bill_lines_read,
+    breakdown_read,
+)
 from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
 from costapp.costs.exports import QUANTUM, Export, ExportSpec
 from costapp.costs.forms import (
@@ -204,6 +209,60 @@ def bill_lines(request: HttpRequest) -> HttpResponse:
             "basis_label": selectors.BASES[basis],
         },
     )
+
+
+LINE_COLUMNS = [
+    "date",
+    "account_id",
+    "currency",
+    "basis",
+    "service",
+    "usage_type",
+    "record_type",
+    "resource_id",
+    "tag_key",
+    "tag_value",
+    "usage_quantity",
+    "usage_unit",
+    "amount",
+    "status",
+]
+
+
+@requires("costapp.export_bills")
+def bill_lines_csv(request: HttpRequest) -> HttpResponseBase:
+    """One day's bill lines as stored, tags included, as CSV."""
+    form = BillLinesForm(request.GET)
+    if not form.is_valid():
+        return HttpResponse(
+            "; ".join(form.messages()), status=400, content_type="text/plain"
+        )
+    d = form.cleaned_data
+    basis = selectors.basis_or_default(d.get("basis"))
+    lines = csv_lines(
+        LINE_COLUMNS,
+        (
+            [
+                d["day"],
+                x.account_id,
+                x.currency,
+                basis,
+                x.service,
+                x.usage_type,
+                x.record_type,
+                x.resource_id,
+                x.tag_key,
+                x.tag_value,
+                x.usage_quantity,
+                x.usage_unit,
+                selectors.line_amount(x, basis).quantize(QUANTUM),
+                "estimated" if x.estimated else "final",
+            ]
+            for x in bill_lines_iter(day=d["day"], account=d["account"])
+        ),
+    )
+    response = StreamingHttpResponse(lines, content_type="text/csv")
+    return _attachment(response, f"costapp-bill-lines-{d['day']}-{basis}.csv")
 
 
 @requires("costapp.export_bills")

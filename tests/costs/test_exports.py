@@ -478,3 +478,36 @@ def test_a_deployment_with_traffic_but_no_share_of_a_billed_day_shows_zero() -> 
     )
     assert row["requests"] == "9.0"
     assert row["cost_per_1k_requests"] == "0.000000000000"
+
+
+def test_a_formula_in_a_tag_value_is_neutralised_and_minus_12_50_stays_a_number(
+    client: Client,
+) -> None:
+    needs_postgres()
+    for value, amount in (
+        ('=HYPERLINK("http://x")', D("3.25")),
+        ("-12.50", D("-12.50")),
+    ):
+        CostLine.objects.create(
+            source="focus",
+            account_id=ACCOUNT,
+            period_start=utc(2026, 11, 2),
+            service="EC2",
+            usage_type=f"u{amount}",
+            tag_key="team",
+            tag_value=value,
+            amortized_cost=amount,
+            fetched_at=utc(2026, 11, 3),
+        )
+    client.force_login(user_in("fin", "finance"))
+    response = client.get("/costs/lines.csv", {"day": "2026-11-02"})
+    text = b"".join(response.streaming_content).decode()
+    rows = list(csv.reader(io.StringIO(text)))
+    header, body = rows[0], rows[1:]
+    tag, amount = header.index("tag_value"), header.index("amount")
+    cells = {r[tag]: r[amount] for r in body}
+    assert cells == {
+        '\'=HYPERLINK("http://x")': "3.250000000000",
+        "-12.50": "-12.500000000000",  # a number as text: left as it is
+    }
+    assert ",-12.500000000000," in text  # unquoted: a spreadsheet sums it

@@ -48,6 +48,7 @@ EXPECTED: dict[str, Rule] = {
     "costs:reconciliation": Rule(READERS, None),
     "costs:breakdown": Rule(READERS, None),
     "costs:bill_lines": Rule(READERS, None),
+    "costs:bill_lines_csv": Rule(READERS, None),
     "costs:export": Rule(READERS, None),
     "costs:export_zip": Rule(READERS, None),
     "costs:export_summary": Rule(READERS, None),
