@@ -488,3 +488,11 @@ def bill_total(start: date, end: date, basis: Basis) -> dict[str, Decimal]:
     for b in bill_days(start, end, basis):
         out[b.currency] = out.get(b.currency, Decimal(0)) + b.total
     return out
+
+
+def latest_bill_day() -> date:
+    """The latest UTC day with a bill line; today when there is none."""
+    latest = CostLine.objects.order_by("-period_start").values_list(
+        "period_start", flat=True
+    )[:1]
+    return latest[0].astimezone(UTC).date() if latest else datetime.now(UTC).date()

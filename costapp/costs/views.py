@@ -231,8 +231,12 @@ LINE_COLUMNS = [
 
 @requires("costapp.export_bills")
 def bill_lines_csv(request: HttpRequest) -> HttpResponseBase:
-    """One day's bill lines as stored, tags included, as CSV."""
-    form = BillLinesForm(request.GET)
+    """One day's bill lines as stored, tags included, as CSV. Without a
+    ``day``: the latest day that has a bill."""
+    query = request.GET.copy()
+    if "day" not in query:
+        query["day"] = selectors.latest_bill_day().isoformat()
+    form = BillLinesForm(query)
     if not form.is_valid():
         return HttpResponse(
             "; ".join(form.messages()), status=400, content_type="text/plain"

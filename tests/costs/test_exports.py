@@ -511,3 +511,16 @@ def test_a_formula_in_a_tag_value_is_neutralised_and_minus_12_50_stays_a_number(
         "-12.50": "-12.500000000000",  # a number as text: left as it is
     }
     assert ",-12.500000000000," in text  # unquoted: a spreadsheet sums it
+
+
+def test_the_bill_lines_csv_without_a_day_is_the_latest_billed_day(
+    client: Client,
+) -> None:
+    seed_month(days=3, billed_days=2)
+    client.force_login(user_in("fin", "finance"))
+    response = client.get("/costs/lines.csv")
+    assert response.status_code == 200
+    assert (
+        "costapp-bill-lines-2026-11-02-amortized.csv" in response["Content-Disposition"]
+    )
+    assert client.get("/costs/lines.csv", {"day": "2026-13-45"}).status_code == 400
