@@ -132,11 +132,20 @@ STATICFILES_DIRS = [
     BASE_DIR / "static",
     ("plotly", Path(plotly.__file__).resolve().parent / "package_data"),
 ]
+# The demo and compose run collectstatic with COSTAPP_STATIC_COLLECTED=true:
+# hashed names (cached forever) and gzip files beside them, so plotly.js goes
+# out compressed (whitenoise only serves .gz that collectstatic wrote). Tests
+# and a bare runserver read the source folders through the finders instead.
+STATIC_COLLECTED = env_bool("COSTAPP_STATIC_COLLECTED", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if STATIC_COLLECTED
+        else "whitenoise.storage.CompressedStaticFilesStorage"
+    },
 }
-WHITENOISE_USE_FINDERS = True  # the demo serves without a collectstatic step
+WHITENOISE_USE_FINDERS = not STATIC_COLLECTED
 # ...so STATIC_ROOT may not exist yet; whitenoise's warning about it is noise.
 warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {STATIC_ROOT}"))
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
 from costapp.costs.services import BillsError, focus_name_check, focus_uri_check
 from costapp.forms import NamedErrors
-from costapp.validation import InvalidInput, account_id_in, date_in, shown
+from costapp.validation import InvalidInput, account_id_in, date_in, shown, text_in
 
 MAX_DAYS = 3 * 366
 
@@ -47,35 +47,8 @@ class _Named(NamedErrors, forms.Form):
                 field.name = name
 
 
-class WindowForm(_Named):
-    """A UTC day window (end exclusive, like Cost Explorer) and a cost basis."""
-
-    start = BoundedDateField(required=False)
-    end = BoundedDateField(required=False, label="End (exclusive)")
-    basis = forms.ChoiceField(choices=list(BASES.items()), required=False)
-
-    def clean(self) -> dict[str, Any]:
-        data = super().clean() or {}
-        if self.errors:
-            return data
-        today = timezone.now().date()
-        data["end"] = data.get("end") or today + timedelta(days=1)
-        data["start"] = data.get("start") or data["end"] - timedelta(days=31)
-        data["basis"] = data.get("basis") or DEFAULT_BASIS
-        if data["end"] <= data["start"]:
-            raise forms.ValidationError(
-                f"end={data['end'].isoformat()!r}: must be after start {data['start']}"
-            )
-        if (data["end"] - data["start"]).days > MAX_DAYS:
-            raise forms.ValidationError(
-                f"end={data['end'].isoformat()!r}: the window from "
-                f"{data['start']} is longer than {MAX_DAYS} days"
-            )
-        return data
-
-
 def default_window() -> dict[str, Any]:
-    form = WindowForm({})
+    form = RangeForm({})
     form.is_valid()
     return form.cleaned_data
 
@@ -150,3 +123,122 @@ class FocusImportForm(_Named):
         except BillsError as exc:
             raise forms.ValidationError(str(exc)) from None
         return data
+
+
+PRESETS = {
+    "7d": "last 7 days",
+    "30d": "last 30 days",
+    "90d": "last 90 days",
+    "mtd": "month to date",
+    "last_month": "last month",
+    "custom": "custom",
+}
+DEFAULT_PRESET = "30d"
+
+
+def preset_window(preset: str, today: date) -> tuple[date, date]:
+    """UTC days [start, end) of a preset; the rolling ones include today."""
+    tomorrow = today + timedelta(days=1)
+    if preset == "mtd":
+        return today.replace(day=1), tomorrow
+    if preset == "last_month":
+        first = today.replace(day=1)
+        return (first - timedelta(days=1)).replace(day=1), first
+    days = {"7d": 7, "30d": 30, "90d": 90}[preset]
+    return tomorrow - timedelta(days=days), tomorrow
+
+
+class RangeForm(_Named):
+    """A date range by preset or custom days, and a cost basis; lives in the
+    URL so a link shows the same window. ``start``/``end`` without a preset
+    mean custom."""
+
+    preset = forms.ChoiceField(choices=list(PRESETS.items()), required=False)
+    start = BoundedDateField(required=False)
+    end = BoundedDateField(required=False, label="End (exclusive)")
+    basis = forms.ChoiceField(choices=list(BASES.items()), required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        preset = data.get("preset") or (
+            "custom" if data.get("start") or data.get("end") else DEFAULT_PRESET
+        )
+        data["preset"] = preset
+        data["basis"] = data.get("basis") or DEFAULT_BASIS
+        if preset != "custom":
+            data["start"], data["end"] = preset_window(preset, timezone.now().date())
+            return data
+        for name in ("start", "end"):
+            if not data.get(name):
+                raise forms.ValidationError(
+                    f"{name}='': a custom range needs a start and an end"
+                )
+        if data["end"] <= data["start"]:
+            raise forms.ValidationError(
+                f"end={data['end'].isoformat()!r}: must be after start {data['start']}"
+            )
+        if (data["end"] - data["start"]).days > MAX_DAYS:
+            raise forms.ValidationError(
+                f"end={data['end'].isoformat()!r}: the window from "
+                f"{data['start']} is longer than {MAX_DAYS} days"
+            )
+        return data
+
+
+class ExportForm(RangeForm):
+    """A finance export: a window (or one calendar ``month``), grain, grouping
+    and format. A month always means all of its days."""
+
+    month = forms.RegexField(
+        regex=r"^\d{4}-(0[1-9]|1[0-2])$",
+        required=False,
+        max_length=7,
+        help_text="YYYY-MM: the whole calendar month (UTC)",
+        error_messages={"invalid": "expected YYYY-MM"},
+    )
+    grain = forms.ChoiceField(
+        choices=[("day", "day"), ("month", "month")], required=False
+    )
+    by = forms.ChoiceField(
+        choices=[("deployment", "deployment"), ("team", "team")], required=False
+    )
+    format = forms.ChoiceField(
+        choices=[("csv", "CSV"), ("parquet", "Parquet")], required=False
+    )
+
+    def clean(self) -> dict[str, Any]:
+        month = self.cleaned_data.get("month") if "month" not in self.errors else ""
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        if month:
+            try:
+                first = date_in(f"{month}-01", field="month")
+            except InvalidInput as exc:
+                raise forms.ValidationError(str(exc)) from None
+            data["preset"] = "custom"
+            data["start"] = first
+            data["end"] = (first + timedelta(days=32)).replace(day=1)
+        data["grain"] = data.get("grain") or "day"
+        data["by"] = data.get("by") or "deployment"
+        data["format"] = data.get("format") or "csv"
+        return data
+
+
+class BillLinesForm(_Named):
+    """One UTC day's bill lines (the drill-down from a bill day)."""
+
+    day = BoundedDateField()
+    basis = forms.ChoiceField(choices=list(BASES.items()), required=False)
+    account = forms.CharField(required=False, max_length=32)
+
+    def clean_account(self) -> str:
+        value = self.cleaned_data.get("account") or ""
+        if not value:
+            return ""
+        try:
+            return text_in(value, field="account", max_length=32).strip()
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from None

@@ -278,7 +278,8 @@ def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     ).values_list(
         "deployment__name", "hour", "gpu_seconds", "requests_stop", "requests_length"
     )
-    for name, hour, gpu_s, stop, length in rows:
+    # .iterator(): a year of hourly rows is never held as a result cache.
+    for name, hour, gpu_s, stop, length in rows.iterator(chunk_size=10_000):
         slot = acc[(name, hour.astimezone(UTC).date())]
         if gpu_s is None:
             slot[0] += nominal.get(name, 0.0)
@@ -297,6 +298,25 @@ def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
 # -- allocation ---------------------------------------------------------------
 
 
+def _bill_line(line: CostLine, basis: Basis) -> BillLine:
+    hours = (
+        line.usage_quantity
+        if line.usage_quantity is not None and line.usage_unit in HOUR_UNITS
+        else None
+    )
+    return BillLine(
+        key=str(line.pk),
+        amount=line_amount(line, basis),
+        usage_type=line.usage_type,
+        resource_id=line.resource_id,
+        tag_key=line.tag_key,
+        tag_value=line.tag_value,
+        service=line.service,
+        record_type=line.record_type,
+        usage_hours=hours,
+    )
+
+
 def allocation_days(
     start: date, end: date, basis: Basis
 ) -> dict[tuple[str, date, str], DayAllocation]:
@@ -306,23 +326,8 @@ def allocation_days(
     by_day_usage: dict[date, DayUsage] = {}
     grouped: dict[tuple[str, date, str], list[BillLine]] = defaultdict(list)
     for line in _lines(start, end):
-        hours = (
-            line.usage_quantity
-            if line.usage_quantity is not None and line.usage_unit in HOUR_UNITS
-            else None
-        )
         grouped[(line.account_id, line.period_start.date(), line.currency)].append(
-            BillLine(
-                key=str(line.pk),
-                amount=line_amount(line, basis),
-                usage_type=line.usage_type,
-                resource_id=line.resource_id,
-                tag_key=line.tag_key,
-                tag_value=line.tag_value,
-                service=line.service,
-                record_type=line.record_type,
-                usage_hours=hours,
-            )
+            _bill_line(line, basis)
         )
     pools = [
         PoolUsage(
@@ -367,40 +372,6 @@ def billed_deployment_days(
             key = (share.target, day)
             out[key] = out.get(key, Decimal(0)) + share.amount
     return out
-
-
-@dataclass(frozen=True)
-class ExportRow:
-    day: date
-    account_id: str
-    currency: str
-    target: str
-    pool: str
-    how: str
-    amount: Decimal
-
-
-def allocation_export_rows(start: date, end: date, basis: Basis) -> list[ExportRow]:
-    """Allocation per account, day, currency and target; per account-day the
-    amounts sum exactly to the bill."""
-    rows: list[ExportRow] = []
-    usage = usage_days(start, end)
-    for (account, day, currency), allocation in sorted(
-        allocation_days(start, end, basis).items()
-    ):
-        acc: dict[tuple[str, str, str], Decimal] = {}
-        for s in allocation.shares:
-            how: str = s.how
-            known = usage.get((s.target, day))
-            if known is not None and known.nominal_hours and s.pool:
-                how = f"{how}; {NOMINAL_LABEL.format(n=known.nominal_hours)}"
-            k = (s.target, s.pool, how)
-            acc[k] = acc.get(k, Decimal(0)) + s.amount
-        rows.extend(
-            ExportRow(day, account, currency, target, pool, how, amount)
-            for (target, pool, how), amount in sorted(acc.items())
-        )
-    return rows
 
 
 # -- reconciliation -----------------------------------------------------------
@@ -517,3 +488,11 @@ def bill_total(start: date, end: date, basis: Basis) -> dict[str, Decimal]:
     for b in bill_days(start, end, basis):
         out[b.currency] = out.get(b.currency, Decimal(0)) + b.total
     return out
+
+
+def latest_bill_day() -> date:
+    """The latest UTC day with a bill line; today when there is none."""
+    latest = CostLine.objects.order_by("-period_start").values_list(
+        "period_start", flat=True
+    )[:1]
+    return latest[0].astimezone(UTC).date() if latest else datetime.now(UTC).date()

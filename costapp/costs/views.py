@@ -3,21 +3,37 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
+from decimal import Decimal
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from costapp.access import requires
 from costapp.costs import selectors, services
+from costapp.costs.breakdown import (
+    DIMENSIONS,
+    bill_lines_iter,
+    bill_lines_read,
+    breakdown_read,
+)
+from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
+from costapp.costs.exports import QUANTUM, Export, ExportSpec
 from costapp.costs.forms import (
+    DEFAULT_PRESET,
+    PRESETS,
     BackfillForm,
+    BillLinesForm,
+    ExportForm,
     FocusImportForm,
-    WindowForm,
+    RangeForm,
     default_window,
 )
 from costapp.costs.tasks import focus_import_task
@@ -26,33 +42,63 @@ from costapp.csv_export import csv_lines
 from costapp.models import IngestRun
 from costapp.tasks import ingest_runs_queue
 
-EXPORT_COLUMNS = [
+RECONCILIATION_COLUMNS = [
     "date",
-    "account_id",
-    "currency",
+    "deployment",
     "basis",
-    "target",
-    "pool",
-    "allocation",
-    "amount",
+    "status",
+    "gpu_hours",
+    "rate_per_gpu_hour",
+    "provisional_cost",
+    "bill_amount",
+    "difference",
 ]
 
 
-def _window(request: HttpRequest) -> tuple[WindowForm, dict[str, Any], list[str]]:
-    """(form to show, window shown, errors). After an error the form shows the
-    window the page actually shows, and the errors say which one it is."""
+def _window(request: HttpRequest) -> tuple[RangeForm, dict[str, Any], list[str]]:
+    """(form to show, window shown, errors). A refused filter names the field
+    and the value; the page then shows the default window, says so, and its
+    form shows that window rather than the refused values."""
     if not request.GET:
-        return WindowForm(), default_window(), []
-    form = WindowForm(request.GET)
+        return RangeForm(initial={"preset": DEFAULT_PRESET}), default_window(), []
+    form = RangeForm(request.GET)
     if form.is_valid():
         return form, form.cleaned_data, []
     shown = default_window()
-    errors = form.messages()
-    errors.append(
+    errors = [
+        *form.messages(),
         f"showing the default window {shown['start']} to {shown['end']} "
-        f"({selectors.BASES[shown['basis']]}) instead"
-    )
-    return WindowForm(initial=shown), shown, errors
+        f"(exclusive; {PRESETS[shown['preset']]}, "
+        f"{selectors.BASES[shown['basis']]}) instead",
+    ]
+    initial = {**shown, "preset": "custom"}
+    return RangeForm(initial=initial), shown, errors
+
+
+def _window_context(w: dict[str, Any]) -> dict[str, Any]:
+    """What every costs page says about the window it shows."""
+    return {
+        "window": w,
+        "last_day": w["end"] - timedelta(days=1),
+        "presets": PRESETS,
+        "preset_label": PRESETS[w["preset"]],
+        "basis_label": selectors.BASES[w["basis"]],
+    }
+
+
+def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
+    base = {"start": w["start"], "end": w["end"], "basis": w["basis"]}
+    out = []
+    for fmt, grain, by in (
+        ("csv", "day", "deployment"),
+        ("csv", "month", "deployment"),
+        ("csv", "month", "team"),
+        ("parquet", "day", "deployment"),
+    ):
+        query = urlencode({**base, "format": fmt, "grain": grain, "by": by})
+        label = f"{fmt.upper() if fmt == 'csv' else 'Parquet'} by {grain} and {by}"
+        out.append((label, f"{reverse('costs:export_zip')}?{query}"))
+    return out
 
 
 @requires("costapp.view_bills")
@@ -63,15 +109,15 @@ def bills(request: HttpRequest) -> HttpResponse:
         request,
         "costs/bills.html",
         {
+            **_window_context(w),
             "form": form,
-            "window": w,
             "window_errors": errors,
             "days": days,
             "estimated_days": sorted({d.day for d in days if d.estimated}),
             "review_lines": sum(d.review_lines for d in days),
             "totals": selectors.bill_total(w["start"], w["end"], w["basis"]),
             "runs": selectors.recent_runs(),
-            "basis_label": selectors.BASES[w["basis"]],
+            "exports": _export_links(w),
         },
     )
 
@@ -83,47 +129,203 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
         request,
         "costs/reconciliation.html",
         {
+            **_window_context(w),
             "form": form,
-            "window": w,
             "window_errors": errors,
             "rows": selectors.reconciliation_rows(w["start"], w["end"], w["basis"]),
-            "basis_label": selectors.BASES[w["basis"]],
         },
     )
 
 
-@requires("costapp.export_bills")
-def export_csv(request: HttpRequest) -> HttpResponseBase:
-    form = WindowForm(request.GET)
+def _export(request: HttpRequest) -> Export | HttpResponse:
+    form = ExportForm(request.GET)
     if not form.is_valid():
         return HttpResponse(
             "; ".join(form.messages()), status=400, content_type="text/plain"
         )
     w = form.cleaned_data
-    rows = selectors.allocation_export_rows(w["start"], w["end"], w["basis"])
-    # Decimals at stored precision (a spreadsheet sum reconciles exactly);
-    # account ids and names pass the one writer's formula guard.
+    return Export(
+        ExportSpec(
+            start=w["start"],
+            end=w["end"],
+            grain=w["grain"],
+            by=w["by"],
+            basis=w["basis"],
+            format=w["format"],
+        )
+    )
+
+
+def _q(value: Decimal | None) -> Decimal | None:
+    return None if value is None else value.quantize(QUANTUM)
+
+
+def _attachment(response: HttpResponseBase, name: str) -> HttpResponseBase:
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@requires("costapp.view_bills")
+def breakdown(request: HttpRequest) -> HttpResponse:
+    form, w, errors = _window(request)
+    data = breakdown_read(start=w["start"], end=w["end"], basis=w["basis"])
+    return render(
+        request,
+        "costs/breakdown.html",
+        {
+            **_window_context(w),
+            "form": form,
+            "window_errors": errors,
+            "exports": _export_links(w),
+            "b": data,
+            "dimensions": [
+                (label, data.dimensions[key]) for key, label in DIMENSIONS.items()
+            ],
+        },
+    )
+
+
+@requires("costapp.view_bills")
+def bill_lines(request: HttpRequest) -> HttpResponse:
+    form = BillLinesForm(request.GET)
+    if not form.is_valid():
+        return render(
+            request,
+            "costs/bill_lines.html",
+            {"form": form, "errors": form.messages(), "rows": [], "count": 0},
+        )
+    d = form.cleaned_data
+    basis = selectors.basis_or_default(d.get("basis"))
+    rows, count = bill_lines_read(day=d["day"], basis=basis, account=d["account"])
+    return render(
+        request,
+        "costs/bill_lines.html",
+        {
+            "form": form,
+            "day": d["day"],
+            "rows": rows,
+            "count": count,
+            "basis": basis,
+            "basis_label": selectors.BASES[basis],
+        },
+    )
+
+
+LINE_COLUMNS = [
+    "date",
+    "account_id",
+    "currency",
+    "basis",
+    "service",
+    "usage_type",
+    "record_type",
+    "resource_id",
+    "tag_key",
+    "tag_value",
+    "usage_quantity",
+    "usage_unit",
+    "amount",
+    "status",
+]
+
+
+@requires("costapp.export_bills")
+def bill_lines_csv(request: HttpRequest) -> HttpResponseBase:
+    """One day's bill lines as stored, tags included, as CSV. Without a
+    ``day``: the latest day that has a bill."""
+    query = request.GET.copy()
+    if "day" not in query:
+        query["day"] = selectors.latest_bill_day().isoformat()
+    form = BillLinesForm(query)
+    if not form.is_valid():
+        return HttpResponse(
+            "; ".join(form.messages()), status=400, content_type="text/plain"
+        )
+    d = form.cleaned_data
+    basis = selectors.basis_or_default(d.get("basis"))
     lines = csv_lines(
-        EXPORT_COLUMNS,
+        LINE_COLUMNS,
         (
             [
-                r.day.isoformat(),
-                r.account_id,
-                r.currency,
+                d["day"],
+                x.account_id,
+                x.currency,
+                basis,
+                x.service,
+                x.usage_type,
+                x.record_type,
+                x.resource_id,
+                x.tag_key,
+                x.tag_value,
+                x.usage_quantity,
+                x.usage_unit,
+                selectors.line_amount(x, basis).quantize(QUANTUM),
+                "estimated" if x.estimated else "final",
+            ]
+            for x in bill_lines_iter(day=d["day"], account=d["account"])
+        ),
+    )
+    response = StreamingHttpResponse(lines, content_type="text/csv")
+    return _attachment(response, f"costapp-bill-lines-{d['day']}-{basis}.csv")
+
+
+@requires("costapp.export_bills")
+def export_csv(request: HttpRequest) -> HttpResponseBase:
+    """The data CSV alone (its summary: ``export_summary``)."""
+    export = _export(request)
+    if isinstance(export, HttpResponse):
+        return export
+    response = StreamingHttpResponse(csv_rows(export), content_type="text/csv")
+    return _attachment(response, f"{export.stem}.csv")
+
+
+@requires("costapp.export_bills")
+def export_zip(request: HttpRequest) -> HttpResponseBase:
+    """The data file (CSV or Parquet) and its summary, one streamed ZIP."""
+    export = _export(request)
+    if isinstance(export, HttpResponse):
+        return export
+    response = StreamingHttpResponse(zip_stream(export), content_type="application/zip")
+    return _attachment(response, f"{export.stem}.zip")
+
+
+@requires("costapp.export_bills")
+def export_summary(request: HttpRequest) -> HttpResponseBase:
+    export = _export(request)
+    if isinstance(export, HttpResponse):
+        return export
+    for _ in export.records():  # the summary reconciles what the rows hold
+        pass
+    response = HttpResponse("".join(summary_csv(export)), content_type="text/csv")
+    return _attachment(response, f"{export.stem}-summary.csv")
+
+
+@requires("costapp.export_bills")
+def reconciliation_export(request: HttpRequest) -> HttpResponseBase:
+    _form, w, errors = _window(request)
+    if errors:
+        return HttpResponse("; ".join(errors), status=400, content_type="text/plain")
+    rows = selectors.reconciliation_rows(w["start"], w["end"], w["basis"])
+    lines = csv_lines(
+        RECONCILIATION_COLUMNS,
+        (
+            [
+                r.day,
+                r.deployment,
                 w["basis"],
-                r.target,
-                r.pool,
-                r.how,
-                r.amount,
+                "provisional" if r.provisional_only else "billed",
+                r.gpu_hours,
+                *(_q(v) for v in (r.rate_per_gpu_hour, r.provisional)),
+                *(_q(v) for v in (r.billed, r.difference)),
             ]
             for r in rows
         ),
     )
+    last = w["end"] - timedelta(days=1)
     response = StreamingHttpResponse(lines, content_type="text/csv")
-    response["Content-Disposition"] = (
-        f'attachment; filename="costapp-bill-{w["basis"]}-{w["start"]}-{w["end"]}.csv"'
+    return _attachment(
+        response, f"costapp-reconciliation-{w['start']}-to-{last}-{w['basis']}.csv"
     )
-    return response
 
 
 @requires("costapp.run_backfill", write="costapp.run_backfill")

@@ -566,8 +566,8 @@ def test_the_bill_export_neutralises_formulas_and_keeps_numbers(
     accounts = {r["account_id"] for r in rows}
     assert accounts == {"'" + a[:32] for a in EVIL}
     # amounts at stored precision, numeric (no quote): -1.5 stays -1.5
-    assert {D(r["amount"]) for r in rows} == {D("-1.5")}
-    assert all(not r["amount"].startswith("'") for r in rows)
+    assert {D(r["bill_amount"]) for r in rows} == {D("-1.5")}
+    assert all(not r["bill_amount"].startswith("'") for r in rows)
 
 
 def test_the_scenario_export_neutralises_a_formula_in_the_name() -> None:

@@ -188,10 +188,16 @@ def _billed(
     per_day_total: dict[str, float] = defaultdict(float)
     billed: dict[tuple[str, str], float] = defaultdict(float)
     for row in rows:
-        amount = float(row["amount"])
-        per_day_total[row["date"]] += amount
-        if not row["target"].startswith("__"):
-            billed[(row["target"], row["date"])] += amount
+        if not row["bill_amount"]:
+            continue  # a provisional day: no bill yet
+        amount = float(row["bill_amount"])
+        per_day_total[row["period_start"]] += amount
+        # "no share": a billed day none of which was the deployment's (its
+        # traffic, a bill of 0); the overview prices that day provisionally.
+        if not row["deployment"].startswith("__") and (
+            "no share" not in row["allocation"]
+        ):
+            billed[(row["deployment"], row["period_start"])] += amount
     con = sqlite3.connect(server.db)
     for day, total in per_day_total.items():
         (bill,) = con.execute(

@@ -224,3 +224,67 @@ def test_a_real_worker_runs_an_ingest_task_and_the_rows_land_in_postgresql(
     assert hours is not None and hours[0] > 0 and hours[1] >= 3
     assert bills is not None and bills[0] > 0
     assert written > 0
+
+
+def dockerfile_collectstatic() -> tuple[dict[str, str], list[str]]:
+    """The Dockerfile's collectstatic line: (its environment, its argv)."""
+    line = next(
+        line.removeprefix("RUN ")
+        for line in (ROOT / "Dockerfile").read_text().splitlines()
+        if line.startswith("RUN ") and "collectstatic" in line
+    )
+    words = shlex.split(line)
+    env = dict(w.split("=", 1) for w in words if "=" in w and w[0].isupper())
+    argv = [w for w in words if w.split("=", 1)[0] not in env]
+    argv[0] = sys.executable if argv[0] == "python" else argv[0]
+    return env, argv
+
+
+def test_gunicorn_serves_plotly_gzipped_from_the_collected_static_files(
+    app_env: dict[str, str], tmp_path: Path
+) -> None:
+    import gzip
+    import json
+
+    extra, argv = dockerfile_collectstatic()
+    assert extra == {"COSTAPP_STATIC_COLLECTED": "true"}
+    env = dict(app_env, **extra, STATIC_ROOT=str(tmp_path / "static"))
+    collect = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert collect.returncode == 0, collect.stderr[-3000:]
+    manifest = json.loads((tmp_path / "static" / "staticfiles.json").read_text())
+    hashed = manifest["paths"]["plotly/plotly.min.js"]
+    port = free_port()
+    env.update(GUNICORN_BIND=f"127.0.0.1:{port}", GUNICORN_WORKERS="1")
+    proc = subprocess.Popen(
+        compose_command("web"),
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def ready() -> bool:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=2) as response:
+                return bool(response.status == 200)
+
+        wait_for(ready, timeout=60, what="gunicorn /readyz")
+        request = urllib.request.Request(
+            f"{base}/static/{hashed}", headers={"Accept-Encoding": "gzip"}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            body = response.read()
+            assert response.headers["Content-Encoding"] == "gzip"
+            assert "immutable" in response.headers["Cache-Control"]
+        assert len(body) <= 1_500_000, len(body)
+        assert gzip.decompress(body).startswith(b"/**")
+        # The login page links the hashed stylesheet.
+        with urllib.request.urlopen(f"{base}/login/", timeout=5) as response:
+            page = response.read().decode()
+        css = manifest["paths"]["costapp/app.css"]
+        assert f"/static/{css}" in page
+    finally:
+        stop(proc)

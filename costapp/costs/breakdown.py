@@ -1,0 +1,246 @@
+"""Reads of the cost breakdown page: where the bill of a window went.
+
+Spend by service, usage type and cost allocation tag comes straight from the
+bill lines; by deployment, team and pool from the allocation (the same pass
+the finance export makes, so the page and the file agree to the cent), with
+``__idle__`` and ``__unallocated__`` as slices of their own. Per day the bill
+stands beside the rate card's provisional cost of the same deployment-days.
+Amounts in different currencies are never added: every slice has one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date, timedelta
+from decimal import Decimal
+
+from analytics.allocation import IDLE, UNALLOCATED
+from costapp.costs.exports import ESTIMATED, PROVISIONAL, Export, ExportSpec
+from costapp.costs.rates import rate_book
+from costapp.costs.selectors import Basis, _lines, line_amount, usage_days
+from costapp.formatting import MISSING, money, percent
+from costapp.models import CostLine, Deployment
+
+DIMENSIONS = {
+    "service": "service",
+    "usage_type": "usage type",
+    "team": "team",
+    "pool": "pool",
+    "deployment": "deployment",
+    "tag": "cost allocation tag",
+}
+TOP = 15  # slices shown per dimension; the rest are summed as "other"
+NO_POOL, NO_TEAM, UNTAGGED, OTHER = "(no pool)", "(no team)", "(untagged)", "(other)"
+
+
+@dataclass(frozen=True)
+class Slice:
+    name: str
+    currency: str
+    amount: Decimal
+    share: float | None  # of the currency's bill in the window
+    special: bool = False  # idle or unallocated: money that buys nothing known
+
+    @property
+    def amount_text(self) -> str:
+        return money(self.amount, self.currency)
+
+    @property
+    def share_text(self) -> str:
+        return percent(self.share)
+
+
+@dataclass(frozen=True)
+class BreakdownDay:
+    day: date
+    currency: str
+    status: str  # final | estimated | provisional
+    bill: Decimal | None  # None: no bill for the day yet
+    allocated: Decimal | None  # the part of the bill that is a deployment's
+    provisional: Decimal | None  # rate card x measured GPU-hours, deployments
+    difference: Decimal | None  # allocated - provisional
+
+    def text(self, value: Decimal | None) -> str:
+        return MISSING if value is None else money(value, self.currency)
+
+    @property
+    def bill_text(self) -> str:
+        return self.text(self.bill)
+
+    @property
+    def allocated_text(self) -> str:
+        return self.text(self.allocated)
+
+    @property
+    def provisional_text(self) -> str:
+        return self.text(self.provisional)
+
+    @property
+    def difference_text(self) -> str:
+        return self.text(self.difference)
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    start: date
+    end: date
+    basis: Basis
+    totals: dict[str, Decimal]  # currency -> bill in the window
+    dimensions: dict[str, list[Slice]]
+    days: list[BreakdownDay]
+    estimated_days: list[date]
+    provisional_days: list[date]
+    idle: list[Slice]
+    unallocated: list[Slice]
+
+    @property
+    def totals_text(self) -> list[str]:
+        return [money(v, c) for c, v in sorted(self.totals.items())]
+
+
+def _slices(
+    sums: dict[tuple[str, str], Decimal],
+    totals: dict[str, Decimal],
+    top: int = TOP,
+) -> list[Slice]:
+    out: list[Slice] = []
+    by_currency: dict[str, list[tuple[str, Decimal]]] = defaultdict(list)
+    for (currency, name), amount in sums.items():
+        by_currency[currency].append((name, amount))
+    for currency, items in sorted(by_currency.items()):
+        items.sort(key=lambda x: (-abs(x[1]), x[0]))
+        kept, rest = items[:top], items[top:]
+        if rest:
+            kept.append((OTHER, sum((a for _, a in rest), Decimal(0))))
+        total = totals.get(currency)
+        for name, amount in kept:
+            share = float(amount / total) if total else None
+            special = name in (IDLE, UNALLOCATED) or name.endswith(f"/{IDLE}")
+            out.append(Slice(name, currency, amount, share, special))
+    return out
+
+
+def breakdown_read(*, start: date, end: date, basis: Basis) -> Breakdown:
+    """The window's bill by each dimension, and day by day beside the rate
+    card (``end`` exclusive, UTC days)."""
+    totals: dict[str, Decimal] = defaultdict(Decimal)
+    sums: dict[str, dict[tuple[str, str], Decimal]] = {
+        k: defaultdict(Decimal) for k in DIMENSIONS
+    }
+    for line in _lines(start, end):
+        amount = line_amount(line, basis)
+        c = line.currency
+        totals[c] += amount
+        sums["service"][(c, line.service or "(no service)")] += amount
+        sums["usage_type"][(c, line.usage_type or "(no usage type)")] += amount
+        tag = f"{line.tag_key}={line.tag_value}" if line.tag_key else UNTAGGED
+        sums["tag"][(c, tag)] += amount
+    teams = dict(Deployment.objects.values_list("name", "team"))
+    day_bill: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
+    day_allocated: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
+    status: dict[tuple[date, str], str] = {}
+    estimated: set[date] = set()
+    provisional_days: set[date] = set()
+    export = Export(ExportSpec(start=start, end=end, basis=basis))
+    for r in export.records():
+        day, c, target, amount = (
+            r["period_start"],
+            r["currency"],
+            r["target"],
+            r["bill_amount"],
+        )
+        if r["status"] == ESTIMATED:
+            estimated.add(day)
+        if r["status"] == PROVISIONAL:
+            provisional_days.add(day)
+            status.setdefault((day, c), PROVISIONAL)
+            continue
+        if status.get((day, c)) != ESTIMATED:
+            status[(day, c)] = r["status"]
+        if amount is None:
+            continue
+        day_bill[(day, c)] += amount
+        if target == IDLE:
+            sums["pool"][(c, f"{r['pool']}/{IDLE}")] += amount
+            sums["deployment"][(c, IDLE)] += amount
+            sums["team"][(c, IDLE)] += amount
+            continue
+        if target == UNALLOCATED:
+            for dim in ("pool", "deployment", "team"):
+                sums[dim][(c, UNALLOCATED)] += amount
+            continue
+        day_allocated[(day, c)] += amount
+        sums["deployment"][(c, target)] += amount
+        sums["team"][(c, teams.get(target) or NO_TEAM)] += amount
+        sums["pool"][(c, r["pool"] or NO_POOL)] += amount
+    provisional = _provisional_by_day(start, end)
+    days = []
+    for key in sorted(set(status) | set(provisional), reverse=True):
+        day, c = key
+        bill = day_bill.get(key) if status.get(key) != PROVISIONAL else None
+        allocated = day_allocated.get(key) if bill is not None else None
+        prov = provisional.get(key)
+        diff = allocated - prov if allocated is not None and prov is not None else None
+        days.append(
+            BreakdownDay(
+                day, c, status.get(key, PROVISIONAL), bill, allocated, prov, diff
+            )
+        )
+    all_slices = {dim: _slices(s, totals) for dim, s in sums.items()}
+    return Breakdown(
+        start=start,
+        end=end,
+        basis=basis,
+        totals=dict(totals),
+        dimensions=all_slices,
+        days=days,
+        estimated_days=sorted(estimated),
+        provisional_days=sorted(provisional_days),
+        idle=[s for s in all_slices["pool"] if s.name.endswith(f"/{IDLE}")],
+        unallocated=[s for s in all_slices["deployment"] if s.name == UNALLOCATED],
+    )
+
+
+def _provisional_by_day(start: date, end: date) -> dict[tuple[date, str], Decimal]:
+    """Rate card x measured GPU-hours per UTC day, deployments with a card."""
+    book = rate_book()
+    fleet = {d.name: d for d in Deployment.objects.select_related("pool")}
+    out: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
+    for (name, day), use in usage_days(start, end).items():
+        dep = fleet.get(name)
+        rate = book.for_deployment(dep, day) if dep is not None else None
+        if rate is not None:
+            out[(day, rate[1])] += use.gpu_hours * rate[0]
+    return dict(out)
+
+
+@dataclass(frozen=True)
+class BillLineRow:
+    line: CostLine
+    amount: Decimal
+
+    @property
+    def amount_text(self) -> str:
+        return money(self.amount, self.line.currency, places=4)
+
+
+def bill_lines_iter(*, day: date, account: str = "") -> Iterator[CostLine]:
+    """The bill lines of one UTC day as stored (an account's, if given)."""
+    for line in _lines(day, day + timedelta(days=1)):
+        if not account or line.account_id == account:
+            yield line
+
+
+def bill_lines_read(
+    *, day: date, basis: Basis, account: str = "", limit: int = 2000
+) -> tuple[list[BillLineRow], int]:
+    """The bill lines of one UTC day (the drill-down), largest first, and how
+    many there are in all."""
+    rows = [
+        BillLineRow(line, line_amount(line, basis))
+        for line in bill_lines_iter(day=day, account=account)
+    ]
+    rows.sort(key=lambda r: (-abs(r.amount), r.line.pk))
+    return rows[:limit], len(rows)

@@ -1,0 +1,75 @@
+"""Write a finance export and its summary (two files), for scheduled jobs.
+
+    manage.py costs_export --start 2026-11-01 --end 2026-12-01 --grain day \\
+        --format parquet --out /exports/nov.parquet
+
+writes ``/exports/nov.parquet`` and ``/exports/nov-summary.csv``. ``--end`` is
+exclusive (UTC days, as Cost Explorer's); ``--month 2026-11`` means the whole
+month. Without ``--out`` the file is named after the window, grain, basis and
+``-incomplete`` when days have no bill.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
+from costapp.costs.exports import Export, ExportSpec
+from costapp.costs.forms import ExportForm
+
+
+class Command(BaseCommand):
+    help = "Write the allocated bill by day or month as CSV or Parquet, plus a summary."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--start", help="first UTC day (YYYY-MM-DD)")
+        parser.add_argument("--end", help="UTC day after the last (exclusive)")
+        parser.add_argument("--month", help="YYYY-MM: the whole month instead")
+        parser.add_argument("--grain", choices=["day", "month"], default="day")
+        parser.add_argument(
+            "--by", choices=["deployment", "team"], default="deployment"
+        )
+        parser.add_argument(
+            "--basis",
+            choices=["amortized", "unblended", "net_amortized"],
+            default="amortized",
+        )
+        parser.add_argument("--format", choices=["csv", "parquet"], default="csv")
+        parser.add_argument("--out", help="file to write; the summary goes beside it")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        data = {
+            k: opts[k]
+            for k in ("start", "end", "month", "grain", "by", "basis", "format")
+        }
+        form = ExportForm({k: v for k, v in data.items() if v})
+        if not form.is_valid():
+            raise CommandError("; ".join(form.messages()))
+        w = form.cleaned_data
+        export = Export(
+            ExportSpec(
+                start=w["start"],
+                end=w["end"],
+                grain=w["grain"],
+                by=w["by"],
+                basis=w["basis"],
+                format=w["format"],
+            )
+        )
+        out = Path(opts["out"] or f"{export.stem}.{w['format']}")
+        summary = out.with_name(f"{out.stem}-summary.csv")
+        if w["format"] == "parquet":
+            with out.open("wb") as f:
+                parquet_write(export, f)
+        else:
+            with out.open("w", newline="", encoding="utf-8") as f:
+                f.writelines(csv_rows(export))
+        with summary.open("w", newline="", encoding="utf-8") as f:
+            f.writelines(summary_csv(export))
+        complete = (
+            "" if export.coverage.complete else " (incomplete: days without a bill)"
+        )
+        self.stdout.write(f"wrote {out} and {summary}{complete}")
