@@ -129,3 +129,99 @@ def totals_by_deployment(
         .sum()
     )
     return daily_unit_costs(grouped, min_requests=min_requests, min_tokens=min_tokens)
+
+
+# --- The full set of unit figures (issue 9) -----------------------------------
+
+MIG_SLICES_PER_GPU = 7
+
+
+def _num(frame: pd.DataFrame, name: str) -> pd.Series:
+    if name not in frame.columns:
+        return pd.Series(np.nan, index=frame.index, dtype=float)
+    return pd.to_numeric(frame[name], errors="coerce").astype(float)
+
+
+def _arr(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
+
+
+def measured_gpu_hours(frame: pd.DataFrame) -> pd.Series:
+    """GPU-hours a deployment measured: replica-hours x GPUs per replica, and a
+    MIG instance's share of its GPU (compute slices / 7).
+
+    ``frame`` columns: ``replica_hours`` (hours replicas were up, from
+    telemetry), ``gpus_per_replica``, optional ``mig_slices`` (NaN or 0 for a
+    whole GPU). Missing telemetry stays missing (NaN), never 0.
+    """
+    slices = _num(frame, "mig_slices")
+    share = np.where(slices > 0, slices / MIG_SLICES_PER_GPU, 1.0)
+    return _num(frame, "replica_hours") * _num(frame, "gpus_per_replica") * share
+
+
+def unit_costs(
+    frame: pd.DataFrame,
+    *,
+    min_requests: float = MIN_REQUESTS,
+    min_tokens: float = MIN_TOKENS,
+) -> pd.DataFrame:
+    """Every unit figure of a period, vectorised over rows (any grain).
+
+    ``frame`` columns: ``cost`` and ``requests`` (finished: stop + length);
+    optional ``tokens`` (else prompt + generation), ``prompt_tokens``,
+    ``generation_tokens``, ``gpu_hours`` (measured), ``prefill_seconds`` and
+    ``decode_seconds`` (summed request phase times), ``clock``.
+
+    Returns on the same index: ``cost_per_1k_requests``, ``cost_per_1m_tokens``,
+    ``prompt_cost_share`` and ``prompt_rule`` (see docs/unit-costs.md: ``time``
+    splits the cost by prefill vs decode seconds where both are known,
+    ``tokens`` by token counts otherwise), ``cost_per_1m_prompt_tokens``,
+    ``cost_per_1m_generation_tokens``, ``cost_per_gpu_hour``,
+    ``tokens_per_gpu_second`` and ``clock`` (passed through; "" if absent).
+    Every figure is NaN where its inputs are missing or under the minimum
+    volume: zero requests give no figure, not an infinite one.
+    """
+    cost = _arr(frame, "cost")
+    requests = _arr(frame, "requests")
+    prompt = _arr(frame, "prompt_tokens")
+    gen = _arr(frame, "generation_tokens")
+    tokens = _arr(frame, "tokens")
+    tokens = np.where(np.isnan(tokens), prompt + gen, tokens)
+    gpu = _arr(frame, "gpu_hours")
+    phases = _arr(frame, "prefill_seconds") + _arr(frame, "decode_seconds")
+    prefill = _arr(frame, "prefill_seconds")
+    pg = prompt + gen
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+
+        def per(
+            amount: np.ndarray, volume: np.ndarray, floor: float, scale: float
+        ) -> np.ndarray:
+            return np.where(
+                volume >= max(floor, 1e-12), amount / volume * scale, np.nan
+            )
+
+        by_time = phases > 0
+        by_tokens = ~by_time & (pg > 0)
+        share = np.where(
+            by_time, prefill / phases, np.where(by_tokens, prompt / pg, np.nan)
+        )
+        columns = {
+            "cost_per_1k_requests": per(cost, requests, min_requests, 1000.0),
+            "cost_per_1m_tokens": per(cost, tokens, min_tokens, 1e6),
+            "prompt_cost_share": share,
+            "prompt_rule": np.select([by_time, by_tokens], ["time", "tokens"], ""),
+            "cost_per_1m_prompt_tokens": per(cost * share, prompt, min_tokens, 1e6),
+            "cost_per_1m_generation_tokens": per(
+                cost * (1 - share), gen, min_tokens, 1e6
+            ),
+            "cost_per_gpu_hour": np.where(gpu > 0, cost / gpu, np.nan),
+            "tokens_per_gpu_second": np.where(gpu > 0, tokens / (gpu * 3600.0), np.nan),
+        }
+    out = pd.DataFrame(columns, index=frame.index, copy=False)
+    out["clock"] = (
+        frame["clock"].fillna("").astype(str) if "clock" in frame.columns else ""
+    )
+    return out

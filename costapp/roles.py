@@ -26,6 +26,8 @@ _FINANCE = frozenset(
         "costapp.view_costline",
         "costapp.view_ratecard",
         "costapp.view_billingperiodsource",
+        "costapp.view_unitcostfigure",
+        "costapp.view_budget",
     }
 )
 
@@ -44,6 +46,8 @@ _TECH_LEAD = _FINANCE | {
     "costapp.add_scenario",
     "costapp.view_calibration",
     "costapp.add_calibration",
+    "costapp.add_budget",
+    "costapp.change_budget",
 }
 
 _ADMIN = _TECH_LEAD | {
@@ -65,6 +69,7 @@ _ADMIN = _TECH_LEAD | {
     "costapp.delete_scenario",
     "costapp.change_calibration",
     "costapp.delete_calibration",
+    "costapp.delete_budget",
     "costapp.change_ingestrun",
     "costapp.delete_billingperiodsource",
     "auth.view_user",

@@ -28,6 +28,13 @@ ENTRIES = (
     ),
     # Runs whose worker died are marked failed once past the hard time limit.
     Entry("runs-reap", "costapp.tasks.runs_reap_task", 10 * 60),
+    # Each ingest recomputes what it changed; a nightly full recompute catches
+    # what no ingest announces (a fleet file edit, a rate card typed in).
+    Entry(
+        "unit-costs-recompute",
+        "costapp.economics.tasks.unit_costs_recompute_all_task",
+        24 * 3600,
+    ),
 )
 
 

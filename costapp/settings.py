@@ -159,6 +159,8 @@ CELERY_TASK_ROUTES = {
     "costapp.costs.tasks.bills_refresh_task": {"queue": COSTAPP_INGEST_QUEUE},
 }
 
+# The bearer token Prometheus sends to scrape /metrics; unset, /metrics is 404.
+COSTAPP_METRICS_TOKEN = env_str("COSTAPP_METRICS_TOKEN", "")
 PROMETHEUS_URL = env_str("PROMETHEUS_URL", "")
 PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME", "")
 PROMETHEUS_PASSWORD = env_str("PROMETHEUS_PASSWORD", "")

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from costapp.costs.services import bills_claims_release
+from costapp.economics.tasks import unit_costs_recompute_queue
 from costapp.ingest import ingest_run_execute
 from costapp.models import IngestRun
 from costapp.sources.registry import source_for_run
@@ -49,6 +50,9 @@ def ingest_run_task(run_id: int) -> str | None:
         _claims_release(run_id)
         raise
     _claims_release(run_id)
+    if run.status in (IngestRun.SUCCEEDED, IngestRun.PARTIAL):
+        # Pipeline order: ingest, then the figures it changed (then alerts).
+        unit_costs_recompute_queue(run.pk)
     return run.status
 
 

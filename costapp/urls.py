@@ -5,11 +5,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from costapp import access
+from costapp.economics import metrics
 from costapp.views import health
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
+    # Prometheus scrapes /metrics; bearer token, no session (economics.metrics).
+    path("metrics", metrics.metrics, name="metrics"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("home/", access.landing, name="landing"),

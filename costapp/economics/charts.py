@@ -240,3 +240,110 @@ def latency_daily(
     }
     layout["margin"]["r"] = 64
     return {"data": traces, "layout": layout}
+
+
+def _stamps(values: Iterable[Any]) -> list[str]:
+    return [pd.Timestamp(v).strftime("%Y-%m-%dT%H:%M:%SZ") for v in values]
+
+
+def baseline_band(
+    rows: Sequence[Any],
+    *,
+    title: str,
+    currency: str = "USD",
+    field: str = "cost_per_1k_requests",
+) -> dict[str, Any]:
+    """A unit cost against its EWMA baseline and band, flagged periods marked.
+
+    ``rows``: stored figures (``FigureRow``) of one series, in period order.
+    """
+    x = _stamps(r.period_start for r in rows)
+    symbol = SYMBOLS_PREFIX.get(currency, f"{currency} ")
+    flagged = [r for r in rows if r.flag]
+    colours = {"anomaly": PALETTE[4], "traffic": PALETTE[2], "size": PALETTE[1]}
+    traces: list[dict[str, Any]] = [
+        {
+            "type": "scatter", "mode": "lines", "name": "band (low)",
+            "x": x, "y": _clean(r.lower for r in rows),
+            "line": {"width": 0, "color": "rgba(37,99,235,0)"},
+            "showlegend": False, "hoverinfo": "skip", "connectgaps": False,
+        },
+        {
+            "type": "scatter", "mode": "lines", "name": "band",
+            "x": x, "y": _clean(r.upper for r in rows), "fill": "tonexty",
+            "fillcolor": "rgba(37,99,235,0.12)",
+            "line": {"width": 0, "color": "rgba(37,99,235,0)"},
+            "hoverinfo": "skip", "connectgaps": False,
+        },
+        {
+            "type": "scatter", "mode": "lines", "name": "baseline",
+            "x": x, "y": _clean(r.baseline for r in rows),
+            "line": {"dash": "dot", "color": PALETTE[8], "width": 1.5},
+            "connectgaps": False,
+        },
+        {
+            "type": "scatter", "mode": "lines+markers", "name": "actual",
+            "x": x, "y": _clean(getattr(r, field) for r in rows),
+            "line": {"color": PALETTE[0], "width": 2}, "marker": {"size": 3},
+            "connectgaps": False,
+        },
+    ]  # fmt: skip
+    for flag, colour in colours.items():
+        these = [r for r in flagged if r.flag == flag]
+        if these:
+            traces.append(
+                {
+                    "type": "scatter", "mode": "markers", "name": f"flag: {flag}",
+                    "x": _stamps(r.period_start for r in these),
+                    "y": _clean(getattr(r, field) for r in these),
+                    "marker": {"size": 9, "color": colour, "symbol": "circle-open",
+                               "line": {"width": 2}},
+                    "text": [r.cause for r in these],
+                    "hovertemplate": "%{text}<extra></extra>",
+                }
+            )  # fmt: skip
+    layout = _layout(
+        title, "per 1k requests", tickprefix=symbol.strip() if currency == "USD" else ""
+    )
+    return {"data": traces, "layout": layout}
+
+
+SYMBOLS_PREFIX = {"USD": "$"}
+
+
+def forecast_fan(days: Sequence[tuple[Any, float]], forecast: Any) -> dict[str, Any]:
+    """Cumulative spend this month and the month-end point with its interval."""
+    x = _stamps(d for d, _ in days)
+    running: list[float] = []
+    total = 0.0
+    for _, cost in days:
+        total += cost
+        running.append(total)
+    end = _stamps([forecast.month + pd.offsets.MonthEnd(0)])
+    traces = [
+        {
+            "type": "scatter", "mode": "lines+markers", "name": "spend to date",
+            "x": x, "y": _clean(running), "line": {"color": PALETTE[0]},
+        },
+        {
+            "type": "scatter", "mode": "markers", "name": "month-end forecast (80%)",
+            "x": end, "y": [forecast.point],
+            "error_y": {"type": "data", "symmetric": False,
+                        "array": [forecast.upper - forecast.point],
+                        "arrayminus": [forecast.point - forecast.lower]},
+            "marker": {"size": 10, "color": PALETTE[1]},
+        },
+    ]  # fmt: skip
+    if forecast.budget is not None:
+        traces.append(
+            {
+                "type": "scatter", "mode": "lines", "name": "budget",
+                "x": [x[0] if x else end[0], end[0]],
+                "y": [forecast.budget, forecast.budget],
+                "line": {"dash": "dash", "color": PALETTE[4]},
+            }
+        )  # fmt: skip
+    return {
+        "data": traces,
+        "layout": _layout("Spend this month", "spend", tickprefix="$"),
+    }

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 from django.db.models import Avg, Count, Q, Sum
 from django.db.models.functions import TruncDate
 
+from analytics.allocation import IDLE, UNALLOCATED
+from analytics.forecast import MonthForecast, forecast_month
 from analytics.unit_costs import (
     daily_unit_costs,
     relative_change,
@@ -29,7 +31,15 @@ from analytics.unit_costs import (
 )
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import billed_deployment_days
-from costapp.models import Deployment, DeploymentHour
+from costapp.models import (
+    Budget,
+    CostLine,
+    Deployment,
+    DeploymentHour,
+    IngestRun,
+    UnitCostFigure,
+)
+from costapp.models.economics import FLEET
 
 QUANTUM = Decimal("1e-12")
 Basis = Literal["provisional", "billed"]
@@ -325,4 +335,616 @@ def deployment_detail_read(
         start=start,
         end=end,
         days=frame,
+    )
+
+
+# --- inputs of the recompute (issue 9) -------------------------------------------
+
+CLOCK_ORDER = {"provisional": 0, "estimated": 1, "final": 2}
+
+
+@dataclass(frozen=True)
+class RecomputeInputs:
+    """What ``unit_costs_recompute`` feeds to ``analytics``, as plain frames.
+
+    ``hours``: one row per deployment and UTC hour with telemetry: deployment,
+    team, pool, period_start, day, requests (stop + length), requests_length,
+    prompt_tokens, generation_tokens, gpu_hours (NaN where the GPU-seconds are
+    unknown), replicas, rate_card ($ per GPU-hour that day; NaN: none),
+    currency (the rate card's).
+    ``bills``: one row per deployment, UTC day and currency that received a
+    share of the allocated bill: deployment, day, currency, bill_cost (float),
+    bill_status (final / estimated).
+    ``overheads``: pool idle and unallocated dollars: pool ("" for
+    unallocated), kind (idle / unallocated), day, currency, amount, bill_status.
+    ``deployments``: name, team, pool.
+    """
+
+    hours: pd.DataFrame
+    bills: pd.DataFrame
+    overheads: pd.DataFrame
+    deployments: pd.DataFrame
+
+
+HOUR_COLUMNS = (
+    "deployment", "team", "pool", "period_start", "day", "requests",
+    "requests_length", "prompt_tokens", "generation_tokens", "gpu_hours",
+    "replicas", "rate_card", "currency",
+)  # fmt: skip
+
+
+def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
+    """Every stored hour, bill day and overhead, for the full history: the
+    baselines carry state from the first day, so an incremental recompute
+    reads the same inputs as the full one and only recomputes fewer series."""
+    from costapp.costs.selectors import (
+        allocation_days,
+        basis_or_default,
+        bill_days,
+    )
+
+    fleet = list(Deployment.objects.select_related("pool").order_by("name"))
+    by_name = {d.name: d for d in fleet}
+    deployments = pd.DataFrame(
+        [
+            {"name": d.name, "team": d.team, "pool": d.pool.name if d.pool else ""}
+            for d in fleet
+        ],
+        columns=["name", "team", "pool"],
+    )
+    rows = list(
+        DeploymentHour.objects.order_by("deployment__name", "hour").values_list(
+            "deployment__name",
+            "hour",
+            "requests_stop",
+            "requests_length",
+            "prompt_tokens",
+            "generation_tokens",
+            "gpu_seconds",
+            "replicas_mean",
+        )
+    )
+    book = rate_book()
+    cards: dict[tuple[str, date], tuple[float, str]] = {}
+    records = []
+    for name, hour, stop, length, prompt, gen, gpu_s, replicas in rows:
+        dep = by_name[name]
+        hour = hour.astimezone(UTC)
+        day = hour.date()
+        if (name, day) not in cards:
+            found = book.for_deployment(dep, day)
+            cards[(name, day)] = (
+                (float(found[0]), found[1]) if found else (float("nan"), "USD")
+            )
+        card, currency = cards[(name, day)]
+        records.append(
+            (
+                name, dep.team, dep.pool.name if dep.pool else "",
+                hour.replace(tzinfo=None), pd.Timestamp(day), stop + length, length,
+                prompt, gen,
+                # Unknown GPU-seconds stay unknown: never priced as 0.
+                float("nan") if gpu_s is None else gpu_s / 3600.0,
+                replicas, card, currency,
+            )
+        )  # fmt: skip
+    hours = pd.DataFrame.from_records(records, columns=list(HOUR_COLUMNS))
+
+    chosen = basis_or_default(basis)
+    if len(hours):
+        start = hours["day"].min().date()
+        end = hours["day"].max().date() + timedelta(days=1)
+    else:
+        start = end = date(1970, 1, 1)
+    # Bill days outside telemetry still count for the overheads and the fleet.
+    first_bill = CostLine.objects.order_by("period_start").first()
+    last_bill = CostLine.objects.order_by("-period_start").first()
+    if first_bill is not None and last_bill is not None:
+        start = min(start, first_bill.period_start.astimezone(UTC).date())
+        end = max(end, last_bill.period_start.astimezone(UTC).date() + timedelta(1))
+    estimated = {
+        (b.day, b.account_id, b.currency): b.estimated
+        for b in bill_days(start, end, chosen)
+    }
+    bill_acc: dict[tuple[str, date, str], list[Any]] = {}
+    over_acc: dict[tuple[str, str, date, str], list[Any]] = {}
+    for (account, day, currency), allocation in allocation_days(
+        start, end, chosen
+    ).items():
+        est = estimated.get((day, account, currency), False)
+        for share in allocation.shares:
+            if share.target in (IDLE, UNALLOCATED):
+                kind = "idle" if share.target == IDLE else "unallocated"
+                key = (share.pool if kind == "idle" else "", kind, day, currency)
+                slot = over_acc.setdefault(key, [Decimal(0), False])
+            else:
+                slot = bill_acc.setdefault(
+                    (share.target, day, currency), [Decimal(0), False]
+                )
+            slot[0] += share.amount
+            slot[1] |= est
+    bills = pd.DataFrame.from_records(
+        [
+            (
+                name,
+                pd.Timestamp(day),
+                cur,
+                float(v[0]),
+                "estimated" if v[1] else "final",
+            )
+            for (name, day, cur), v in sorted(bill_acc.items())
+        ],
+        columns=["deployment", "day", "currency", "bill_cost", "bill_status"],
+    )
+    overheads = pd.DataFrame.from_records(
+        [
+            (
+                pool,
+                kind,
+                pd.Timestamp(day),
+                cur,
+                float(v[0]),
+                "estimated" if v[1] else "final",
+            )
+            for (pool, kind, day, cur), v in sorted(over_acc.items())
+        ],
+        columns=["pool", "kind", "day", "currency", "amount", "bill_status"],
+    )
+    return RecomputeInputs(
+        hours=hours, bills=bills, overheads=overheads, deployments=deployments
+    )
+
+
+def series_siblings(names: Iterable[str]) -> set[str]:
+    """The deployments whose figures move with ``names``: the names and every
+    deployment sharing a pool with one of them (a restated or late hour
+    changes how the pool's bill is split)."""
+    wanted = set(names)
+    pools = set(
+        Deployment.objects.filter(name__in=wanted, pool__isnull=False).values_list(
+            "pool_id", flat=True
+        )
+    )
+    siblings = set(
+        Deployment.objects.filter(pool_id__in=pools).values_list("name", flat=True)
+    )
+    return wanted | siblings
+
+
+def run_changes(run: IngestRun) -> tuple[date, set[str] | None]:
+    """(first changed day, deployments changed or None for all) of a run.
+
+    Bills change every deployment of an account-day (allocation), so a bill
+    run recomputes all series from its window start; a telemetry run only the
+    deployments it wrote hours for, and their pool siblings.
+    """
+    since = run.window_start.astimezone(UTC).date()
+    if run.source in ("cost_explorer", "focus", "demo"):
+        return since, None
+    names = set(
+        DeploymentHour.objects.filter(run=run)
+        .values_list("deployment__name", flat=True)
+        .distinct()
+    )
+    return since, series_siblings(names)
+
+
+# --- stored figures ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FigureRow:
+    pk: int
+    scope: str
+    name: str
+    grain: str
+    period_start: datetime
+    currency: str
+    clock: str
+    rate_source: str
+    cost: Decimal | None
+    list_cost: Decimal | None
+    idle_cost: Decimal | None
+    unallocated_cost: Decimal | None
+    gpu_hours: float | None
+    requests: float | None
+    tokens: float | None
+    replicas: float | None
+    cost_per_1k_requests: float | None
+    cost_per_1m_tokens: float | None
+    cost_per_gpu_hour: float | None
+    tokens_per_gpu_second: float | None
+    effective_rate: float | None
+    baseline: float | None
+    lower: float | None
+    upper: float | None
+    flag: str
+    cause: str
+    parts: dict[str, float]
+    level_shift: bool
+    note: str
+
+
+def _figure_row(f: UnitCostFigure) -> FigureRow:
+    tokens = (
+        None
+        if f.prompt_tokens is None or f.generation_tokens is None
+        else f.prompt_tokens + f.generation_tokens
+    )
+    return FigureRow(
+        pk=f.pk, scope=f.scope, name=f.name, grain=f.grain,
+        period_start=f.period_start, currency=f.currency, clock=f.clock,
+        rate_source=f.rate_source, cost=f.cost, list_cost=f.list_cost,
+        idle_cost=f.idle_cost, unallocated_cost=f.unallocated_cost,
+        gpu_hours=f.gpu_hours, requests=f.requests, tokens=tokens,
+        replicas=f.replicas, cost_per_1k_requests=f.cost_per_1k_requests,
+        cost_per_1m_tokens=f.cost_per_1m_tokens,
+        cost_per_gpu_hour=f.cost_per_gpu_hour,
+        tokens_per_gpu_second=f.tokens_per_gpu_second,
+        effective_rate=f.effective_rate, baseline=f.baseline, lower=f.lower,
+        upper=f.upper, flag=f.flag, cause=f.cause, parts=dict(f.parts or {}),
+        level_shift=f.level_shift, note=f.note,
+    )  # fmt: skip
+
+
+def figures_read(
+    *,
+    scope: str,
+    names: Iterable[str] | None = None,
+    grain: str = "day",
+    start: date | datetime | None = None,
+    end: date | datetime | None = None,
+    flagged_only: bool = False,
+) -> list[FigureRow]:
+    """Stored figures only (never recomputes), ordered by name and period;
+    ``end`` exclusive."""
+    qs = UnitCostFigure.objects.filter(scope=scope, grain=grain)
+    if names is not None:
+        qs = qs.filter(name__in=list(names))
+    if start is not None:
+        qs = qs.filter(period_start__gte=_as_utc(start))
+    if end is not None:
+        qs = qs.filter(period_start__lt=_as_utc(end))
+    if flagged_only:
+        qs = qs.exclude(flag="")
+    return [_figure_row(f) for f in qs.order_by("name", "period_start")]
+
+
+def figure_get(pk: int) -> FigureRow | None:
+    found = UnitCostFigure.objects.filter(pk=pk).first()
+    return _figure_row(found) if found is not None else None
+
+
+def flagged_read(
+    *,
+    start: date,
+    end: date,
+    grain: str = "day",
+    scopes: Iterable[str] = ("fleet", "team", "deployment"),
+    names: Iterable[str] | None = None,
+) -> list[FigureRow]:
+    """Every flagged period in the window, wherever it falls, latest first."""
+    qs = UnitCostFigure.objects.filter(
+        grain=grain,
+        scope__in=list(scopes),
+        period_start__gte=_as_utc(start),
+        period_start__lt=_as_utc(end),
+    ).exclude(flag="")
+    if names is not None:
+        qs = qs.filter(name__in=list(names))
+    return [_figure_row(f) for f in qs.order_by("-period_start", "scope", "name")]
+
+
+def _as_utc(value: date | datetime) -> datetime:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC)
+    return _utc(value)
+
+
+def figures_frame(rows: Iterable[FigureRow]) -> pd.DataFrame:
+    """Figures as a frame of floats (NaN for missing) for charts and sums."""
+    columns = (
+        "pk", "scope", "name", "period_start", "currency", "clock", "cost",
+        "idle_cost", "unallocated_cost", "gpu_hours", "requests", "tokens",
+        "cost_per_1k_requests", "cost_per_1m_tokens", "baseline", "lower", "upper",
+        "flag",
+    )  # fmt: skip
+    nan = float("nan")
+
+    def num(value: object) -> float:
+        return nan if value is None else float(value)  # type: ignore[arg-type]
+
+    records = [
+        (
+            r.pk,
+            r.scope,
+            r.name,
+            r.period_start,
+            r.currency,
+            r.clock,
+            num(r.cost),
+            num(r.idle_cost),
+            num(r.unallocated_cost),
+            num(r.gpu_hours),
+            num(r.requests),
+            num(r.tokens),
+            num(r.cost_per_1k_requests),
+            num(r.cost_per_1m_tokens),
+            num(r.baseline),
+            num(r.lower),
+            num(r.upper),
+            r.flag,
+        )
+        for r in rows
+    ]
+    return pd.DataFrame.from_records(records, columns=list(columns))
+
+
+def budgets_read() -> list[Budget]:
+    return list(Budget.objects.order_by("scope", "name", "currency"))
+
+
+def scope_names() -> dict[str, list[str]]:
+    """The names a budget or a figure page may refer to, per scope."""
+    deployments = list(Deployment.objects.order_by("name").values_list("name", "team"))
+    teams = sorted({team for _, team in deployments if team})
+    return {
+        "deployment": [name for name, _ in deployments],
+        "team": teams,
+        "fleet": [FLEET],
+    }
+
+
+# --- pages -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScopeWindow:
+    """One series over a window: its figures and their totals."""
+
+    scope: str
+    name: str
+    currency: str
+    figures: list[FigureRow]
+    cost: float
+    requests: float
+    tokens: float
+    idle_cost: float  # NaN: no idle known in the window
+    cost_per_1k_requests: float  # ratio of sums, not a mean of ratios
+    cost_per_1m_tokens: float
+    last: FigureRow | None  # the last period with a unit cost
+    flagged: list[FigureRow]
+    clocks: tuple[str, ...]
+
+
+def _window(rows: list[FigureRow], scope: str, name: str, currency: str) -> ScopeWindow:
+    frame = figures_frame(rows)
+    totals = window_totals(frame.fillna({"cost": 0.0, "requests": 0.0, "tokens": 0.0}))
+    idle = frame["idle_cost"].sum(min_count=1) if len(frame) else float("nan")
+    last = next((r for r in reversed(rows) if r.cost_per_1k_requests is not None), None)
+    return ScopeWindow(
+        scope=scope,
+        name=name,
+        currency=currency,
+        figures=rows,
+        cost=totals.cost,
+        requests=totals.requests,
+        tokens=totals.tokens,
+        idle_cost=float(idle),
+        cost_per_1k_requests=totals.cost_per_1k_requests,
+        cost_per_1m_tokens=totals.cost_per_1m_tokens,
+        last=last,
+        flagged=[r for r in rows if r.flag],
+        clocks=tuple(sorted({r.clock for r in rows})),
+    )
+
+
+def scope_windows_read(
+    *,
+    scope: str,
+    start: date,
+    end: date,
+    grain: str = "day",
+    clock: str = "",
+    names: Iterable[str] | None = None,
+) -> list[ScopeWindow]:
+    """Per series (and currency: nothing sums across currencies) of ``scope``:
+    stored figures in ``[start, end)`` and their totals."""
+    rows = figures_read(scope=scope, names=names, grain=grain, start=start, end=end)
+    if clock:
+        rows = [r for r in rows if r.clock == clock]
+    groups: dict[tuple[str, str], list[FigureRow]] = {}
+    for r in rows:
+        groups.setdefault((r.name, r.currency), []).append(r)
+    return [
+        _window(items, scope, name, currency)
+        for (name, currency), items in sorted(groups.items())
+    ]
+
+
+@dataclass(frozen=True)
+class PoolIdle:
+    pool: str
+    currency: str
+    idle_cost: float
+    cost: float
+    idle_share: float
+
+
+def pool_idle_read(*, start: date, end: date) -> list[PoolIdle]:
+    """Idle dollars per pool in the window (billed days), from the stored
+    pool figures."""
+    out = []
+    for w in scope_windows_read(scope="pool", start=start, end=end):
+        billed = [r for r in w.figures if r.idle_cost is not None]
+        frame = figures_frame(billed)
+        idle = float(frame["idle_cost"].sum()) if len(frame) else float("nan")
+        cost = float(frame["cost"].sum()) if len(frame) else float("nan")
+        out.append(
+            PoolIdle(
+                pool=w.name,
+                currency=w.currency,
+                idle_cost=idle,
+                cost=cost,
+                idle_share=idle / cost if cost > 0 else float("nan"),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class Explanation:
+    figure: FigureRow
+    parts: list[tuple[str, str, float]]  # (key, label, $ per 1k requests)
+    total: float  # the parts' sum
+    delta: float  # u - u_baseline
+    efficiency: float | None  # fleet + traffic, where both exist
+    members: list[FigureRow]  # for a team or the fleet: its deployments that day
+
+
+PART_LABELS = (
+    ("price", "price ($ per GPU-hour)"),
+    ("fleet", "fleet (GPU-hours)"),
+    ("traffic", "traffic (tokens)"),
+    ("size", "request size (tokens per request)"),
+)
+
+
+def explanation_read(pk: int) -> Explanation | None:
+    figure = figure_get(pk)
+    if figure is None:
+        return None
+    parts = [
+        (key, label, figure.parts[key])
+        for key, label in PART_LABELS
+        if key in figure.parts
+    ]
+    if not parts and "cost" in figure.parts:
+        parts = [("cost", "cost (no GPU-hours: price and fleet together)",
+                  figure.parts["cost"])]  # fmt: skip
+        if "traffic" in figure.parts:
+            parts.append(("traffic", "traffic", figure.parts["traffic"]))
+    nan = float("nan")
+    delta = (
+        figure.cost_per_1k_requests - figure.baseline
+        if figure.cost_per_1k_requests is not None and figure.baseline is not None
+        else nan
+    )
+    efficiency = (
+        figure.parts["fleet"] + figure.parts["traffic"]
+        if "fleet" in figure.parts and "traffic" in figure.parts
+        else None
+    )
+    members: list[FigureRow] = []
+    if figure.scope in ("team", "fleet"):
+        names = None
+        if figure.scope == "team":
+            names = list(
+                Deployment.objects.filter(team=figure.name).values_list(
+                    "name", flat=True
+                )
+            )
+        members = [
+            r
+            for r in figures_read(
+                scope="deployment",
+                names=names,
+                grain=figure.grain,
+                start=figure.period_start,
+                end=figure.period_start + timedelta(seconds=1),
+            )
+            if r.currency == figure.currency
+        ]
+    return Explanation(
+        figure=figure,
+        parts=parts,
+        total=math.fsum(v for _, _, v in parts) if parts else nan,
+        delta=delta,
+        efficiency=efficiency,
+        members=members,
+    )
+
+
+@dataclass(frozen=True)
+class BudgetStatus:
+    budget: Budget
+    forecast: MonthForecast | None  # None: no spend figures for the scope
+    spent_share: float  # to date / budget
+
+
+def _spend_frame(
+    scope: str, name: str, currency: str, start: date, end: date
+) -> pd.DataFrame:
+    rows = [
+        r
+        for r in figures_read(scope=scope, names=[name], start=start, end=end)
+        if r.currency == currency and r.cost is not None
+    ]
+    return pd.DataFrame(
+        {
+            "day": [r.period_start.replace(tzinfo=None) for r in rows],
+            "cost": [float(r.cost) for r in rows],  # type: ignore[arg-type]
+        }
+    )
+
+
+def month_forecast_read(
+    *,
+    scope: str,
+    name: str,
+    currency: str,
+    today: date,
+    budget: float | None = None,
+) -> MonthForecast | None:
+    """Month-end spend of one series: bill where final, provisional where not,
+    plus analytics.forecast's simulated remainder (80% interval)."""
+    start = today.replace(day=1) - timedelta(days=70)
+    days = _spend_frame(scope, name, currency, start, today)
+    if days.empty:
+        return None
+    as_of = days["day"].max()
+    return forecast_month(
+        days, as_of=as_of, series=f"{scope}/{name}", budget=budget, interval=0.8
+    )
+
+
+def budget_statuses_read(*, today: date) -> list[BudgetStatus]:
+    out = []
+    for budget in budgets_read():
+        amount = float(budget.monthly_amount)
+        forecast = month_forecast_read(
+            scope=budget.scope,
+            name=budget.name,
+            currency=budget.currency,
+            today=today,
+            budget=amount,
+        )
+        share = forecast.to_date / amount if forecast is not None else float("nan")
+        out.append(BudgetStatus(budget=budget, forecast=forecast, spent_share=share))
+    return out
+
+
+@dataclass(frozen=True)
+class DeploymentEconomics:
+    window: ScopeWindow | None
+    pool: PoolIdle | None
+    flagged: list[FigureRow]
+
+
+def deployment_economics_read(
+    deployment: Deployment, *, start: date, end: date
+) -> DeploymentEconomics:
+    windows = scope_windows_read(
+        scope="deployment", names=[deployment.name], start=start, end=end
+    )
+    pool = None
+    if deployment.pool is not None:
+        pool = next(
+            (p for p in pool_idle_read(start=start, end=end)
+             if p.pool == deployment.pool.name),
+            None,
+        )  # fmt: skip
+    flagged = flagged_read(start=start, end=end, scopes=("deployment",),
+                           names=[deployment.name])  # fmt: skip
+    return DeploymentEconomics(
+        window=windows[0] if windows else None, pool=pool, flagged=flagged
     )

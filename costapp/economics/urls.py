@@ -1,14 +1,19 @@
 """Routes of the unit-economics area, under /economics/.
 
 The overview itself stays at "/" with the URL name ``overview`` (the login
-redirect uses it), so it is routed in ``costapp/views/urls.py``; the pages this
-area grows (explanations, budgets, a scope's figures) go here.
+redirect uses it), so it is routed in ``costapp/views/urls.py``; /metrics is
+routed at the top (``costapp/urls.py``) where Prometheus expects it.
 """
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import path
+
+from costapp.economics import views
 
 app_name = "economics"
 
-urlpatterns: list[URLPattern] = []
+urlpatterns = [
+    path("explain/<int:figure_id>/", views.explanation, name="explanation"),
+    path("budgets/", views.budgets, name="budgets"),
+]

@@ -1,16 +1,29 @@
-"""Unit-economics pages: thin views over economics.selectors and charts."""
+"""Unit-economics pages: load -> form -> selector -> render, nothing else."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
 
 from costapp import formatting as fmt
 from costapp.access import requires
-from costapp.economics import charts
-from costapp.economics.selectors import overview_read
+from costapp.economics import charts, present
+from costapp.economics.forms import BudgetForm, EconomicsWindowForm
+from costapp.economics.selectors import (
+    budget_statuses_read,
+    explanation_read,
+    flagged_read,
+    month_forecast_read,
+    overview_read,
+    pool_idle_read,
+    scope_windows_read,
+)
+from costapp.economics.services import budget_upsert
+from costapp.models.economics import FLEET
 
 _KPI_FORMAT: dict[str, Callable[[float], str]] = {
     "usd": fmt.usd,
@@ -21,7 +34,16 @@ _KPI_FORMAT: dict[str, Callable[[float], str]] = {
 
 @requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
-    data = overview_read(today=fmt.display_today())
+    today = fmt.display_today()
+    form = EconomicsWindowForm(request.GET or None, today=today)
+    if request.GET and not form.is_valid():
+        return render(request, "economics/overview.html", {"form": form})
+    window = form.cleaned_data if request.GET else form_defaults(form)
+    start, end, grain = window["start"], window["end"], window["grain"]
+    data = overview_read(today=end, days=(end - start).days)
+    fleet = scope_windows_read(
+        scope="fleet", start=start, end=end, grain=grain, clock=window["clock"]
+    )
     kpis = [
         {
             "label": k.label,
@@ -35,40 +57,177 @@ def overview(request: HttpRequest) -> HttpResponse:
         }
         for k in data.kpis
     ]
-    rows = [
-        {
-            "name": s.name,
-            "team": s.team,
-            "gpu": s.gpu,
-            "requests": fmt.count_short(s.requests_7d),
-            "requests_raw": repr(s.requests_7d),
-            "cost": fmt.usd(s.cost_7d),
-            "cost_raw": repr(s.cost_7d),
-            "per_1k": fmt.usd_unit(s.cost_per_1k_7d),
-            "per_1k_raw": repr(s.cost_per_1k_7d),
-            "per_1k_baseline": fmt.usd_unit(s.cost_per_1k_baseline),
-            "per_1k_change": fmt.percent(s.cost_per_1k_change, signed=True),
-            "per_1k_trend": fmt.trend_class(s.cost_per_1k_change),
-            "per_1m": fmt.usd_unit(s.cost_per_1m_tokens_7d),
-            "per_1m_raw": repr(s.cost_per_1m_tokens_7d),
-            "gpu_hours": fmt.number(s.gpu_hours_7d),
-            "gpu_hours_raw": repr(s.gpu_hours_7d),
-            "truncation": fmt.percent(s.truncation_share),
-            "truncation_raw": repr(s.truncation_share),
-        }
-        for s in data.deployments
-    ]
+    stored = {
+        w.name: w
+        for w in scope_windows_read(scope="deployment", start=start, end=end)
+        if w.currency == "USD"
+    }
+    rows = []
+    for s in data.deployments:
+        w = stored.get(s.name)
+        last = present.last_row(w.last if w else None, "USD")
+        rows.append(
+            {
+                "name": s.name,
+                "team": s.team,
+                "gpu": s.gpu,
+                "requests": fmt.count_short(s.requests_7d),
+                "requests_raw": repr(s.requests_7d),
+                "cost": fmt.usd(s.cost_7d),
+                "cost_raw": repr(s.cost_7d),
+                "per_1k": fmt.usd_unit(s.cost_per_1k_7d),
+                "per_1k_raw": repr(s.cost_per_1k_7d),
+                "last": last,
+                "flags": len(w.flagged) if w else 0,
+                "per_1m": fmt.usd_unit(s.cost_per_1m_tokens_7d),
+                "per_1m_raw": repr(s.cost_per_1m_tokens_7d),
+                "gpu_hours": fmt.number(s.gpu_hours_7d),
+                "gpu_hours_raw": repr(s.gpu_hours_7d),
+                "truncation": fmt.percent(s.truncation_share),
+                "truncation_raw": repr(s.truncation_share),
+            }
+        )
+    flags = flagged_read(start=start, end=end, grain=grain)
     return render(
         request,
         "economics/overview.html",
         {
-            "start": data.start,
-            "end": data.end,
+            "form": form,
+            "start": start,
+            "end": end,
+            "grain": grain,
             "kpis": kpis,
             "rows": rows,
+            "fleet": [present.window_card(w) for w in fleet],
+            "fleet_figures": {
+                f"{w.name}-{w.currency}": charts.baseline_band(
+                    w.figures,
+                    title=f"Fleet {w.currency} per 1k requests (fully loaded), "
+                    f"by {grain}, against its baseline",
+                    currency=w.currency,
+                )
+                for w in fleet
+            },
+            "fleet_keys": [f"{w.name}-{w.currency}" for w in fleet],
+            "pools": [
+                present.pool_row(p) for p in pool_idle_read(start=start, end=end)
+            ],
+            "flags": [present.flag_row(r) for r in flags],
             "figure": charts.cost_per_1k_daily(data.days),
             "provisional": "provisional" in data.basis,
             "billed": "billed" in data.basis,
             "has_data": not data.days.empty,
+        },
+    )
+
+
+def form_defaults(form: EconomicsWindowForm) -> dict[str, object]:
+    """The window a page opens with: the 90 UTC days before today."""
+    end = form.today
+    return {"start": end - timedelta(days=90), "end": end, "grain": "day", "clock": "",
+            "scope": "fleet"}  # fmt: skip
+
+
+@requires("costapp.view_unitcostfigure")
+def explanation(request: HttpRequest, figure_id: int) -> HttpResponse:
+    found = explanation_read(figure_id)
+    if found is None:
+        raise Http404("no such figure")
+    f = found.figure
+    cur = f.currency
+    return render(
+        request,
+        "economics/explanation.html",
+        {
+            "f": present.flag_row(f),
+            "figure": f,
+            "parts": [
+                {
+                    "key": k,
+                    "label": label,
+                    "value": fmt.money_unit(v, cur),
+                    "raw": repr(v),
+                }
+                for k, label, v in found.parts
+            ],
+            "total": fmt.money_unit(found.total, cur),
+            "total_raw": repr(found.total),
+            "delta": fmt.money_unit(found.delta, cur),
+            "delta_raw": repr(found.delta),
+            "efficiency": fmt.money_unit(found.efficiency, cur)
+            if found.efficiency is not None
+            else None,
+            "cost": fmt.money(f.cost, cur),
+            "gpu_hours": fmt.number(f.gpu_hours),
+            "requests": fmt.count_short(f.requests),
+            "tokens": fmt.count_short(f.tokens),
+            "replicas": fmt.number(f.replicas),
+            "idle": fmt.money(f.idle_cost, cur),
+            "members": [
+                present.flag_row(m) | {"cost": fmt.money(m.cost, cur)}
+                for m in found.members
+            ],
+            "deployment_page": f.scope == "deployment",
+        },
+    )
+
+
+@requires("costapp.view_budget", write="costapp.add_budget")
+def budgets(request: HttpRequest) -> HttpResponse:
+    today = fmt.display_today()
+    form = BudgetForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        budget_upsert(
+            scope=data["scope"], name=data["name"],
+            monthly_amount=data["monthly_amount"], currency=data["currency"],
+        )  # fmt: skip
+        messages.success(request, f"budget for {data['scope']} {data['name']} saved")
+        return redirect("economics:budgets")
+    statuses = budget_statuses_read(today=today)
+    fleet = month_forecast_read(scope="fleet", name=FLEET, currency="USD", today=today)
+    rows = []
+    for s in statuses:
+        b, fc = s.budget, s.forecast
+        cur = b.currency
+        rows.append(
+            {
+                "scope": b.scope,
+                "name": b.name,
+                "amount": fmt.money(b.monthly_amount, cur),
+                "to_date": fmt.money(fc.to_date, cur) if fc else fmt.MISSING,
+                "spent": fmt.percent(s.spent_share),
+                "burn_rate": fmt.money(fc.burn_rate, cur) if fc else fmt.MISSING,
+                "point": fmt.money(fc.point, cur) if fc else fmt.MISSING,
+                "interval": f"{fmt.money(fc.lower, cur)} \N{EN DASH} {fmt.money(fc.upper, cur)}"
+                if fc
+                else fmt.MISSING,
+                "share": fmt.percent(fc.budget_share) if fc else fmt.MISSING,
+                "runs_out": fc.budget_burn_date.strftime("%Y-%m-%d")
+                if fc and fc.budget_burn_date is not None
+                else "not this month",
+                "over": bool(fc and fc.budget_share and fc.budget_share > 1),
+                "method": fc.method if fc else "",
+            }
+        )
+    return render(
+        request,
+        "economics/budgets.html",
+        {
+            "form": form,
+            "rows": rows,
+            "fleet": {
+                "month": fleet.month.strftime("%B %Y"),
+                "as_of": fleet.as_of.strftime("%Y-%m-%d"),
+                "to_date": fmt.usd(fleet.to_date),
+                "point": fmt.usd(fleet.point),
+                "lower": fmt.usd(fleet.lower),
+                "upper": fmt.usd(fleet.upper),
+                "remaining": fleet.remaining_days,
+                "method": fleet.method,
+            }
+            if fleet
+            else None,
+            "can_write": request.user.has_perm("costapp.add_budget"),
         },
     )

@@ -5,8 +5,11 @@ from django.shortcuts import get_object_or_404, render
 
 from costapp import formatting as fmt
 from costapp.access import requires
-from costapp.economics import charts
-from costapp.economics.selectors import deployment_detail_read
+from costapp.economics import charts, present
+from costapp.economics.selectors import (
+    deployment_detail_read,
+    deployment_economics_read,
+)
 from costapp.models import Deployment
 from costapp.telemetry.selectors import latency_daily_percentiles
 
@@ -24,7 +27,12 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     start, end = detail.start, detail.end
     ttft = latency_daily_percentiles(deployment, start=start, end=end, metric="ttft")
     itl = latency_daily_percentiles(deployment, start=start, end=end, metric="itl")
+    economics = deployment_economics_read(deployment, start=start, end=end)
     figures = {
+        "baseline": charts.baseline_band(
+            economics.window.figures if economics.window else [],
+            title="$ per 1k requests against its EWMA baseline (band), daily",
+        ),
         "unit-costs": charts.unit_costs_daily(detail.days),
         "requests": charts.requests_by_reason_daily(detail.days),
         "capacity": charts.capacity_daily(detail.days),
@@ -39,6 +47,7 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
             "end": detail.end,
             "figures": figures,
             "has_data": not detail.days.empty,
+            "economics": present.deployment_context(economics),
             "slo_ttft": fmt.number(deployment.slo_ttft_p95_ms, 0)
             if deployment.slo_ttft_p95_ms
             else None,

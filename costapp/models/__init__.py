@@ -1,6 +1,7 @@
 from costapp.models.access import AuditEntry, Capability
 from costapp.models.capacity import Calibration, Scenario
 from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
+from costapp.models.economics import Budget, UnitCostFigure
 from costapp.models.fleet import Deployment, Pool
 from costapp.models.runs import IngestRun
 from costapp.models.usage import (
@@ -13,6 +14,7 @@ from costapp.models.usage import (
 __all__ = [
     "AuditEntry",
     "BillingPeriodSource",
+    "Budget",
     "Calibration",
     "Capability",
     "CostLine",
@@ -25,4 +27,5 @@ __all__ = [
     "Pool",
     "RateCard",
     "Scenario",
+    "UnitCostFigure",
 ]

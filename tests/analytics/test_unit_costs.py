@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -70,7 +72,7 @@ def test_truncation_share_and_relative_change() -> None:
 
 
 @given(
-    cost=st.floats(0, 1e7, allow_nan=False),
+    cost=st.floats(0, 1e7, allow_nan=False, allow_subnormal=False),
     requests=st.floats(0, 1e9, allow_nan=False),
 )
 def test_unit_costs_are_never_negative_and_scale_with_cost(
@@ -82,3 +84,67 @@ def test_unit_costs_are_never_negative_and_scale_with_cost(
     else:
         assert value >= 0
         assert per_1k_requests(2 * cost, requests) == 2 * value or value == 0
+
+
+def test_every_unit_figure_by_hand() -> None:
+    from analytics.unit_costs import unit_costs
+
+    frame = pd.DataFrame(
+        {
+            "cost": [36.0],
+            "requests": [10_000.0],
+            "prompt_tokens": [4e6],
+            "generation_tokens": [2e6],
+            "gpu_hours": [18.0],
+            "prefill_seconds": [1000.0],
+            "decode_seconds": [3000.0],
+            "clock": ["provisional"],
+        }
+    )
+    out = unit_costs(frame).iloc[0]
+    assert out["cost_per_1k_requests"] == 3.6
+    assert out["cost_per_1m_tokens"] == 6.0
+    assert out["cost_per_gpu_hour"] == 2.0
+    assert out["tokens_per_gpu_second"] == pytest.approx(6e6 / (18 * 3600))
+    # Time rule: prefill is a quarter of the phase seconds.
+    assert out["prompt_rule"] == "time"
+    assert out["cost_per_1m_prompt_tokens"] == pytest.approx(9.0 / 4)
+    assert out["cost_per_1m_generation_tokens"] == pytest.approx(27.0 / 2)
+    assert out["clock"] == "provisional"
+
+
+def test_without_phase_times_the_split_follows_the_tokens() -> None:
+    from analytics.unit_costs import unit_costs
+
+    frame = pd.DataFrame(
+        {
+            "cost": [30.0],
+            "requests": [1e4],
+            "prompt_tokens": [2e6],
+            "generation_tokens": [1e6],
+        }
+    )
+    out = unit_costs(frame).iloc[0]
+    assert out["prompt_rule"] == "tokens"
+    assert out["cost_per_1m_prompt_tokens"] == pytest.approx(10.0)
+    assert out["cost_per_1m_generation_tokens"] == pytest.approx(10.0)
+
+
+def test_missing_telemetry_and_zero_requests_leave_figures_missing() -> None:
+    from analytics.unit_costs import unit_costs
+
+    frame = pd.DataFrame(
+        {
+            "cost": [10.0, -3.0],
+            "requests": [0.0, 5e3],
+            "tokens": [1e6, 1e6],
+            "gpu_hours": [np.nan, 2.0],
+        }
+    )
+    out = unit_costs(frame)
+    assert math.isnan(out["cost_per_1k_requests"][0])
+    assert math.isnan(out["cost_per_gpu_hour"][0])
+    assert math.isnan(out["tokens_per_gpu_second"][0])
+    # A credit (negative cost) is shown as such, not hidden.
+    assert out["cost_per_1k_requests"][1] == pytest.approx(-0.6)
+    assert out["prompt_rule"].tolist() == ["", ""]

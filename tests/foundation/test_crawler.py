@@ -42,6 +42,10 @@ EXPECTED: dict[str, Rule] = {
     "logout": Rule(frozenset(), LOGGED_IN),
     "landing": Rule(LOGGED_IN, None),
     "overview": Rule(READERS, None),
+    "economics:explanation": Rule(READERS, None),
+    "economics:budgets": Rule(READERS, LEADS),
+    # Token-authenticated for Prometheus: no session opens it (TOKEN_AUTH).
+    "metrics": Rule(frozenset(), None),
     "fleet:deployments": Rule(LEADS, None),
     "fleet:deployment": Rule(LEADS, None),
     "costs:bills": Rule(READERS, None),
@@ -67,6 +71,14 @@ EXPECTED: dict[str, Rule] = {
 # The admin site's generated pages check model permissions themselves
 # (tests/foundation/test_roles.py covers users); the crawler walks its index.
 SKIPPED_NAMESPACES = ("admin:",)
+# Answer 401 without the bearer token, whoever is logged in; tested with the
+# token in tests/economics/test_metrics.py.
+TOKEN_AUTH = frozenset({"metrics"})
+
+
+@pytest.fixture(autouse=True)
+def metrics_token(settings: object) -> None:
+    settings.COSTAPP_METRICS_TOKEN = "crawler-token-not-sent"  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -107,7 +119,9 @@ def test_every_url_pattern_has_a_row_in_the_expected_matrix() -> None:
 def assert_refused(role: str, name: str, method: str, response: object) -> None:
     status = response.status_code  # type: ignore[attr-defined]
     where = f"{method} {name} as {role}"
-    if role == ANON:
+    if name in TOKEN_AUTH:
+        assert status == 401, f"{where}: {status}"
+    elif role == ANON:
         assert status == 302, where
         assert "/login/" in response["Location"], where  # type: ignore[index]
     elif name.startswith("admin:"):

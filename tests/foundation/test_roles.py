@@ -19,6 +19,8 @@ FINANCE = {
     "costapp.view_costline",
     "costapp.view_ratecard",
     "costapp.view_billingperiodsource",
+    "costapp.view_unitcostfigure",
+    "costapp.view_budget",
 }
 TECH_LEAD = FINANCE | {
     "costapp.view_fleet",
@@ -35,6 +37,8 @@ TECH_LEAD = FINANCE | {
     "costapp.add_scenario",
     "costapp.view_calibration",
     "costapp.add_calibration",
+    "costapp.add_budget",
+    "costapp.change_budget",
 }
 ADMIN = TECH_LEAD | {
     "costapp.run_backfill",
@@ -55,6 +59,7 @@ ADMIN = TECH_LEAD | {
     "costapp.delete_scenario",
     "costapp.change_calibration",
     "costapp.delete_calibration",
+    "costapp.delete_budget",
     "costapp.change_ingestrun",
     "costapp.delete_billingperiodsource",
     "auth.view_user",

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from costapp.models import IngestRun, Scenario
+from costapp.models import IngestRun, Scenario, UnitCostFigure
 from tests.capacity.seed_demo import seed_chat
 
 
@@ -38,7 +38,21 @@ def seed_url_objects() -> dict[str, str]:
         window_start=datetime(2026, 11, 1, tzinfo=UTC),
         window_end=datetime(2026, 11, 2, tzinfo=UTC),
     )
+    figure = UnitCostFigure.objects.create(
+        scope="deployment",
+        name=deployment.name,
+        grain="day",
+        period_start=datetime(2026, 11, 1, tzinfo=UTC),
+        clock="final",
+        flag="anomaly",
+        cause="crawl",
+        parts={"price": 0.1, "fleet": 0.2, "traffic": -0.05, "size": 0.0},
+        cost_per_1k_requests=1.25,
+        baseline=1.0,
+        computed_at=datetime(2026, 11, 2, tzinfo=UTC),
+    )
     return {
+        "figure_id": str(figure.pk),
         "deployment": deployment.name,
         "name": deployment.name,
         "share_token": scenario.share_token,

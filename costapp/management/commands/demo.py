@@ -10,13 +10,14 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.servers import basehttp
 from django.core.wsgi import get_wsgi_application
 
+from costapp.economics.services import unit_costs_recompute
 from costapp.fleet.demo_setup import (
     demo_fleet_load,
     demo_ingest,
     demo_user_ensure,
     rate_card_seed,
 )
-from costapp.models import IngestRun
+from costapp.models import IngestRun, UnitCostFigure
 
 
 class Command(BaseCommand):
@@ -62,6 +63,12 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"demo data: {run.rows_written} rows for {days} days to "
                 f"{end:%Y-%m-%d} in {time.perf_counter() - started:.1f} s"
+            )
+        if not done or options["force"] or not UnitCostFigure.objects.exists():
+            # The story (incident, holiday) is told through the stored figures.
+            result = unit_costs_recompute(now=datetime.now(UTC))
+            self.stdout.write(
+                f"unit costs: {result.rows_written} figures, {result.flagged} flagged"
             )
         credentials = demo_user_ensure(reset_password=True)
         url = f"http://{options['host']}:{options['port']}/"

@@ -1,0 +1,173 @@
+"""Detection glued end to end: unit costs -> baselines -> LMDI -> explanation.
+
+``detect(frame)`` is what costapp stores and what the benchmark scores;
+``python -m analytics.anomalies`` runs the same function on a CSV (stdin to
+stdout, the only I/O in ``analytics/``, at the edge)::
+
+    python -m analytics.anomalies < history.csv > flags.csv
+
+Input columns: ``series,day,cost,requests`` and optionally ``tokens``,
+``gpu_hours``, ``holiday`` (1/true/yes). Output columns:
+``series,day,cost_per_1k,baseline,lower,upper,flag,cause`` then
+``price,fleet,traffic,size,level_shift,note``. ``flag`` is ``anomaly`` (a cost
+anomaly: price or fleet), ``traffic``, ``size`` or empty; ``cause`` is the
+sentence. Without ``gpu_hours`` the cause can only be cost vs traffic (and
+without ``tokens`` there is no size): ``note`` says so on every row, and so
+does a line on stderr.
+
+Exit codes: 0 ok, 2 invalid input (the message names the field and value).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+import numpy as np
+import pandas as pd
+
+from analytics.baselines import BaselineConfig, baselines_compute
+from analytics.capacity.errors import InvalidInput
+from analytics.explain import explain
+
+FLAG_OF_CAUSE = {"cost": "anomaly", "traffic": "traffic", "size": "size"}
+OUTPUT_COLUMNS = (
+    "series", "day", "cost_per_1k", "baseline", "lower", "upper", "flag", "cause",
+    "price", "fleet", "traffic", "size", "level_shift", "note",
+)  # fmt: skip
+EXIT_OK, EXIT_INVALID = 0, 2
+NOTE_NO_GPU = "no gpu_hours: the cause is cost vs traffic only"
+NOTE_NO_TOKENS = "no tokens: no size part"
+
+
+def detect(
+    frame: pd.DataFrame,
+    *,
+    keys: Sequence[str] = ("series",),
+    time: str = "day",
+    config: BaselineConfig | None = None,
+    sentences: bool = True,
+) -> pd.DataFrame:
+    """Baselines, flags and explanations for every row of every series.
+
+    ``frame``: the columns of ``baselines_compute`` (with ``time`` naming the
+    period column). Returns a frame on the same index with the input's key
+    and time columns, ``cost_per_1k`` (u), ``baseline``, ``lower``, ``upper``,
+    ``flag`` (``anomaly`` / ``traffic`` / ``size`` / ""), ``cause`` (the
+    sentence), the LMDI parts, ``level_shift``, ``held``, ``warm`` and
+    ``note``.
+    """
+    cfg = config or BaselineConfig()
+    keys = list(keys)
+    base = baselines_compute(frame, keys=keys, time=time, config=cfg)
+    flagged = base["flag"].to_numpy()
+    # Only flagged rows are explained: the parts of an unflagged row are
+    # never shown, and LMDI of every hour would cost more than the baseline.
+    inputs = [
+        c for c in ("cost", "gpu_hours", "tokens", "requests", "holiday") if c in frame
+    ]
+    needed = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b", "flag", "sigma_price",
+              "sigma_fleet"]  # fmt: skip
+    rows = pd.concat([frame.loc[flagged, inputs], base.loc[flagged, needed]], axis=1)
+    parts = explain(rows, band_k=cfg.band_k, sentences=sentences)
+    n = len(frame)
+    columns: dict[str, object] = {k: frame[k].to_numpy() for k in (*keys, time)}
+    columns["cost_per_1k"] = base["u"].to_numpy()
+    for name in ("baseline", "lower", "upper"):
+        columns[name] = base[name].to_numpy()
+    flag = np.full(n, "", dtype=object)
+    flag[flagged] = parts["cause"].map(FLAG_OF_CAUSE).fillna("").to_numpy()
+    cause = np.full(n, "", dtype=object)
+    cause[flagged] = parts["sentence"].to_numpy()
+    columns["flag"] = flag
+    columns["cause"] = cause
+    for name in ("price", "fleet", "traffic", "size", "cost"):
+        values = np.full(n, np.nan)
+        values[flagged] = parts[name].to_numpy(float)
+        columns[name] = values
+    for name in ("level_shift", "held", "warm"):
+        columns[name] = base[name].to_numpy()
+    notes = []
+    if "gpu_hours" not in frame.columns or frame["gpu_hours"].isna().all():
+        notes.append(NOTE_NO_GPU)
+    if "tokens" not in frame.columns or frame["tokens"].isna().all():
+        notes.append(NOTE_NO_TOKENS)
+    columns["note"] = np.full(n, "; ".join(notes), dtype=object)
+    out = pd.DataFrame(columns, index=frame.index, copy=False)
+    return out
+
+
+_TRUE = {"1", "true", "yes", "y", "t"}
+
+
+def read_csv(stream: TextIO) -> pd.DataFrame:
+    """Parse and check the CLI's input; errors name the column and value."""
+    try:
+        frame = pd.read_csv(stream, dtype={"series": str, "holiday": str})
+    except pd.errors.EmptyDataError as exc:
+        raise InvalidInput("stdin", "", "no CSV header") from exc
+    for name in ("series", "day", "cost", "requests"):
+        if name not in frame.columns:
+            raise InvalidInput(name, None, "column is required")
+    days = pd.to_datetime(frame["day"], errors="coerce", utc=True)
+    if days.isna().any():
+        raise InvalidInput("day", frame.loc[days.isna(), "day"].iloc[0], "not a date")
+    frame["day"] = days.dt.tz_convert(None).dt.normalize()
+    for name in ("cost", "requests", "tokens", "gpu_hours"):
+        if name in frame.columns:
+            values = pd.to_numeric(frame[name], errors="coerce")
+            bad = values.isna() & frame[name].notna()
+            if bad.any():
+                raise InvalidInput(name, frame.loc[bad, name].iloc[0], "not a number")
+            frame[name] = values
+    if "holiday" in frame.columns:
+        frame["holiday"] = (
+            frame["holiday"].fillna("").astype(str).str.strip().str.lower().isin(_TRUE)
+        )
+    return frame
+
+
+def write_csv(result: pd.DataFrame, stream: TextIO) -> None:
+    out = result.copy()
+    out["day"] = pd.DatetimeIndex(out["day"]).strftime("%Y-%m-%d")
+    out["level_shift"] = np.where(out["level_shift"], "1", "")
+    out[list(OUTPUT_COLUMNS)].to_csv(stream, index=False, float_format="%.10g")
+
+
+def main(argv: Sequence[str] | None = None, *, stdin: TextIO | None = None,
+         stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="python -m analytics.anomalies",
+        description="Flag and explain unit-cost anomalies in a daily CSV (stdin -> stdout).",
+    )
+    defaults = BaselineConfig()
+    parser.add_argument("--band-k", type=float, default=defaults.band_k)
+    parser.add_argument("--band-floor", type=float, default=defaults.band_floor)
+    parser.add_argument("--halflife", type=float, default=defaults.halflife_obs)
+    parser.add_argument("--min-requests", type=float, default=defaults.min_requests)
+    parser.add_argument("--hold-days", type=int, default=defaults.hold_days)
+    args = parser.parse_args(argv)
+    stdin = stdin or sys.stdin
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    config = BaselineConfig(
+        band_k=args.band_k, band_floor=args.band_floor, halflife_obs=args.halflife,
+        min_requests=args.min_requests, hold_days=args.hold_days,
+    )  # fmt: skip
+    try:
+        frame = read_csv(stdin)
+        result = detect(frame, config=config)
+    except InvalidInput as exc:
+        print(f"invalid input: {exc}", file=stderr)
+        return EXIT_INVALID
+    note = result["note"].iat[0] if len(result) else ""
+    if note:
+        print(f"note: {note}", file=stderr)
+    write_csv(result, stdout)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,391 @@
+"""Dynamic baselines for unit costs: EWMA of the additive parts per seasonal slot.
+
+The state of a series is, per seasonal slot (weekday for days; weekday-or-
+weekend x hour for hours, or hour of week), an exponentially weighted mean of
+its additive parts: cost, GPU-hours, tokens and finished requests. The baseline
+unit cost is the ratio of those means (``1000 * cost_b / requests_b``), never
+a mean of ratios, so ``u - u_baseline`` splits exactly by LMDI
+(``analytics.lmdi``) into the same parts. docs/baselines.md gives the design,
+the defaults and the warm-up they imply.
+
+Rules, all applied to every series at once (the loop is over days; within a
+day every series and hour is one numpy operation):
+
+- the baseline at t uses only rows before t (a row updates its slot after it
+  has been compared);
+- the band is ``baseline * exp(+-k * sigma)``, sigma an exponentially
+  weighted RMS of ``ln(u / baseline)`` over the series' recent accepted rows,
+  floored (a noiseless series would otherwise flag float noise);
+- a row flags only after warm-up (its slot has ``min_obs`` accepted rows) and
+  at or above ``min_requests`` (three requests at 4 am are noise);
+- a row with missing, zero or negative cost or requests has no unit cost: no
+  flag and no update (credits never drag a baseline down);
+- flagged rows and calendar holidays are held out of the update; when a
+  series has been held out for ``hold_days`` days worth of rows in a row, the
+  held values become the new state of their slots: a level shift, reported
+  on that day (``level_shift``).
+
+No I/O, no clock: the same frame always gives the same answer.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from analytics.capacity.errors import InvalidInput
+
+Grain = Literal["day", "hour"]
+Slots = Literal["weekday", "hour_of_week", "daytype_hour", "none"]
+COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    """Defaults are argued in docs/baselines.md."""
+
+    grain: Grain = "day"
+    # Seasonal slots; None picks weekday for days, daytype_hour for hours.
+    slots: Slots | None = None
+    # Half-life of the slot EWMA, in observations of that slot.
+    halflife_obs: float = 2.0
+    # Accepted observations a slot needs before its rows may flag (warm-up).
+    min_obs: int = 3
+    # Band half-width in sigmas of ln(u / baseline), and its floor (relative).
+    band_k: float = 2.5
+    band_floor: float = 0.06
+    # Half-life of sigma, in days of rows of the series.
+    sigma_halflife_days: float = 28.0
+    # Half-life of the traffic level that rescales the four parts, in days.
+    level_halflife_days: float = 3.0
+    # Unit costs need this many finished requests in the period.
+    min_requests: float = 100.0
+    # Rows held out (flags, holidays) for this many days become a level shift.
+    hold_days: int = 14
+
+    def slot_kind(self) -> Slots:
+        if self.slots is not None:
+            return self.slots
+        return "weekday" if self.grain == "day" else "daytype_hour"
+
+    @property
+    def periods_per_day(self) -> int:
+        return 1 if self.grain == "day" else 24
+
+
+def n_slots(kind: Slots) -> int:
+    return {"weekday": 7, "hour_of_week": 168, "daytype_hour": 48, "none": 1}[kind]
+
+
+def slot_of(stamps: pd.Series | pd.DatetimeIndex, kind: Slots) -> np.ndarray:
+    """Seasonal slot number of each timestamp (UTC)."""
+    idx = pd.DatetimeIndex(stamps)
+    weekday = np.asarray(idx.weekday)
+    hour = np.asarray(idx.hour)
+    if kind == "weekday":
+        return weekday
+    if kind == "hour_of_week":
+        return weekday * 24 + hour
+    if kind == "daytype_hour":
+        return (weekday >= 5).astype(int) * 24 + hour
+    return np.zeros(len(idx), dtype=int)
+
+
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        return np.full(len(frame), np.nan)
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
+
+
+def baselines_compute(
+    frame: pd.DataFrame,
+    *,
+    keys: Sequence[str] = ("series",),
+    time: str = "period_start",
+    config: BaselineConfig | None = None,
+) -> pd.DataFrame:
+    """Baseline, band and flags for every row of every series.
+
+    ``frame`` columns: ``keys`` (identify a series; put the currency and the
+    clock in them where they vary), ``time`` (UTC period start: midnight for
+    days, the hour for hours), ``cost`` and ``requests`` (required),
+    ``gpu_hours`` and ``tokens`` (optional, NaN where unknown), ``holiday``
+    (optional bool). One row per series and period.
+
+    Returns a frame on the same index with: ``slot``, ``cost_b``,
+    ``gpu_hours_b``, ``tokens_b``, ``requests_b`` (the slot's EWMA before the
+    row), ``u`` and ``baseline`` ($ per 1k requests), ``lower``, ``upper``,
+    ``sigma`` (of ln u), ``sigma_price`` and ``sigma_fleet`` (of ln P and ln G
+    against their baselines, for the classes in ``analytics.explain``),
+    ``warm`` (slot past warm-up), ``volume_ok``, ``flag`` (outside the band),
+    ``held`` (kept out of the update), ``level_shift``.
+    """
+    cfg = config or BaselineConfig()
+    keys = list(keys)
+    for name in (*keys, time, "cost", "requests"):
+        if name not in frame.columns:
+            raise InvalidInput(name, None, "column is required")
+    n_rows = len(frame)
+    kind = cfg.slot_kind()
+    per_day = cfg.periods_per_day
+    if n_rows == 0:
+        return _empty(frame.index)
+
+    column = frame[time]
+    if column.dtype == "datetime64[ns]":  # naive UTC already: no conversion pass
+        stamps = pd.DatetimeIndex(column)
+    else:
+        stamps = pd.DatetimeIndex(pd.to_datetime(column, utc=True)).tz_convert(None)
+        stamps = stamps.as_unit("ns")
+    # Integer nanoseconds: day and hour arithmetic without datetime objects.
+    ns = stamps.asi8
+    day_ns, hour_ns = 86_400 * 10**9, 3_600 * 10**9
+    unit = day_ns if cfg.grain == "day" else hour_ns
+    off = ns % unit != 0
+    if off.any():
+        what = "not midnight UTC" if cfg.grain == "day" else "not a whole hour"
+        raise InvalidInput(time, str(stamps[off][0]), what)
+    if len(keys) == 1:
+        series_code = pd.factorize(frame[keys[0]], sort=True, use_na_sentinel=False)[0]
+    else:
+        series_code = frame.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
+    n_series = int(series_code.max()) + 1
+    days_since_epoch = ns // day_ns
+    first_day = int(days_since_epoch.min())
+    day0 = pd.Timestamp(first_day * day_ns)
+    day_idx = days_since_epoch - first_day
+    pos = np.zeros(n_rows, dtype=np.int64) if per_day == 1 else (ns // hour_ns) % 24
+    n_days = int(day_idx.max()) + 1
+    flat = (day_idx * per_day + pos) * n_series + series_code
+    if np.bincount(flat, minlength=1).max() > 1:  # O(n), unlike np.unique
+        dup = frame.loc[pd.Series(flat).duplicated().to_numpy(), [*keys, time]].iloc[0]
+        raise InvalidInput(time, dup.to_dict(), "two rows for one series and period")
+
+    shape = (n_days, per_day, n_series)
+
+    def grid(values: np.ndarray) -> np.ndarray:
+        g = np.full(n_days * per_day * n_series, np.nan)
+        g[flat] = values
+        return g.reshape(shape)
+
+    C = grid(_column(frame, "cost"))
+    R = grid(_column(frame, "requests"))
+    G = grid(_column(frame, "gpu_hours"))
+    T = grid(_column(frame, "tokens"))
+    hol_values = (
+        frame["holiday"].fillna(False).astype(bool).to_numpy(float)
+        if "holiday" in frame.columns
+        else np.zeros(n_rows)
+    )
+    H = grid(hol_values) > 0.5
+
+    grid_days = day0 + pd.to_timedelta(np.arange(n_days), unit="D")
+    grid_stamps = grid_days.repeat(per_day) + pd.to_timedelta(
+        np.tile(np.arange(per_day), n_days), unit="h"
+    )
+    slot_grid = slot_of(grid_stamps, kind).reshape(n_days, per_day)
+
+    res = _run(C, R, G, T, H, slot_grid, n_slots(kind), cfg)
+
+    # One frame built from a dict of arrays: no per-column copies.
+    columns: dict[str, np.ndarray] = {
+        "slot": slot_grid.reshape(-1).repeat(n_series)[flat]
+    }
+    for name, arr in res.items():
+        columns[name] = arr.reshape(-1)[flat]
+    return pd.DataFrame(columns, index=frame.index, copy=False)
+
+
+def _empty(index: pd.Index) -> pd.DataFrame:
+    cols = {
+        "slot": "int64", "cost_b": float, "gpu_hours_b": float, "tokens_b": float,
+        "requests_b": float, "u": float, "baseline": float, "lower": float,
+        "upper": float, "sigma": float, "sigma_price": float, "sigma_fleet": float,
+        "warm": bool, "volume_ok": bool, "flag": bool, "held": bool, "level_shift": bool,
+    }  # fmt: skip
+    return pd.DataFrame({k: pd.Series(dtype=v, index=index) for k, v in cols.items()})
+
+
+def _run(
+    C: np.ndarray,
+    R: np.ndarray,
+    G: np.ndarray,
+    T: np.ndarray,
+    H: np.ndarray,
+    slot_grid: np.ndarray,
+    S: int,
+    cfg: BaselineConfig,
+) -> dict[str, np.ndarray]:
+    """The day loop. Grids are (day, period of day, series); states are
+    (component, slot, series) with components cost, requests, GPU-hours,
+    tokens in that order."""
+    n_days, P, N = C.shape
+    a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
+    av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
+    al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))  # traffic level decay per row
+    hold_rows = cfg.hold_days * P
+    k = cfg.band_k
+    floor = cfg.band_floor
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        X = np.stack([C, R, G, T])  # (4, day, P, N)
+        valid = (C > 0) & (R > 0) & np.isfinite(C) & np.isfinite(R)
+        U = np.where(valid, 1000.0 * C / R, np.nan)
+        vol = valid & (R >= cfg.min_requests)
+        g_present = np.isfinite(G) & (G >= 0)
+        t_present = np.isfinite(T) & (T >= 0)
+        X = np.nan_to_num(X, nan=0.0, posinf=0.0, neginf=0.0)
+        lnU = np.log(U)
+        lnG = np.log(np.where(G > 0, G, np.nan))
+        lnP = np.log(np.where((G > 0) & valid, C / G, np.nan))
+        lnR = np.log(np.where(valid, R, np.nan))
+
+    # Slot states: EWMA numerators (adjust=True form) and weights.
+    num = np.zeros((4, S, N))
+    wgt = np.zeros((4, S, N))
+    nobs = np.zeros((S, N))
+    shadow = np.zeros((4, S, N))
+    shadow_w = np.zeros((4, S, N))
+    shadow_on = np.zeros(N, dtype=bool)
+    run = np.zeros(N)
+    # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
+    lvl_num = np.zeros(N)
+    lvl_w = np.zeros(N)
+    # Sigma states per series (u, price, fleet): sums of squared log residuals.
+    ss = np.zeros((3, N))
+    sw = np.zeros((3, N))
+
+    base = np.full(
+        (4, n_days, P, N), np.nan
+    )  # cost_b, requests_b, gpu_hours_b, tokens_b
+    sig = np.full((3, n_days, N), np.nan)
+    warm_g = np.zeros((n_days, P, N), dtype=bool)
+    flag_g = np.zeros((n_days, P, N), dtype=bool)
+    held_g = np.zeros((n_days, P, N), dtype=bool)
+    shift_g = np.zeros((n_days, N), dtype=bool)
+    rows = np.arange(P)[:, None]
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for d in range(n_days):
+            sl = slot_grid[d]  # (P,) distinct slots within a day
+            slot_num = num[:, sl]  # (4, P, N)
+            slot_w = wgt[:, sl]
+            b = slot_num / slot_w
+            ln_rb_slot = np.log(b[1])
+            # One factor for all four parts: u_b is untouched, but the parts
+            # follow a launch within days instead of weeks of slot updates.
+            b *= np.exp(np.where(lvl_w > 0, lvl_num / lvl_w, 0.0))
+            base[:, d] = b
+            has_b = slot_w[0] > 0
+            ln_ub = np.log(1000.0 * b[0] / b[1])
+            sigmas = np.fmax(np.sqrt(ss / np.where(sw > 0, sw, np.nan)), floor)
+            sig[:, d] = sigmas
+            warm = nobs[sl] >= cfg.min_obs
+            dev = lnU[d] - ln_ub
+            flag = warm & vol[d] & has_b & (np.abs(dev) > k * sigmas[0])
+            held = valid[d] & (flag | H[d])
+            accept = valid[d] & ~held
+            warm_g[d], flag_g[d], held_g[d] = warm, flag, held
+
+            # Sigmas and the level learn from accepted, volume-ok rows.
+            learn = accept & vol[d] & has_b
+            g_ok = learn & np.isfinite(lnG[d]) & (b[2] > 0)
+            r_u = np.where(learn, dev, 0.0)
+            r_p = np.where(g_ok, lnP[d] - np.log(b[0] / b[2]), 0.0)
+            r_f = np.where(g_ok, lnG[d] - np.log(b[2]), 0.0)
+            m_u = learn.sum(axis=0)
+            m_g = g_ok.sum(axis=0)
+            decay = np.stack([av**m_u, av**m_g, av**m_g])
+            ss = decay * ss + np.stack(
+                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0)]
+            )
+            sw = decay * sw + np.stack([m_u, m_g, m_g])
+            dl = al**m_u
+            lvl_num = dl * lvl_num + np.where(learn, lnR[d] - ln_rb_slot, 0.0).sum(
+                axis=0
+            )
+            lvl_w = dl * lvl_w + m_u
+
+            # Slot update (slots are distinct within a day: plain fancy indexing).
+            x = X[:, d]
+            mask = np.stack(
+                [accept, accept, accept & g_present[d], accept & t_present[d]]
+            )
+            num[:, sl] = np.where(mask, a * slot_num + x, slot_num)
+            wgt[:, sl] = np.where(mask, a * slot_w + 1.0, slot_w)
+            nobs[sl] += accept
+
+            # Run of held rows per series, in row order within the day; the
+            # held rows since the last accepted one feed the shadow state.
+            any_acc = accept.any(axis=0)
+            last_acc = np.where(any_acc, P - 1 - np.argmax(accept[::-1], axis=0), -1)
+            held_after = held & (rows > last_acc[None, :])
+            run = np.where(any_acc, held_after.sum(axis=0), run + held.sum(axis=0))
+            # Shadows are touched only where a run is going on (rare).
+            clear = any_acc & shadow_on
+            if clear.any():
+                shadow[:, :, clear] = 0.0
+                shadow_w[:, :, clear] = 0.0
+                shadow_on &= ~clear
+            if held_after.any():
+                smask = np.stack(
+                    [held_after, held_after, held_after & g_present[d],
+                     held_after & t_present[d]]
+                )  # fmt: skip
+                s_num = shadow[:, sl]
+                s_w = shadow_w[:, sl]
+                shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
+                shadow_w[:, sl] = np.where(smask, a * s_w + 1.0, s_w)
+                shadow_on |= held_after.any(axis=0)
+
+            shift = run >= hold_rows
+            if shift.any():
+                # The held values are the new level of the slots they reached.
+                take = (shadow_w > 0) & shift[None, None, :]
+                num = np.where(take, shadow, num)
+                wgt = np.where(take, shadow_w, wgt)
+                shift_g[d] = shift
+                run[shift] = 0.0
+                lvl_num[shift] = 0.0
+                lvl_w[shift] = 0.0
+                shadow[:, :, shift] = 0.0
+                shadow_w[:, :, shift] = 0.0
+                shadow_on &= ~shift
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        baseline = 1000.0 * base[0] / base[1]
+    sigma = np.broadcast_to(sig[:, :, None, :], (3, n_days, P, N))
+    return {
+        "cost_b": base[0],
+        "gpu_hours_b": base[2],
+        "tokens_b": base[3],
+        "requests_b": base[1],
+        "u": U,
+        "baseline": baseline,
+        "lower": baseline * np.exp(-k * sigma[0]),
+        "upper": baseline * np.exp(k * sigma[0]),
+        "sigma": sigma[0],
+        "sigma_price": sigma[1],
+        "sigma_fleet": sigma[2],
+        "warm": warm_g,
+        "volume_ok": vol,
+        "flag": flag_g,
+        "held": held_g,
+        "level_shift": np.broadcast_to(shift_g[:, None, :], (n_days, P, N)),
+    }
+
+
+def warmup_days(config: BaselineConfig) -> int:
+    """Days of history a new series needs before every slot can flag."""
+    kind = config.slot_kind()
+    if kind in ("weekday", "hour_of_week"):
+        return 7 * config.min_obs
+    if kind == "daytype_hour":
+        # Weekend slots see 2 rows a week.
+        return 7 * math.ceil(config.min_obs / 2)
+    return config.min_obs

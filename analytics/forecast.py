@@ -1,0 +1,186 @@
+"""Month-end spend forecast with a prediction interval, and budget burn.
+
+Month-end spend = spend to date (bill where final, provisional where not: the
+caller passes the ``cost`` of ``analytics.clocks``) + the forecast of the
+remaining days. The forecast is an ETS model (statsmodels ``ETSModel``:
+additive error, no trend, additive weekly seasonality when the history
+allows) fitted on the series' recent daily cost; its interval comes
+from ``repetitions`` simulated paths of the remaining days
+(``simulate(..., anchor="end")``), each path summed, so the interval is the
+interval of the *sum* (not a sum of daily intervals, which would be too
+wide, nor Holt-Winters' point forecast, which has none).
+
+Seeded and deterministic: the same history and seed give the same figures.
+Too short a history (under ``MIN_HISTORY`` days) falls back to the mean of
+the known days with a normal interval, and says so in ``method``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from analytics.capacity.errors import InvalidInput
+
+MIN_HISTORY = 14
+SEASONAL_HISTORY = 28
+
+
+@dataclass(frozen=True)
+class MonthForecast:
+    series: str
+    month: pd.Timestamp  # first day of the month
+    as_of: pd.Timestamp  # last day included in spend to date
+    to_date: float
+    remaining_days: int
+    point: float  # mean of the simulated month-end totals
+    lower: float
+    upper: float
+    interval: float  # e.g. 0.8 for an 80% interval
+    method: str  # "ets", "ets-nonseasonal" or "mean"
+    budget: float | None
+    burn_rate: float  # spend per day so far this month
+    budget_burn_date: pd.Timestamp | None  # first day the budget runs out at this pace
+    budget_share: float | None  # point / budget
+
+
+def _paths(
+    history: np.ndarray, horizon: int, repetitions: int, seed: int
+) -> tuple[np.ndarray, str]:
+    """``repetitions`` x ``horizon`` simulated daily costs after ``history``."""
+    if horizon == 0:
+        return np.zeros((repetitions, 0)), "none"
+    n = len(history)
+    if n < MIN_HISTORY or np.nanstd(history) == 0:
+        rng = np.random.default_rng(seed)
+        mean = float(np.nanmean(history)) if n else float("nan")
+        sd = float(np.nanstd(history)) if n > 1 else 0.0
+        return rng.normal(mean, sd, size=(repetitions, horizon)), "mean"
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    seasonal = n >= SEASONAL_HISTORY
+    model = ETSModel(
+        pd.Series(history, dtype=float),
+        error="add",
+        # No trend: over a month's horizon the slow drift of a fleet is inside
+        # the level's own adaptation, and a damped trend costs 3x the fit
+        # time for a worse AIC on the benchmark series (docs/unit-costs.md).
+        trend=None,
+        seasonal="add" if seasonal else None,
+        seasonal_periods=7 if seasonal else None,
+    )
+    with warnings.catch_warnings():
+        # Convergence chatter is not information for the user; the interval is.
+        warnings.simplefilter("ignore")
+        fit = model.fit(disp=False)
+        sims = fit.simulate(
+            horizon, anchor="end", repetitions=repetitions, random_state=seed
+        )
+    arr = np.asarray(sims, dtype=float).reshape(horizon, repetitions).T
+    return arr, "ets" if seasonal else "ets-nonseasonal"
+
+
+def forecast_month(
+    days: pd.DataFrame,
+    *,
+    as_of: pd.Timestamp | str,
+    series: str = "",
+    budget: float | None = None,
+    history_days: int = 56,
+    repetitions: int = 1000,
+    interval: float = 0.8,
+    seed: int = 0,
+) -> MonthForecast:
+    """Forecast one series' spend for the month containing ``as_of``.
+
+    ``days``: columns ``day`` (UTC midnight) and ``cost`` for this series;
+    rows after ``as_of`` are ignored. A missing day before ``as_of`` is filled
+    by linear interpolation for the fit and counted in spend to date.
+    """
+    if not 0 < interval < 1:
+        raise InvalidInput("interval", interval, "must be in (0, 1)")
+    if repetitions < 10:
+        raise InvalidInput("repetitions", repetitions, "need at least 10 paths")
+    as_of = pd.Timestamp(as_of).normalize()
+    month = as_of.replace(day=1)
+    month_end = month + pd.offsets.MonthEnd(0)
+    frame = days[["day", "cost"]].copy()
+    frame["day"] = pd.DatetimeIndex(pd.to_datetime(frame["day"])).normalize()
+    frame = frame[frame["day"] <= as_of].groupby("day")["cost"].sum(min_count=1)
+    start = (
+        max(as_of - pd.Timedelta(days=history_days - 1), frame.index.min())
+        if len(frame)
+        else as_of
+    )
+    full = frame.reindex(pd.date_range(start, as_of)).astype(float)
+    filled = full.interpolate(limit_direction="both").to_numpy(float)
+    in_month = full.index >= month
+    to_date = float(np.nansum(filled[in_month])) if len(filled) else 0.0
+    elapsed = int(in_month.sum())
+    horizon = int((month_end - as_of).days)
+
+    paths, method = _paths(filled[~np.isnan(filled)], horizon, repetitions, seed)
+    totals = to_date + paths.sum(axis=1)
+    alpha = (1 - interval) / 2
+    lower, upper = np.quantile(totals, [alpha, 1 - alpha])
+    point = float(totals.mean())
+    burn_rate = to_date / elapsed if elapsed else float("nan")
+
+    burn_date: pd.Timestamp | None = None
+    share: float | None = None
+    if budget is not None:
+        if budget <= 0:
+            raise InvalidInput("budget", budget, "must be positive")
+        share = point / budget
+        past = np.cumsum(np.nan_to_num(filled[in_month]))
+        hit = np.flatnonzero(past >= budget)
+        if hit.size:
+            burn_date = month + pd.Timedelta(days=int(hit[0]))
+        else:
+            future = to_date + np.cumsum(paths.mean(axis=0))
+            hit = np.flatnonzero(future >= budget)
+            if hit.size:
+                burn_date = as_of + pd.Timedelta(days=int(hit[0]) + 1)
+    return MonthForecast(
+        series=series, month=month, as_of=as_of, to_date=to_date, remaining_days=horizon,
+        point=point, lower=float(lower), upper=float(upper), interval=interval,
+        method=method, budget=budget, burn_rate=burn_rate, budget_burn_date=burn_date,
+        budget_share=share,
+    )  # fmt: skip
+
+
+def forecast_months(
+    days: pd.DataFrame,
+    *,
+    as_of: pd.Timestamp | str,
+    keys: Sequence[str] = ("series",),
+    budgets: Mapping[str, float] | None = None,
+    repetitions: int = 1000,
+    interval: float = 0.8,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """``forecast_month`` for every series (one fitted model each: ETS is per
+    series by nature); one row per series with the ``MonthForecast`` fields.
+    A series key of several columns is joined with "/" in ``series``."""
+    rows = []
+    for key, group in days.groupby(list(keys), sort=True):
+        name = "/".join(str(k) for k in (key if isinstance(key, tuple) else (key,)))
+        budget = (budgets or {}).get(name)
+        rows.append(
+            asdict(
+                forecast_month(
+                    group,
+                    as_of=as_of,
+                    series=name,
+                    budget=budget,
+                    repetitions=repetitions,
+                    interval=interval,
+                    seed=seed,
+                )
+            )
+        )
+    return pd.DataFrame(rows)

@@ -1,0 +1,157 @@
+"""Every input of the unit-economics pages goes through one of these forms;
+refusals name the field and the value."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django import forms
+
+from costapp.economics.selectors import scope_names
+
+EARLIEST = date(2000, 1, 1)
+LATEST = date(2100, 1, 1)
+MAX_DAYS = {"day": 3 * 366, "hour": 31}
+DEFAULT_DAYS = 30
+GRAINS = [("day", "day"), ("hour", "hour")]
+CLOCK_CHOICES = [
+    ("", "any clock"),
+    ("final", "final bill"),
+    ("estimated", "estimated bill"),
+    ("provisional", "provisional"),
+]
+SCOPE_CHOICES = [("fleet", "fleet"), ("team", "team"), ("deployment", "deployment")]
+MAX_BUDGET = Decimal("1e12")
+
+
+def _shown(value: object) -> str:
+    return repr(str(value)[:80])
+
+
+class NamedDateField(forms.DateField):
+    """A date whose refusal quotes what was typed, within ``EARLIEST`` and
+    ``LATEST`` (year 1 and year 9999 are typos, not windows)."""
+
+    def to_python(self, value: Any) -> date | None:
+        try:
+            parsed = super().to_python(value)
+        except forms.ValidationError as exc:
+            raise forms.ValidationError(
+                f"{_shown(value)} is not a date (YYYY-MM-DD)", code="invalid"
+            ) from exc
+        if parsed is not None and not EARLIEST <= parsed <= LATEST:
+            raise forms.ValidationError(
+                f"{parsed.isoformat()} is outside {EARLIEST.isoformat()} to "
+                f"{LATEST.isoformat()}",
+                code="range",
+            )
+        return parsed
+
+
+def _choice(choices: list[tuple[str, str]], **kwargs: Any) -> forms.ChoiceField:
+    return forms.ChoiceField(
+        choices=choices,
+        required=False,
+        error_messages={"invalid_choice": "%(value)r is not one of the choices"},
+        **kwargs,
+    )
+
+
+class EconomicsWindowForm(forms.Form):
+    """A window of UTC days (end exclusive), a grain, a clock and a scope."""
+
+    start = NamedDateField(required=False, widget=forms.DateInput({"type": "date"}))
+    end = NamedDateField(
+        required=False,
+        label="End (exclusive)",
+        widget=forms.DateInput({"type": "date"}),
+    )
+    grain = _choice(GRAINS)
+    clock = _choice(CLOCK_CHOICES)
+    scope = _choice(SCOPE_CHOICES)
+
+    def __init__(self, *args: Any, today: date, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.today = today
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        data["grain"] = data.get("grain") or "day"
+        data["scope"] = data.get("scope") or "fleet"
+        data["clock"] = data.get("clock") or ""
+        data["end"] = data.get("end") or self.today + timedelta(days=1)
+        longest = MAX_DAYS[data["grain"]]
+        default = DEFAULT_DAYS if data["grain"] == "day" else 7
+        data["start"] = data.get("start") or data["end"] - timedelta(days=default)
+        if data["end"] <= data["start"]:
+            self.add_error(
+                "end",
+                f"end {data['end'].isoformat()} must be after start "
+                f"{data['start'].isoformat()}",
+            )
+        elif (data["end"] - data["start"]).days > longest:
+            self.add_error(
+                "start",
+                f"start {data['start'].isoformat()} to end {data['end'].isoformat()}"
+                f" is longer than {longest} days for grain {data['grain']!r}",
+            )
+        return data
+
+
+class BudgetForm(forms.Form):
+    scope = forms.ChoiceField(
+        choices=[("team", "team"), ("deployment", "deployment"), ("fleet", "fleet")],
+        error_messages={"invalid_choice": "%(value)r is not one of the choices"},
+    )
+    name = forms.CharField(
+        max_length=100,
+        required=False,
+        help_text="the team or deployment; empty for the fleet",
+    )
+    monthly_amount = forms.CharField(
+        max_length=40, label="Monthly amount", widget=forms.NumberInput({"step": "any"})
+    )
+    currency = forms.CharField(max_length=3, initial="USD")
+
+    def clean_monthly_amount(self) -> Decimal:
+        raw = self.cleaned_data["monthly_amount"]
+        try:
+            amount = Decimal(raw.strip())
+        except (InvalidOperation, AttributeError) as exc:
+            raise forms.ValidationError(f"{_shown(raw)} is not a number") from exc
+        if not amount.is_finite() or amount <= 0 or amount >= MAX_BUDGET:
+            raise forms.ValidationError(
+                f"{_shown(raw)} must be a positive amount below {MAX_BUDGET:,.0f}"
+            )
+        if amount != amount.quantize(Decimal("0.01")):
+            raise forms.ValidationError(f"{_shown(raw)}: at most 2 decimal places")
+        return amount
+
+    def clean_currency(self) -> str:
+        raw = self.cleaned_data["currency"]
+        code = raw.strip().upper()
+        if not (len(code) == 3 and code.isascii() and code.isalpha()):
+            raise forms.ValidationError(f"{_shown(raw)} is not a currency code")
+        return code
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        scope = data.get("scope")
+        if not scope or self.errors:
+            return data
+        name = (data.get("name") or "").strip()
+        if scope == "fleet":
+            data["name"] = "fleet"
+            return data
+        known = scope_names()[scope]
+        if name not in known:
+            self.add_error(
+                "name",
+                f"{_shown(name)} is not a {scope} (known: {', '.join(known) or 'none'})",
+            )
+        data["name"] = name
+        return data

@@ -1,0 +1,134 @@
+"""/metrics: stored unit costs in the Prometheus text format, for Grafana and
+Alertmanager.
+
+A custom collector reads the stored figures at scrape time into a fresh
+``CollectorRegistry``: gauges set inside Celery tasks would live in the
+worker's process and the web process would show nothing. Authenticated by a
+bearer token (``COSTAPP_METRICS_TOKEN``; the page does not exist while it is
+unset), compared in constant time.
+
+Per series (deployment, team, fleet) and currency, two clocks:
+
+- ``clock="provisional"``: the last stored hour (GPU-hours x the learnt
+  effective rate); alert on this one for fast, approximate signals;
+- ``clock="final"`` or ``"estimated"``: the last day with a bill; alert on
+  this one for money (``costapp_unit_cost_period_end_timestamp_seconds`` says
+  which day it is, so a stale bill is visible and alertable).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db.models import Max, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from costapp.models import Deployment, UnitCostFigure
+
+LABELS = ["deployment", "team", "clock", "currency"]
+SCOPES = ("deployment", "team", "fleet")
+GAUGES = (
+    ("cost_per_1k_requests", "costapp_cost_per_1k_requests_dollars",
+     "Cost per 1k finished requests"),
+    ("cost_per_1m_tokens", "costapp_cost_per_1m_tokens_dollars",
+     "Cost per 1M tokens (prompt + generation)"),
+    ("baseline", "costapp_cost_per_1k_requests_baseline_dollars",
+     "EWMA baseline of the cost per 1k requests"),
+    ("lower", "costapp_cost_per_1k_requests_lower_dollars",
+     "Lower edge of the baseline band"),
+    ("upper", "costapp_cost_per_1k_requests_upper_dollars",
+     "Upper edge of the baseline band"),
+    ("idle_cost", "costapp_idle_dollars",
+     "Idle dollars (paid GPU-hours no replica used) in the period"),
+)  # fmt: skip
+
+
+def latest_figures() -> list[UnitCostFigure]:
+    """Per series and currency: the last stored hour (provisional), the last
+    final bill day and the last estimated one."""
+    wanted = Q(pk__in=[])
+    base = UnitCostFigure.objects.filter(scope__in=SCOPES)
+    for grain, clock in (
+        ("hour", "provisional"),
+        ("day", "final"),
+        ("day", "estimated"),
+    ):
+        latest = (
+            base.filter(grain=grain, clock=clock)
+            .values("scope", "name", "currency")
+            .annotate(last=Max("period_start"))
+        )
+        for row in latest:
+            wanted |= Q(
+                scope=row["scope"], name=row["name"], currency=row["currency"],
+                grain=grain, clock=clock, period_start=row["last"],
+            )  # fmt: skip
+    return list(base.filter(wanted).order_by("scope", "name", "grain"))
+
+
+class UnitCostCollector(Collector):
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        teams = dict(Deployment.objects.values_list("name", "team"))
+        families = {
+            field: GaugeMetricFamily(name, doc, labels=LABELS)
+            for field, name, doc in GAUGES
+        }
+        period_end = GaugeMetricFamily(
+            "costapp_unit_cost_period_end_timestamp_seconds",
+            "End of the period the unit-cost series of this clock describe",
+            labels=LABELS,
+        )
+        flagged = GaugeMetricFamily(
+            "costapp_unit_cost_flagged",
+            "1 when the period is outside its band (flag: anomaly, traffic, size)",
+            labels=[*LABELS, "flag"],
+        )
+        for f in latest_figures():
+            if f.scope == "deployment":
+                labels = [f.name, teams.get(f.name, ""), f.clock, f.currency]
+            elif f.scope == "team":
+                labels = ["", f.name, f.clock, f.currency]
+            else:
+                labels = ["", "", f.clock, f.currency]
+            for field, family in families.items():
+                value = getattr(f, field)
+                if value is not None:  # missing is missing: no sample, not 0
+                    family.add_metric(labels, float(value))
+            step = timedelta(hours=1) if f.grain == "hour" else timedelta(days=1)
+            period_end.add_metric(labels, (f.period_start + step).timestamp())
+            if f.flag:
+                flagged.add_metric([*labels, f.flag], 1.0)
+        yield from families.values()
+        yield period_end
+        yield flagged
+
+
+def _authorised(request: HttpRequest, token: str) -> bool:
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
+
+
+@login_not_required
+def metrics(request: HttpRequest) -> HttpResponse:
+    token = getattr(settings, "COSTAPP_METRICS_TOKEN", "")
+    if not token:
+        raise Http404("metrics are off: set COSTAPP_METRICS_TOKEN")
+    if not _authorised(request, token):
+        response = HttpResponse("a bearer token is required\n", status=401,
+                                content_type="text/plain")  # fmt: skip
+        response["WWW-Authenticate"] = 'Bearer realm="costapp metrics"'
+        return response
+    if request.method not in ("GET", "HEAD"):
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD"})
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(UnitCostCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,121 @@
+"""Unit economics as stored: one row per series and period, and budgets.
+
+A figure is derived: ``economics.services.unit_costs_recompute`` writes it
+from telemetry, the allocated bill and the rate card through ``analytics``;
+nothing else writes it, and a full recompute rebuilds every row. Missing is
+NULL, never 0: a day without GPU-hours has no cost, a day under the minimum
+volume has no unit cost.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from costapp.models.costs import money_field
+
+SCOPES = [
+    ("deployment", "deployment"),
+    ("pool", "pool"),
+    ("team", "team"),
+    ("fleet", "fleet"),
+]
+GRAINS = [("hour", "hour"), ("day", "day")]
+CLOCKS = [
+    ("provisional", "provisional (GPU-hours x rate)"),
+    ("estimated", "estimated bill"),
+    ("final", "final bill"),
+]
+FLAGS = [
+    ("", "in band"),
+    ("anomaly", "cost anomaly"),
+    ("traffic", "traffic change"),
+    ("size", "request size change"),
+]
+FLEET = "fleet"  # the name of the one fleet series
+FIGURE_NATURAL_KEY = ("scope", "name", "grain", "period_start", "currency")
+
+
+class UnitCostFigure(models.Model):
+    scope = models.CharField(max_length=16, choices=SCOPES)
+    name = models.CharField(max_length=100)
+    grain = models.CharField(max_length=8, choices=GRAINS)
+    period_start = models.DateTimeField()  # UTC hour or UTC midnight
+    currency = models.CharField(max_length=3, default="USD")
+    clock = models.CharField(max_length=16, choices=CLOCKS)
+    # Where the price came from: bill, effective (learnt from final bill
+    # days), rate_card, none; mixed for aggregates of several.
+    rate_source = models.CharField(max_length=16, blank=True)
+    # Additive parts: they sum across hours, days and deployments.
+    cost = money_field(null=True, blank=True)
+    list_cost = money_field(null=True, blank=True)  # GPU-hours x rate card
+    idle_cost = money_field(null=True, blank=True)  # pool __idle__ included
+    unallocated_cost = money_field(null=True, blank=True)
+    gpu_hours = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.FloatField(null=True, blank=True)
+    generation_tokens = models.FloatField(null=True, blank=True)
+    requests = models.FloatField(null=True, blank=True)  # finished: stop + length
+    requests_length = models.FloatField(null=True, blank=True)
+    replicas = models.FloatField(null=True, blank=True)
+    # Unit figures (NULL under the minimum volume or where an input is missing).
+    cost_per_1k_requests = models.FloatField(null=True, blank=True)
+    cost_per_1m_tokens = models.FloatField(null=True, blank=True)
+    cost_per_gpu_hour = models.FloatField(null=True, blank=True)
+    tokens_per_gpu_second = models.FloatField(null=True, blank=True)
+    effective_rate = models.FloatField(null=True, blank=True)
+    # Baseline of $ per 1k requests and its band; flag and explanation.
+    baseline = models.FloatField(null=True, blank=True)
+    lower = models.FloatField(null=True, blank=True)
+    upper = models.FloatField(null=True, blank=True)
+    flag = models.CharField(max_length=8, choices=FLAGS, blank=True)
+    cause = models.TextField(blank=True)
+    # LMDI parts in $ per 1k requests (price, fleet, traffic, size, cost).
+    parts = models.JSONField(default=dict, blank=True)
+    level_shift = models.BooleanField(default=False)
+    warm = models.BooleanField(default=False)
+    # Why a figure is missing ("GPU-hours unknown", "no rate card") or what
+    # the detection could not do ("no gpu_hours: ...").
+    note = models.CharField(max_length=300, blank=True)
+    computed_at = models.DateTimeField()
+
+    NATURAL_KEY = FIGURE_NATURAL_KEY
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=list(FIGURE_NATURAL_KEY), name="unitcostfigure_natural_key"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["scope", "grain", "period_start"]),
+            models.Index(fields=["grain", "flag"]),
+        ]
+        ordering = ["scope", "name", "grain", "period_start"]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.scope} {self.name} {self.grain} {self.period_start:%Y-%m-%d %H:00}"
+        )
+
+
+class Budget(models.Model):
+    """A monthly spend budget for a team, a deployment or the fleet."""
+
+    SCOPES = [("team", "team"), ("deployment", "deployment"), ("fleet", "fleet")]
+
+    scope = models.CharField(max_length=16, choices=SCOPES)
+    name = models.CharField(max_length=100)
+    monthly_amount = money_field()
+    currency = models.CharField(max_length=3, default="USD")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["scope", "name", "currency"], name="budget_natural_key"
+            )
+        ]
+        ordering = ["scope", "name"]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.name} {self.monthly_amount} {self.currency}/month"

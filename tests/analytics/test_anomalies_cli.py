@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from analytics.anomalies import NOTE_NO_GPU, detect, main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _history(with_gpu: bool = True) -> pd.DataFrame:
+    days = pd.date_range("2026-09-07", periods=70)
+    weekend = days.weekday >= 5
+    req = np.where(weekend, 6e5, 1e6)
+    gpu = np.full(70, 144.0)
+    gpu[60:63] = 216.0  # the incident: more replicas at unchanged traffic
+    req[50] *= 0.72  # a holiday dip
+    frame = pd.DataFrame(
+        {
+            "series": "chat",
+            "day": days.strftime("%Y-%m-%d"),
+            "cost": gpu * 2.0,
+            "requests": req,
+            "tokens": req * 200,
+            "holiday": np.where(np.arange(70) == 50, "1", ""),
+        }
+    )
+    if with_gpu:
+        frame["gpu_hours"] = gpu
+    return frame
+
+
+def _run(frame: pd.DataFrame, *args: str) -> tuple[int, pd.DataFrame, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        list(args), stdin=io.StringIO(frame.to_csv(index=False)), stdout=out, stderr=err
+    )
+    text = out.getvalue()
+    table = (
+        pd.read_csv(io.StringIO(text), keep_default_na=False)
+        if text
+        else pd.DataFrame()
+    )
+    return code, table, err.getvalue()
+
+
+def test_the_cli_flags_the_incident_and_classes_the_holiday_as_traffic() -> None:
+    code, out, err = _run(_history())
+    assert code == 0 and err == ""
+    assert list(out.columns[:8]) == [
+        "series", "day", "cost_per_1k", "baseline", "lower", "upper", "flag", "cause",
+    ]  # fmt: skip
+    flagged = out[out["flag"] != ""].set_index("day")
+    assert flagged["flag"].to_dict() == {
+        "2026-10-27": "traffic",
+        "2026-11-06": "anomaly",
+        "2026-11-07": "anomaly",
+        "2026-11-08": "anomaly",
+    }
+    assert (
+        "GPU-hours 144 → 216 (+50%) at unchanged traffic"
+        in flagged.loc["2026-11-06", "cause"]
+    )
+    assert flagged.loc["2026-10-27", "cause"].endswith("fleet unchanged: holiday dip")
+
+
+def test_without_gpu_hours_the_output_says_the_cause_is_cost_vs_traffic_only() -> None:
+    code, out, err = _run(_history(with_gpu=False))
+    assert code == 0
+    assert NOTE_NO_GPU in err
+    assert (out["note"].str.contains(NOTE_NO_GPU)).all()
+    assert set(out["flag"]) <= {"", "anomaly", "traffic"}
+    assert (out["flag"] == "anomaly").sum() == 3
+
+
+def test_a_bad_value_exits_2_naming_the_column_and_value() -> None:
+    frame = _history().head(3).astype({"cost": object})
+    frame.loc[1, "cost"] = "lots"
+    code, _, err = _run(frame)
+    assert code == 2
+    assert "cost='lots'" in err
+
+
+def test_the_cli_reproduces_detect_exactly() -> None:
+    frame = _history()
+    _, out, _ = _run(frame)
+    direct = detect(
+        frame.assign(day=pd.to_datetime(frame["day"]), holiday=frame["holiday"] == "1")
+    )
+    assert (out["flag"].to_numpy() == direct["flag"].to_numpy()).all()
+    np.testing.assert_allclose(
+        pd.to_numeric(out["baseline"].replace("", np.nan)),
+        direct["baseline"],
+        rtol=1e-9,
+    )
+
+
+def test_python_dash_m_reads_stdin_and_writes_stdout() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "analytics.anomalies"],
+        input=_history().to_csv(index=False),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = pd.read_csv(io.StringIO(proc.stdout), keep_default_na=False)
+    assert (out["flag"] == "anomaly").sum() == 3

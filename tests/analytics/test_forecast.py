@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analytics.capacity.errors import InvalidInput
+from analytics.forecast import forecast_month, forecast_months
+
+
+def _history(
+    n: int = 75, level: float = 100.0, noise: float = 0.05, seed: int = 1
+) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    days = pd.date_range("2026-09-01", periods=n)
+    weekly = np.where(days.weekday >= 5, 0.7, 1.0)
+    return pd.DataFrame({"day": days, "cost": level * weekly * rng.normal(1, noise, n)})
+
+
+def test_month_end_is_spend_to_date_plus_the_simulated_rest() -> None:
+    days = _history()
+    as_of = pd.Timestamp("2026-11-14")
+    out = forecast_month(days, as_of=as_of, repetitions=500)
+    known = days[(days["day"] >= "2026-11-01") & (days["day"] <= as_of)]["cost"].sum()
+    assert out.to_date == pytest.approx(known)
+    assert out.remaining_days == 16
+    assert out.method == "ets"
+    # About 16 more days of ~91/day (weekday 100, weekend 70).
+    assert out.point == pytest.approx(known + 16 * (5 * 100 + 2 * 70) / 7, rel=0.05)
+    assert out.lower < out.point < out.upper
+    assert out.lower > known
+
+
+def test_the_forecast_is_deterministic_for_a_seed() -> None:
+    days = _history()
+    a = forecast_month(days, as_of="2026-11-10", repetitions=200, seed=7)
+    b = forecast_month(days, as_of="2026-11-10", repetitions=200, seed=7)
+    assert a == b
+
+
+def test_the_last_day_of_the_month_has_no_uncertainty_left() -> None:
+    days = _history()
+    out = forecast_month(days, as_of="2026-10-31", repetitions=100)
+    assert out.remaining_days == 0
+    for value in (out.point, out.lower, out.upper):
+        assert value == pytest.approx(out.to_date, rel=1e-12)
+
+
+def test_the_budget_burn_date_at_the_current_pace() -> None:
+    # Constant $100/day: a $1,000 budget runs out on the 10th.
+    days = pd.DataFrame({"day": pd.date_range("2026-10-01", periods=35), "cost": 100.0})
+    out = forecast_month(days, as_of="2026-11-04", budget=1000.0, repetitions=100)
+    assert out.method == "mean"  # no variance: no model to fit
+    assert out.burn_rate == pytest.approx(100.0)
+    assert out.budget_burn_date == pd.Timestamp("2026-11-10")
+    assert out.budget_share == pytest.approx(3.0)
+    spent = forecast_month(days, as_of="2026-11-04", budget=250.0, repetitions=100)
+    assert spent.budget_burn_date == pd.Timestamp("2026-11-03")  # already past
+
+
+def test_a_short_history_falls_back_to_the_mean_and_says_so() -> None:
+    days = _history(n=5).assign(day=pd.date_range("2026-11-01", periods=5))
+    out = forecast_month(days, as_of="2026-11-05", repetitions=100)
+    assert out.method == "mean"
+    assert out.lower < out.point < out.upper
+
+
+def test_every_series_gets_a_row_and_bad_inputs_are_named() -> None:
+    a = _history().assign(series="a")
+    b = _history(level=50, seed=2).assign(series="b")
+    out = forecast_months(
+        pd.concat([a, b]), as_of="2026-11-10", budgets={"b": 900.0}, repetitions=100
+    )
+    assert out["series"].tolist() == ["a", "b"]
+    assert out["budget"].isna().tolist() == [True, False]
+    with pytest.raises(InvalidInput, match="interval"):
+        forecast_month(a, as_of="2026-11-10", interval=1.5)
