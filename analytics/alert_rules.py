@@ -162,3 +162,23 @@ def stale(*, last_data_end: datetime | None, now: datetime, max_age: timedelta) 
     """A source is stale when its newest data ends longer ago than expected;
     a source that never delivered anything is stale too."""
     return last_data_end is None or now - last_data_end > max_age
+
+
+def budget_burn(
+    days: Sequence[tuple[datetime, float | None]], monthly_amount: float
+) -> list[float | None]:
+    """Per day, the percentage of the month's budget spent from the 1st to
+    that day inclusive. A day with no cost adds nothing but keeps its value
+    missing; the total carries on."""
+    out: list[float | None] = []
+    month: tuple[int, int] | None = None
+    total = 0.0
+    for start, cost in days:
+        if (start.year, start.month) != month:
+            month, total = (start.year, start.month), 0.0
+        if cost is None or cost != cost:
+            out.append(None)
+            continue
+        total += cost
+        out.append(100.0 * total / monthly_amount if monthly_amount > 0 else None)
+    return out
