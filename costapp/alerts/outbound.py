@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import time
 from dataclasses import dataclass
@@ -24,6 +25,24 @@ import urllib3
 from django.conf import settings
 
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+
+
+class _PathRedacted(logging.Filter):
+    """urllib3 logs each request line at DEBUG; a Slack URL's path is its
+    credential, so the path never reaches a log handler."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (
+            isinstance(args, tuple)
+            and len(args) >= 5
+            and '"%s %s %s"' in str(record.msg)
+        ):
+            record.args = (*args[:4], "/…", *args[5:])
+        return True
+
+
+logging.getLogger("urllib3.connectionpool").addFilter(_PathRedacted())
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
