@@ -26,7 +26,7 @@ def smtp_server() -> Iterator[Mailbox]:
     box = Mailbox(port=free_port())
 
     class Handler:
-        async def handle_RCPT(  # noqa: N802
+        async def handle_RCPT(
             self, server: Any, session: Any, envelope: Any, address: str, options: Any
         ) -> str:
             if box.refuse_with:
@@ -34,7 +34,7 @@ def smtp_server() -> Iterator[Mailbox]:
             envelope.rcpt_tos.append(address)
             return "250 OK"
 
-        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+        async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
             box.messages.append(message_from_bytes(envelope.original_content))
             return "250 Message accepted for delivery"
 
