@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from email import message_from_bytes
+from email import message_from_bytes, policy
 from email.message import Message
 from typing import Any
 
@@ -35,7 +35,9 @@ def smtp_server() -> Iterator[Mailbox]:
             return "250 OK"
 
         async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-            box.messages.append(message_from_bytes(envelope.original_content))
+            box.messages.append(
+                message_from_bytes(envelope.original_content, policy=policy.default)
+            )
             return "250 Message accepted for delivery"
 
     controller = Controller(Handler(), hostname="127.0.0.1", port=box.port)
