@@ -14,8 +14,16 @@ from costapp.alerts.payload import headline, subject, value_text
 from costapp.alerts.transports.base import Transport, TransportError
 from costapp.models import Delivery
 
+CONSOLE = "django.core.mail.backends.console.EmailBackend"
+
 
 class Email(Transport):
+    def connection(self) -> Any:
+        # The demo's channel prints to the console; real ones use EMAIL_*.
+        if self.config.get("backend") == "console":
+            return get_connection(CONSOLE)
+        return get_connection(timeout=settings.EMAIL_TIMEOUT)
+
     def notify(self, *, delivery: Delivery, body: dict[str, Any]) -> int | None:
         events = [
             {
@@ -35,7 +43,7 @@ class Email(Transport):
             from_email=settings.DEFAULT_FROM_EMAIL,
             to=list(self.config["to"]),
             headers={"X-Costapp-Notification": delivery.webhook_id},
-            connection=get_connection(timeout=settings.EMAIL_TIMEOUT),
+            connection=self.connection(),
         )
         message.attach_alternative(
             render_to_string("alerts/email/body.html", context), "text/html"
