@@ -151,3 +151,24 @@ def silence_create(
 
 def rule_channels_set(*, rule: AlertRule, channels: list[Channel]) -> None:
     rule.channels.set(channels)
+
+
+@transaction.atomic
+def alert_rule_save(*, rule: AlertRule, channels: list[Channel]) -> AlertRule:
+    if AlertRule.objects.filter(name=rule.name).exclude(pk=rule.pk).exists():
+        raise InvalidInput("name", rule.name, "a rule of that name exists")
+    rule.save()
+    rule.channels.set(channels)
+    return rule
+
+
+def alert_rule_delete(*, rule: AlertRule) -> None:
+    rule.delete()
+
+
+def silence_end(*, silence_id: int, now: datetime) -> int:
+    return Silence.objects.filter(pk=silence_id, ends_at__gt=now).update(ends_at=now)
+
+
+def channel_delete(*, channel: Channel) -> None:
+    channel.delete()
