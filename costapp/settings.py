@@ -229,7 +229,9 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "costapp@localhost")
 # Fernet keys, comma-separated, newest first: the first encrypts, all decrypt
 # (``manage.py alerts_secrets_rotate`` re-encrypts with the first). Unset, a
 # key derived from SECRET_KEY keeps a laptop working.
-COSTAPP_SECRET_KEYS = env_list("COSTAPP_SECRET_KEYS", "")
+COSTAPP_SECRET_KEYS = [
+    key.strip() for key in env_str("COSTAPP_SECRET_KEYS", "").split(",") if key.strip()
+]
 # Private ranges an on-premises webhook receiver may live in (CIDR list).
 # Loopback, link-local and the unspecified address are never admitted.
 COSTAPP_WEBHOOK_ALLOWED_NETWORKS = env_list("COSTAPP_WEBHOOK_ALLOWED_NETWORKS", "")
