@@ -93,7 +93,10 @@ class HttpTransport(Transport):
             return
         text = f"received status code {status}"
         if 300 <= status < 400:
-            raise TransportError(f"{text} (redirects are not followed)", status=status)
+            # A redirect answers the same way next time: fail, do not retry.
+            raise TransportError(
+                f"{text} (redirects are not followed)", status=status, retry=False
+            )
         if status >= 500 or status in (408, 429):
             raise TransportError(
                 text,
