@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import logging
 from datetime import timedelta
+from typing import Any
 
 import pytest
 import standardwebhooks
@@ -156,3 +157,23 @@ def test_a_failing_slack_url_leaves_its_token_in_neither_the_row_nor_the_log(
     for text in (row.error, channel.last_error, caplog.text, channel.config_encrypted):
         assert token not in text
         assert "XXXXsecretXXXX" not in text
+
+
+def test_disabling_emails_the_admins(
+    loopback: None,
+    rule: AlertRule,
+    mailoutbox: list[Any],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    from tests.support.users import user_in
+
+    admin = user_in("boss", "admin")
+    admin.email = "boss@example.com"
+    admin.save()
+    with receiver([(410, b"gone", 0.0)]) as rx:
+        channel, _ = _webhook(rx.url)
+        with django_capture_on_commit_callbacks(execute=True):
+            delivery_send(delivery_id=event_delivery(rule, channel).pk)
+    (message,) = mailoutbox
+    assert message.to == ["boss@example.com"]
+    assert "hook disabled" in message.subject and "410" in message.body
