@@ -28,7 +28,7 @@ from typing import TextIO
 import numpy as np
 import pandas as pd
 
-from analytics.baselines import BaselineConfig, baselines_compute
+from analytics.baselines import BaselineConfig, BaselineState, baselines_run
 from analytics.capacity.errors import InvalidInput
 from analytics.explain import explain
 
@@ -49,6 +49,7 @@ def detect(
     time: str = "day",
     config: BaselineConfig | None = None,
     sentences: bool = True,
+    initial: BaselineState | None = None,
 ) -> pd.DataFrame:
     """Baselines, flags and explanations for every row of every series.
 
@@ -57,11 +58,14 @@ def detect(
     and time columns, ``cost_per_1k`` (u), ``baseline``, ``lower``, ``upper``,
     ``flag`` (``anomaly`` / ``traffic`` / ``size`` / ""), ``cause`` (the
     sentence), the LMDI parts, ``level_shift``, ``held``, ``warm`` and
-    ``note``.
+    ``note``. ``initial`` resumes from a saved ``BaselineState`` (see
+    ``analytics.baselines.baselines_run``): the incremental recompute.
     """
     cfg = config or BaselineConfig()
     keys = list(keys)
-    base = baselines_compute(frame, keys=keys, time=time, config=cfg)
+    base = baselines_run(
+        frame, keys=keys, time=time, config=cfg, initial=initial
+    ).figures
     flagged = base["flag"].to_numpy()
     # Only flagged rows are explained: the parts of an unflagged row are
     # never shown, and LMDI of every hour would cost more than the baseline.

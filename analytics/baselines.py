@@ -102,6 +102,106 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
 
 
+_STATE_SERIES_AXIS = {
+    "num": 2, "wgt": 2, "nobs": 1, "shadow": 2, "shadow_w": 2, "shadow_on": 0,
+    "run": 0, "lvl_num": 0, "lvl_w": 0, "ss": 1, "sw": 1,
+}  # fmt: skip
+
+
+def _fresh_state(S: int, N: int) -> dict[str, np.ndarray]:
+    return {
+        "num": np.zeros((4, S, N)), "wgt": np.zeros((4, S, N)), "nobs": np.zeros((S, N)),
+        "shadow": np.zeros((4, S, N)), "shadow_w": np.zeros((4, S, N)),
+        "shadow_on": np.zeros(N, dtype=bool), "run": np.zeros(N),
+        "lvl_num": np.zeros(N), "lvl_w": np.zeros(N),
+        "ss": np.zeros((3, N)), "sw": np.zeros((3, N)),
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BaselineState:
+    """Everything the baselines carry from one day to the next, for a set of
+    series: resume from it and the result equals a run over the whole history.
+
+    ``day`` is the first day the state has *not* seen. ``series`` are the key
+    tuples in array order. ``to_bytes``/``from_bytes`` give a blob a caller
+    can store (numpy's npz format; no pickling of objects).
+    """
+
+    config: BaselineConfig
+    keys: tuple[str, ...]
+    series: tuple[tuple[object, ...], ...]
+    day: pd.Timestamp
+    arrays: dict[str, np.ndarray]
+
+    def select(self, series: Sequence[tuple[object, ...]]) -> BaselineState:
+        """The state of some of the series (unknown ones start fresh)."""
+        return BaselineState(
+            self.config, self.keys, tuple(series), self.day,
+            _state_for(self, list(series)),
+        )  # fmt: skip
+
+    def to_bytes(self) -> bytes:
+        import io
+        import json
+        from dataclasses import asdict
+
+        meta = {
+            "config": asdict(self.config), "keys": list(self.keys),
+            "series": [list(map(str, k)) for k in self.series],
+            "day": self.day.isoformat(),
+        }  # fmt: skip
+        buf = io.BytesIO()
+        blobs: dict[str, np.ndarray] = {
+            "_meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            **self.arrays,
+        }
+        np.savez(buf, allow_pickle=False, **blobs)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> BaselineState:
+        """Inverse of ``to_bytes``; series key values come back as strings."""
+        import io
+        import json
+
+        with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+            meta = json.loads(bytes(data["_meta"]).decode())
+            arrays = {k: data[k] for k in data.files if k != "_meta"}
+        return cls(
+            BaselineConfig(**meta["config"]), tuple(meta["keys"]),
+            tuple(tuple(k) for k in meta["series"]), pd.Timestamp(meta["day"]), arrays,
+        )  # fmt: skip
+
+
+def _state_for(
+    state: BaselineState, series: Sequence[tuple[object, ...]]
+) -> dict[str, np.ndarray]:
+    """``state``'s arrays re-ordered to ``series``; fresh where unknown."""
+    S = n_slots(state.config.slot_kind())
+    fresh = _fresh_state(S, len(series))
+    where = {k: i for i, k in enumerate(state.series)}
+    pos = np.array([where.get(k, -1) for k in series], dtype=np.int64)
+    known = pos >= 0
+    for name, axis in _STATE_SERIES_AXIS.items():
+        if known.any():
+            taken = np.take(state.arrays[name], pos[known], axis=axis)
+            index = [slice(None)] * fresh[name].ndim
+            index[axis] = np.flatnonzero(known)  # type: ignore[call-overload]
+            fresh[name][tuple(index)] = taken
+    return fresh
+
+
+@dataclass(frozen=True)
+class BaselineRun:
+    """``figures``: the per-row frame of ``baselines_compute``; ``checkpoints``:
+    the state at the start of each requested day; ``final``: after the last."""
+
+    figures: pd.DataFrame
+    checkpoints: dict[pd.Timestamp, BaselineState]
+    final: BaselineState | None
+
+
 def baselines_compute(
     frame: pd.DataFrame,
     *,
@@ -119,22 +219,53 @@ def baselines_compute(
 
     Returns a frame on the same index with: ``slot``, ``cost_b``,
     ``gpu_hours_b``, ``tokens_b``, ``requests_b`` (the slot's EWMA before the
-    row), ``u`` and ``baseline`` ($ per 1k requests), ``lower``, ``upper``,
-    ``sigma`` (of ln u), ``sigma_price`` and ``sigma_fleet`` (of ln P and ln G
-    against their baselines, for the classes in ``analytics.explain``),
-    ``warm`` (slot past warm-up), ``volume_ok``, ``flag`` (outside the band),
-    ``held`` (kept out of the update), ``level_shift``.
+    row, rescaled to the series' traffic level), ``u`` and ``baseline`` ($ per
+    1k requests), ``lower``, ``upper``, ``sigma`` (of ln u), ``sigma_price``
+    and ``sigma_fleet`` (of ln P and ln G against their baselines, for the
+    classes in ``analytics.explain``), ``warm`` (slot past warm-up),
+    ``volume_ok``, ``flag`` (outside the band), ``held`` (kept out of the
+    update), ``level_shift``.
+    """
+    return baselines_run(frame, keys=keys, time=time, config=config).figures
+
+
+def baselines_run(
+    frame: pd.DataFrame,
+    *,
+    keys: Sequence[str] = ("series",),
+    time: str = "period_start",
+    config: BaselineConfig | None = None,
+    initial: BaselineState | None = None,
+    checkpoints: Sequence[pd.Timestamp | str] = (),
+) -> BaselineRun:
+    """``baselines_compute`` that can resume from a state and save states.
+
+    With ``initial``, the run starts at ``initial.day`` from that state (rows
+    before it are refused; series the state does not know start fresh), so
+    an incremental recompute after a restated day is: the latest checkpoint
+    at or before that day, the affected series' rows from its day on. The
+    result equals the full run exactly (each series' arithmetic is its own).
+    ``checkpoints`` are UTC days at whose start the state is saved.
     """
     cfg = config or BaselineConfig()
     keys = list(keys)
     for name in (*keys, time, "cost", "requests"):
         if name not in frame.columns:
             raise InvalidInput(name, None, "column is required")
+    if initial is not None:
+        if initial.config != cfg:
+            raise InvalidInput(
+                "initial", initial.config, "state of another configuration"
+            )
+        if list(initial.keys) != keys:
+            raise InvalidInput(
+                "initial", initial.keys, f"state keyed by other columns than {keys}"
+            )
     n_rows = len(frame)
     kind = cfg.slot_kind()
     per_day = cfg.periods_per_day
     if n_rows == 0:
-        return _empty(frame.index)
+        return BaselineRun(_empty(frame.index), {}, initial)
 
     column = frame[time]
     if column.dtype == "datetime64[ns]":  # naive UTC already: no conversion pass
@@ -151,12 +282,26 @@ def baselines_compute(
         what = "not midnight UTC" if cfg.grain == "day" else "not a whole hour"
         raise InvalidInput(time, str(stamps[off][0]), what)
     if len(keys) == 1:
-        series_code = pd.factorize(frame[keys[0]], sort=True, use_na_sentinel=False)[0]
+        series_code, uniques = pd.factorize(
+            frame[keys[0]], sort=True, use_na_sentinel=False
+        )
+        series_keys = [(k,) for k in uniques]
     else:
-        series_code = frame.groupby(keys, sort=True, dropna=False).ngroup().to_numpy()
-    n_series = int(series_code.max()) + 1
+        series_code, uniques = pd.factorize(
+            pd.MultiIndex.from_frame(frame[keys]), sort=True
+        )
+        series_keys = [tuple(k) for k in uniques]
+    series_code = np.asarray(series_code)
+    n_series = len(series_keys)
     days_since_epoch = ns // day_ns
     first_day = int(days_since_epoch.min())
+    if initial is not None:
+        start = int(pd.Timestamp(initial.day).value // day_ns)
+        if first_day < start:
+            raise InvalidInput(
+                time, str(stamps[days_since_epoch < start][0]), "before the state's day"
+            )
+        first_day = start
     day0 = pd.Timestamp(first_day * day_ns)
     day_idx = days_since_epoch - first_day
     pos = np.zeros(n_rows, dtype=np.int64) if per_day == 1 else (ns // hour_ns) % 24
@@ -190,15 +335,43 @@ def baselines_compute(
     )
     slot_grid = slot_of(grid_stamps, kind).reshape(n_days, per_day)
 
-    res = _run(C, R, G, T, H, slot_grid, n_slots(kind), cfg)
-
-    # One frame built from a dict of arrays: no per-column copies.
-    columns: dict[str, np.ndarray] = {
-        "slot": slot_grid.reshape(-1).repeat(n_series)[flat]
+    wanted = {
+        int((pd.Timestamp(c).normalize().value // day_ns) - first_day): pd.Timestamp(
+            c
+        ).normalize()
+        for c in checkpoints
     }
+    # A checkpoint after the last day is the final state.
+    in_range = frozenset(d for d in wanted if 0 <= d < n_days)
+    init = _state_for(initial, series_keys) if initial is not None else None
+    res, saved, final = _run(
+        C, R, G, T, H, slot_grid, n_slots(kind), cfg, init, in_range
+    )
+
+    def as_state(arrays: dict[str, np.ndarray], day: pd.Timestamp) -> BaselineState:
+        return BaselineState(cfg, tuple(keys), tuple(series_keys), day, arrays)
+
+    end_day = day0 + pd.Timedelta(days=n_days)
+    states = {wanted[d]: as_state(arr, wanted[d]) for d, arr in saved.items()}
+
+    # Back to rows. A transposing copy to series-major order is cache
+    # friendly, a scattered gather from time-major is not; and a frame sorted
+    # by series then time (the usual load) needs no gather at all.
+    flat_sm = (series_code * n_days + day_idx) * per_day + pos
+    identity = n_rows == n_series * n_days * per_day and bool(
+        flat_sm[0] == 0 and (np.diff(flat_sm) == 1).all()
+    )
+
+    def rows_of(arr: np.ndarray) -> np.ndarray:
+        sm = np.ascontiguousarray(np.moveaxis(arr, -1, 0)).reshape(-1)
+        return sm if identity else sm[flat_sm]
+
+    slot_sm = np.broadcast_to(slot_grid[None], (n_series, n_days, per_day)).reshape(-1)
+    columns: dict[str, np.ndarray] = {"slot": slot_sm if identity else slot_sm[flat_sm]}
     for name, arr in res.items():
-        columns[name] = arr.reshape(-1)[flat]
-    return pd.DataFrame(columns, index=frame.index, copy=False)
+        columns[name] = rows_of(arr)
+    figures = pd.DataFrame(columns, index=frame.index, copy=False)
+    return BaselineRun(figures, states, as_state(final, end_day))
 
 
 def _empty(index: pd.Index) -> pd.DataFrame:
@@ -220,7 +393,11 @@ def _run(
     slot_grid: np.ndarray,
     S: int,
     cfg: BaselineConfig,
-) -> dict[str, np.ndarray]:
+    init: dict[str, np.ndarray] | None = None,
+    checkpoints: frozenset[int] = frozenset(),
+) -> tuple[
+    dict[str, np.ndarray], dict[int, dict[str, np.ndarray]], dict[str, np.ndarray]
+]:
     """The day loop. Grids are (day, period of day, series); states are
     (component, slot, series) with components cost, requests, GPU-hours,
     tokens in that order."""
@@ -239,31 +416,36 @@ def _run(
         vol = valid & (R >= cfg.min_requests)
         g_present = np.isfinite(G) & (G >= 0)
         t_present = np.isfinite(T) & (T >= 0)
-        X = np.nan_to_num(X, nan=0.0, posinf=0.0, neginf=0.0)
+        X = np.where(np.isfinite(X), X, 0.0)  # one pass, unlike nan_to_num
         lnU = np.log(U)
         lnG = np.log(np.where(G > 0, G, np.nan))
         lnP = np.log(np.where((G > 0) & valid, C / G, np.nan))
         lnR = np.log(np.where(valid, R, np.nan))
 
     # Slot states: EWMA numerators (adjust=True form) and weights.
-    num = np.zeros((4, S, N))
-    wgt = np.zeros((4, S, N))
-    nobs = np.zeros((S, N))
-    shadow = np.zeros((4, S, N))
-    shadow_w = np.zeros((4, S, N))
-    shadow_on = np.zeros(N, dtype=bool)
-    run = np.zeros(N)
+    state = (
+        _fresh_state(S, N) if init is None else {k: v.copy() for k, v in init.items()}
+    )
+    num, wgt, nobs = state["num"], state["wgt"], state["nobs"]
+    shadow, shadow_w, shadow_on = state["shadow"], state["shadow_w"], state["shadow_on"]
+    run = state["run"]
     # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
-    lvl_num = np.zeros(N)
-    lvl_w = np.zeros(N)
+    lvl_num, lvl_w = state["lvl_num"], state["lvl_w"]
     # Sigma states per series (u, price, fleet): sums of squared log residuals.
-    ss = np.zeros((3, N))
-    sw = np.zeros((3, N))
+    ss, sw = state["ss"], state["sw"]
+    saved: dict[int, dict[str, np.ndarray]] = {}
 
-    base = np.full(
-        (4, n_days, P, N), np.nan
-    )  # cost_b, requests_b, gpu_hours_b, tokens_b
-    sig = np.full((3, n_days, N), np.nan)
+    def snapshot() -> dict[str, np.ndarray]:
+        return {
+            "num": num.copy(), "wgt": wgt.copy(), "nobs": nobs.copy(),
+            "shadow": shadow.copy(), "shadow_w": shadow_w.copy(),
+            "shadow_on": shadow_on.copy(), "run": run.copy(), "lvl_num": lvl_num.copy(),
+            "lvl_w": lvl_w.copy(), "ss": ss.copy(), "sw": sw.copy(),
+        }  # fmt: skip
+
+    # Every day writes all of these: no need to fill them first.
+    base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
+    sig = np.empty((3, n_days, N))
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
     held_g = np.zeros((n_days, P, N), dtype=bool)
@@ -272,6 +454,8 @@ def _run(
 
     with np.errstate(divide="ignore", invalid="ignore"):
         for d in range(n_days):
+            if d in checkpoints:
+                saved[d] = snapshot()
             sl = slot_grid[d]  # (P,) distinct slots within a day
             slot_num = num[:, sl]  # (4, P, N)
             slot_w = wgt[:, sl]
@@ -357,10 +541,11 @@ def _run(
                 shadow_w[:, :, shift] = 0.0
                 shadow_on &= ~shift
 
+    final = snapshot()
     with np.errstate(divide="ignore", invalid="ignore"):
         baseline = 1000.0 * base[0] / base[1]
     sigma = np.broadcast_to(sig[:, :, None, :], (3, n_days, P, N))
-    return {
+    figures = {
         "cost_b": base[0],
         "gpu_hours_b": base[2],
         "tokens_b": base[3],
@@ -378,6 +563,7 @@ def _run(
         "held": held_g,
         "level_shift": np.broadcast_to(shift_g[:, None, :], (n_days, P, N)),
     }
+    return figures, saved, final
 
 
 def warmup_days(config: BaselineConfig) -> int:

@@ -39,6 +39,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from analytics.capacity.errors import InvalidInput
+
 PARTS = ("price", "fleet", "traffic", "size")
 AGGREGATE_PARTS = (*PARTS, "idle", "mix")
 COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
@@ -145,6 +147,7 @@ def lmdi_aggregate(
     keys: Sequence[str],
     member: str = "deployment",
     overhead: str | None = None,
+    baseline_totals: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Fully loaded decomposition for teams or the fleet, with ``idle`` and ``mix``.
 
@@ -165,13 +168,33 @@ def lmdi_aggregate(
     tokens leave ``price``/``fleet`` or ``size`` NaN for the aggregate while
     ``cost`` and the total stay exact.
 
+    ``baseline_totals`` (columns ``keys`` and ``cost_b, gpu_hours_b,
+    tokens_b, requests_b``) is the aggregate's own baseline, when it has one
+    (a team's series has its own EWMA, with its own held-out days): the
+    members' baseline parts are then rescaled, component by component and
+    with one factor per aggregate, so that they sum to it. The shares between
+    members are kept and the parts sum to ``u`` minus *that* baseline.
+
+    A ``currency`` column, if present, must be one currency per aggregate
+    (never add dollars to euros): otherwise ``InvalidInput``.
+
     Returns one row per ``keys`` with ``u, u_b, delta``, the parts of
     ``AGGREGATE_PARTS``, ``cost`` and ``reason``.
     """
     keys = list(keys)
+    if "currency" in frame.columns and "currency" not in keys:
+        mixed = frame.groupby(keys, sort=True)["currency"].nunique(dropna=False) > 1
+        if mixed.any():
+            raise InvalidInput(
+                "currency",
+                str(mixed[mixed].index[0]),
+                "an aggregate would add currencies",
+            )
     f = frame.copy()
     for name in (*COMPONENTS, *(c + BASELINE_SUFFIX for c in COMPONENTS)):
         f[name] = _col(f, name)
+    if baseline_totals is not None:
+        f = _rescale_baselines(f, baseline_totals, keys)
     if overhead is None:
         is_over = f[member].astype(str).str.startswith(OVERHEAD_PREFIX)
     else:
@@ -268,3 +291,20 @@ def lmdi_aggregate(
     out["idle"] = idle
     out["reason"] = reason
     return out.reset_index()
+
+
+def _rescale_baselines(
+    f: pd.DataFrame, totals: pd.DataFrame, keys: list[str]
+) -> pd.DataFrame:
+    """Scale the members' ``*_b`` so that per aggregate they sum to ``totals``."""
+    f = f.copy()
+    names = [c + BASELINE_SUFFIX for c in COMPONENTS if c + BASELINE_SUFFIX in totals]
+    sums = f.groupby(keys, sort=False)[names].sum(min_count=1)
+    want = totals.set_index(keys)[names].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = (want / sums.reindex(want.index)).reindex(sums.index)
+    scale = f[keys].join(factor, on=keys)
+    for name in names:
+        # An aggregate without a total keeps its members' own baselines.
+        f[name] = f[name] * scale[name].fillna(1.0).to_numpy()
+    return f

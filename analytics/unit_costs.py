@@ -212,7 +212,11 @@ def unit_costs(
             "cost_per_1k_requests": per(cost, requests, min_requests, 1000.0),
             "cost_per_1m_tokens": per(cost, tokens, min_tokens, 1e6),
             "prompt_cost_share": share,
-            "prompt_rule": np.select([by_time, by_tokens], ["time", "tokens"], ""),
+            # Categorical: three labels for a million rows cost codes, not strings.
+            "prompt_rule": pd.Categorical.from_codes(
+                np.select([by_time, by_tokens], [1, 2], 0),
+                categories=["", "time", "tokens"],
+            ),
             "cost_per_1m_prompt_tokens": per(cost * share, prompt, min_tokens, 1e6),
             "cost_per_1m_generation_tokens": per(
                 cost * (1 - share), gen, min_tokens, 1e6
@@ -222,6 +226,10 @@ def unit_costs(
         }
     out = pd.DataFrame(columns, index=frame.index, copy=False)
     out["clock"] = (
-        frame["clock"].fillna("").astype(str) if "clock" in frame.columns else ""
+        frame["clock"].fillna("").astype(str)
+        if "clock" in frame.columns
+        else pd.Categorical.from_codes(
+            np.zeros(len(frame), dtype=np.int8), categories=[""]
+        )
     )
     return out

@@ -3,6 +3,7 @@ refusals name the field and the value."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -14,7 +15,7 @@ from costapp.economics.selectors import scope_names
 EARLIEST = date(2000, 1, 1)
 LATEST = date(2100, 1, 1)
 MAX_DAYS = {"day": 3 * 366, "hour": 31}
-DEFAULT_DAYS = 30
+DEFAULT_DAYS = 90
 GRAINS = [("day", "day"), ("hour", "hour")]
 CLOCK_CHOICES = [
     ("", "any clock"),
@@ -59,6 +60,21 @@ def _choice(choices: list[tuple[str, str]], **kwargs: Any) -> forms.ChoiceField:
     )
 
 
+@dataclass(frozen=True)
+class Window:
+    start: date
+    end: date  # exclusive
+    grain: str
+    clock: str
+    scope: str
+
+
+def default_window(today: date) -> Window:
+    """What a page opens with: the 90 UTC days before today (today is not
+    over, so it is left out of day figures)."""
+    return Window(today - timedelta(days=90), today, "day", "", "fleet")
+
+
 class EconomicsWindowForm(forms.Form):
     """A window of UTC days (end exclusive), a grain, a clock and a scope."""
 
@@ -83,9 +99,11 @@ class EconomicsWindowForm(forms.Form):
         data["grain"] = data.get("grain") or "day"
         data["scope"] = data.get("scope") or "fleet"
         data["clock"] = data.get("clock") or ""
-        data["end"] = data.get("end") or self.today + timedelta(days=1)
+        # Days end before today (not over yet); hours run to now.
+        hourly = data["grain"] == "hour"
+        data["end"] = data.get("end") or self.today + timedelta(days=int(hourly))
         longest = MAX_DAYS[data["grain"]]
-        default = DEFAULT_DAYS if data["grain"] == "day" else 7
+        default = 7 if hourly else DEFAULT_DAYS
         data["start"] = data.get("start") or data["end"] - timedelta(days=default)
         if data["end"] <= data["start"]:
             self.add_error(
@@ -101,6 +119,20 @@ class EconomicsWindowForm(forms.Form):
             )
         return data
 
+    def window(self) -> Window:
+        """The cleaned window; the defaults for an empty query string."""
+        if not self.is_bound:
+            return default_window(self.today)
+        d = self.cleaned_data
+        return Window(d["start"], d["end"], d["grain"], d["clock"], d["scope"])
+
+
+# Refusals quote the value (a NUL shows as \x00, a long value cut at 80).
+TEXT_ERRORS = {
+    "null_characters_not_allowed": "%(value).80r contains a NUL character",
+    "max_length": "%(value).80r is longer than %(limit_value)d characters",
+}
+
 
 class BudgetForm(forms.Form):
     scope = forms.ChoiceField(
@@ -111,14 +143,20 @@ class BudgetForm(forms.Form):
         max_length=100,
         required=False,
         help_text="the team or deployment; empty for the fleet",
+        error_messages=TEXT_ERRORS,
     )
     monthly_amount = forms.CharField(
-        max_length=40, label="Monthly amount", widget=forms.NumberInput({"step": "any"})
+        max_length=40,
+        label="Monthly amount",
+        widget=forms.NumberInput({"step": "any"}),
+        error_messages=TEXT_ERRORS,
     )
-    currency = forms.CharField(max_length=3, initial="USD")
+    currency = forms.CharField(max_length=3, initial="USD", error_messages=TEXT_ERRORS)
 
     def clean_monthly_amount(self) -> Decimal:
         raw = self.cleaned_data["monthly_amount"]
+        if not raw.isascii():  # Decimal reads full-width digits; people do not
+            raise forms.ValidationError(f"{_shown(raw)} is not a number")
         try:
             amount = Decimal(raw.strip())
         except (InvalidOperation, AttributeError) as exc:

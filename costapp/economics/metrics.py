@@ -45,6 +45,8 @@ GAUGES = (
      "Lower edge of the baseline band"),
     ("upper", "costapp_cost_per_1k_requests_upper_dollars",
      "Upper edge of the baseline band"),
+    ("baseline_per_1m_tokens", "costapp_cost_per_1m_tokens_baseline_dollars",
+     "EWMA baseline of the cost per 1M tokens"),
     ("idle_cost", "costapp_idle_dollars",
      "Idle dollars (paid GPU-hours no replica used) in the period"),
 )  # fmt: skip

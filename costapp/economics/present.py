@@ -64,6 +64,7 @@ def last_row(row: FigureRow | None, currency: str) -> dict[str, Any]:
         "period": period(row),
         "value": fmt.money_unit(row.cost_per_1k_requests, currency),
         "per_1m": fmt.money_unit(row.cost_per_1m_tokens, currency),
+        "per_1m_baseline": fmt.money_unit(row.baseline_per_1m_tokens, currency),
         "baseline": fmt.money_unit(row.baseline, currency),
         "band": f"{fmt.money_unit(row.lower, currency)} \N{EN DASH} "
         f"{fmt.money_unit(row.upper, currency)}",

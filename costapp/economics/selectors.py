@@ -557,6 +557,7 @@ class FigureRow:
     baseline: float | None
     lower: float | None
     upper: float | None
+    baseline_per_1m_tokens: float | None
     flag: str
     cause: str
     parts: dict[str, float]
@@ -581,7 +582,7 @@ def _figure_row(f: UnitCostFigure) -> FigureRow:
         cost_per_gpu_hour=f.cost_per_gpu_hour,
         tokens_per_gpu_second=f.tokens_per_gpu_second,
         effective_rate=f.effective_rate, baseline=f.baseline, lower=f.lower,
-        upper=f.upper, flag=f.flag, cause=f.cause, parts=dict(f.parts or {}),
+        upper=f.upper, baseline_per_1m_tokens=f.baseline_per_1m_tokens, flag=f.flag, cause=f.cause, parts=dict(f.parts or {}),
         level_shift=f.level_shift, note=f.note,
     )  # fmt: skip
 
@@ -806,6 +807,8 @@ PART_LABELS = (
     ("fleet", "fleet (GPU-hours)"),
     ("traffic", "traffic (tokens)"),
     ("size", "request size (tokens per request)"),
+    ("idle", "idle and unallocated (team and fleet)"),
+    ("mix", "mix (requests moving between cheap and dear deployments)"),
 )
 
 

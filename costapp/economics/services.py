@@ -27,9 +27,9 @@ from django.db import transaction
 from django.db.models import Q
 
 from analytics.anomalies import detect
-from analytics.baselines import BaselineConfig
-from analytics.capacity.errors import InvalidInput
+from analytics.baselines import BaselineConfig, baselines_run
 from analytics.clocks import clock_costs, effective_rates
+from analytics.lmdi import lmdi_aggregate
 from analytics.unit_costs import unit_costs
 from costapp.economics.selectors import (
     CLOCK_ORDER,
@@ -77,6 +77,15 @@ def _sum_nan(frame: pd.DataFrame, by: list[str], columns: list[str]) -> pd.DataF
     sums = grouped[columns].sum()
     unknown = frame[columns].isna().groupby([frame[k] for k in by], sort=True).any()
     return sums.mask(unknown.reindex(sums.index, fill_value=False))
+
+
+def _rows(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate figure rows, leaving out empty frames (whose all-NaN
+    columns would otherwise decide the dtypes)."""
+    present = [f for f in frames if len(f)]
+    if not present:
+        return pd.DataFrame(columns=list(FIGURE_COLUMNS))
+    return pd.concat(present, ignore_index=True)
 
 
 def _worst_clock(values: pd.Series) -> str:
@@ -268,12 +277,13 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         }
     )  # fmt: skip
     overhead = overhead.assign(scope="overhead", list_cost=np.nan)
-    team_parts = pd.concat([solo, owned, shared_members], ignore_index=True)
-    team_names = pd.concat([solo_teams, owned_teams, shared_teams], ignore_index=True)
-    team_rows = _aggregate(team_parts, "team", team_names)
-    fleet_parts = pd.concat(
-        [solo, owned, shared_members, overhead, unalloc_rows], ignore_index=True
+    team_parts = _rows([solo, owned, shared_members])
+    names = [n for n in (solo_teams, owned_teams, shared_teams) if len(n)]
+    team_names = (
+        pd.concat(names, ignore_index=True) if names else pd.Series(dtype=object)
     )
+    team_rows = _aggregate(team_parts, "team", team_names)
+    fleet_parts = _rows([solo, owned, shared_members, overhead, unalloc_rows])
     for column in FIGURE_COLUMNS:
         if column not in fleet_parts:
             fleet_parts[column] = np.nan
@@ -282,14 +292,14 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
     fleet_rows = _aggregate(
         fleet_parts, "fleet", pd.Series(FLEET, index=fleet_parts.index)
     )
-    unbilled = fleet_rows["unallocated_cost"].isna()
+    # Unbilled days carry no idle or unallocated line yet (pool idle is in
+    # the pool's learnt rate; the unallocated bill is simply not there).
+    unbilled = (fleet_rows["clock"] == "provisional").to_numpy()
     fleet_rows.loc[unbilled, "note"] = [
         "; ".join(x for x in (n, NOTE_NOT_BILLED) if x)
         for n in fleet_rows.loc[unbilled, "note"]
     ]
-    day = pd.concat(
-        [deployment_rows, pool_rows, team_rows, fleet_rows], ignore_index=True
-    )
+    day = _rows([deployment_rows, pool_rows, team_rows, fleet_rows])
 
     # Hours: always the provisional clock (the bill is daily), priced at the
     # deployment's learnt effective rate or the rate card.
@@ -306,10 +316,68 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         h_fleet = _aggregate(h_rows, "fleet", pd.Series(FLEET, index=h_rows.index))
         h_fleet["note"] = NOTE_HOURLY_DIRECT
         h_teams["note"] = NOTE_HOURLY_DIRECT
-        hour = pd.concat([h_rows, h_teams, h_fleet], ignore_index=True)
+        hour = _rows([h_rows, h_teams, h_fleet])
     else:
         hour = pd.DataFrame(columns=list(FIGURE_COLUMNS))
-    return {"day": day, "hour": hour}
+    members = _memberships(dep, deployment_rows, pool_rows, unalloc_rows,
+                           teams_of_pool)  # fmt: skip
+    return {"day": day, "hour": hour, "members": members}
+
+
+MEMBER_COLUMNS = (
+    "agg_scope", "agg_name", "currency", "period_start", "member", "cost",
+    "gpu_hours", "tokens", "requests",
+)  # fmt: skip
+
+
+def _memberships(
+    dep: pd.DataFrame,
+    deployment_rows: pd.DataFrame,
+    pool_rows: pd.DataFrame,
+    unalloc_rows: pd.DataFrame,
+    teams_of_pool: pd.Series,
+) -> pd.DataFrame:
+    """What each team and fleet day is made of, for the aggregate LMDI: every
+    deployment's direct cost and traffic, each pool's overhead (its bill
+    beyond its members: idle) and, for the fleet, the unallocated bill."""
+    direct = deployment_rows.assign(
+        member=deployment_rows["name"],
+        tokens=deployment_rows["prompt_tokens"] + deployment_rows["generation_tokens"],
+        team=dep["team"].to_numpy(),
+        pool=dep["pool"].to_numpy(),
+    )
+    parts = []
+    for scope in ("team", "fleet"):
+        rows = direct if scope == "fleet" else direct[direct["team"] != ""]
+        parts.append(rows.assign(agg_scope=scope,
+                                 agg_name=rows["team"] if scope == "team" else FLEET))  # fmt: skip
+    if len(pool_rows):
+        member_cost = _sum_nan(
+            direct[direct["pool"] != ""], ["pool", "currency", "period_start"], ["cost"]
+        )
+        joined = pool_rows.join(
+            member_cost, on=["name", "currency", "period_start"], rsuffix="_members"
+        )
+        over = pool_rows.assign(
+            member="__idle__/" + pool_rows["name"],
+            cost=joined["cost"] - joined["cost_members"],
+            gpu_hours=np.nan, tokens=np.nan, requests=np.nan,
+        )  # fmt: skip
+        parts.append(over.assign(agg_scope="fleet", agg_name=FLEET))
+        owner = over["name"].map(teams_of_pool).fillna("")
+        owned = over[owner.to_numpy() != ""]
+        parts.append(owned.assign(agg_scope="team", agg_name=owner[owner != ""]))
+    if len(unalloc_rows):
+        parts.append(
+            unalloc_rows.assign(
+                member="__unallocated__", gpu_hours=np.nan, tokens=np.nan,
+                requests=np.nan, agg_scope="fleet", agg_name=FLEET,
+            )
+        )  # fmt: skip
+    present = [p[list(MEMBER_COLUMNS)] for p in parts if len(p)]
+    if not present:
+        return pd.DataFrame(columns=list(MEMBER_COLUMNS))
+    return pd.concat(present, ignore_index=True)
 
 
 def _affected(
@@ -362,18 +430,34 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
         },
         index=frame.index,
     )
-    found = detect(
-        det_input,
-        keys=KEYS,
-        time="period_start",
-        config=BaselineConfig(grain="day" if grain == "day" else "hour"),
-    )
+    config = BaselineConfig(grain="day" if grain == "day" else "hour")
+    found = detect(det_input, keys=KEYS, time="period_start", config=config)
+    # The baseline per 1M tokens: the same EWMA state, cost over tokens.
+    state = baselines_run(det_input, keys=KEYS, time="period_start", config=config)
+    per_token = unit_costs(
+        pd.DataFrame(
+            {
+                "cost": state.figures["cost_b"].to_numpy(float),
+                "tokens": state.figures["tokens_b"].to_numpy(float),
+                "requests": state.figures["requests_b"].to_numpy(float),
+            },
+            index=frame.index,
+        )
+    )["cost_per_1m_tokens"].rename("baseline_per_1m_tokens")
     return pd.concat(
         [
-            units[["cost_per_1m_tokens", "cost_per_gpu_hour", "tokens_per_gpu_second"]],
+            # The figure from unit_costs (a credit shows as a negative
+            # figure); detect's u leaves non-positive costs out of the baseline.
+            units[
+                [
+                    "cost_per_1k_requests",
+                    "cost_per_1m_tokens",
+                    "cost_per_gpu_hour",
+                    "tokens_per_gpu_second",
+                ]
+            ],
             found[
                 [
-                    "cost_per_1k",
                     "baseline",
                     "lower",
                     "upper",
@@ -389,9 +473,126 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
                     "note",
                 ]
             ].rename(columns={"cost": "cost_part", "note": "detect_note"}),
+            per_token,
+            # Team and fleet days get these from the aggregate LMDI.
+            pd.DataFrame({"idle": np.nan, "mix": np.nan}, index=frame.index),
         ],
         axis=1,
     )
+
+
+BASE_COLUMNS = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b"]
+
+
+def _detect_input(frame: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "scope": frame["scope"].to_numpy(),
+            "name": frame["name"].to_numpy(),
+            "currency": frame["currency"].to_numpy(),
+            "period_start": pd.DatetimeIndex(frame["period_start"]).as_unit("ns"),
+            "cost": frame["cost"].to_numpy(float),
+            "requests": frame["requests"].to_numpy(float),
+            "gpu_hours": frame["gpu_hours"].to_numpy(float),
+            "tokens": (frame["prompt_tokens"] + frame["generation_tokens"]).to_numpy(
+                float
+            ),
+        },
+        index=frame.index,
+    )
+
+
+def _aggregate_parts(
+    frame: pd.DataFrame,
+    found: pd.DataFrame,
+    members: pd.DataFrame,
+    every: pd.DataFrame,
+) -> None:
+    """Replace the parts of flagged team and fleet days by the fully loaded
+    decomposition (analytics.lmdi.lmdi_aggregate): the four factors over the
+    deployments plus ``idle`` and ``mix``, against the aggregate's own
+    baseline, still with no residual. Overheads (pool idle, unallocated) get
+    their own baselines, as dollars over the aggregate's requests. ``every``
+    is the whole day frame: members' baselines come from their own series
+    whether or not this (incremental) recompute rewrites them."""
+    flagged = (found["flag"] != "").to_numpy() & frame["scope"].isin(
+        ["team", "fleet"]
+    ).to_numpy()
+    if not flagged.any() or members.empty:
+        return
+    config = BaselineConfig(grain="day")
+    every = every.reset_index(drop=True)
+    base = baselines_run(
+        _detect_input(every), keys=KEYS, time="period_start", config=config
+    ).figures
+    comp = pd.concat([every[["scope", "name", "currency", "period_start"]],
+                      base[BASE_COLUMNS]], axis=1)  # fmt: skip
+    comp["period_start"] = pd.DatetimeIndex(comp["period_start"])
+    m = members.copy()
+    m["period_start"] = pd.DatetimeIndex(m["period_start"])
+    # Deployments bring their own baseline components.
+    dep_comp = comp[comp["scope"] == "deployment"].rename(columns={"name": "member"})
+    m = m.merge(
+        dep_comp.drop(columns=["scope"]),
+        on=["member", "currency", "period_start"], how="left",
+    )  # fmt: skip
+    over = m["member"].astype(str).str.startswith("__").to_numpy()
+    # Overheads: a series each, per aggregate, priced per aggregate request.
+    agg = comp[comp["scope"].isin(["team", "fleet"])].rename(
+        columns={"scope": "agg_scope", "name": "agg_name"}
+    )
+    requests = every[every["scope"].isin(["team", "fleet"])][
+        ["scope", "name", "currency", "period_start", "requests"]
+    ].rename(
+        columns={"scope": "agg_scope", "name": "agg_name", "requests": "agg_requests"}
+    )
+    requests["period_start"] = pd.DatetimeIndex(requests["period_start"])
+    overheads = m[over].merge(
+        requests, on=["agg_scope", "agg_name", "currency", "period_start"], how="left"
+    )
+    if len(overheads):
+        series = pd.DataFrame(
+            {
+                "scope": "overhead",
+                "name": overheads["agg_scope"] + "/" + overheads["agg_name"] + "/"
+                + overheads["member"],
+                "currency": overheads["currency"].to_numpy(),
+                "period_start": pd.DatetimeIndex(overheads["period_start"]).as_unit("ns"),
+                "cost": overheads["cost"].to_numpy(float),
+                "requests": overheads["agg_requests"].to_numpy(float),
+            }
+        )  # fmt: skip
+        ob = baselines_run(series, keys=KEYS, time="period_start", config=config)
+        m.loc[over, "cost_b"] = ob.figures["cost_b"].to_numpy()
+    m["agg"] = m["agg_scope"] + "/" + m["agg_name"]
+    agg["agg"] = agg["agg_scope"] + "/" + agg["agg_name"]
+    rows = frame[flagged]
+    wanted = set(zip(rows["scope"] + "/" + rows["name"],
+                     pd.DatetimeIndex(rows["period_start"]), strict=True))  # fmt: skip
+    pick = [(a, t) in wanted for a, t in zip(m["agg"], m["period_start"], strict=True)]
+    sub = m[np.asarray(pick, dtype=bool)]
+    if sub.empty:
+        return
+    totals = agg[["agg", "period_start", *BASE_COLUMNS]]
+    parts = lmdi_aggregate(
+        sub.drop(columns=["agg_scope", "agg_name"]),
+        keys=["agg", "period_start"],
+        member="member",
+        baseline_totals=totals,
+    ).set_index(["agg", "period_start"])
+    for i in np.flatnonzero(flagged):
+        key = (
+            f"{frame['scope'].iat[i]}/{frame['name'].iat[i]}",
+            pd.Timestamp(frame["period_start"].iat[i]),
+        )
+        if key not in parts.index:
+            continue
+        row = parts.loc[key]
+        if row["reason"]:
+            continue
+        for name in ("price", "fleet", "traffic", "size", "cost", "idle", "mix"):
+            column = "cost_part" if name == "cost" else name
+            found.iat[i, found.columns.get_loc(column)] = row[name]
 
 
 def _instances(
@@ -408,6 +609,8 @@ def _instances(
                 ("traffic", "traffic"),
                 ("size", "size"),
                 ("cost", "cost_part"),
+                ("idle", "idle"),
+                ("mix", "mix"),
             )
             if r[src] is not None and np.isfinite(r[src])
         }
@@ -426,13 +629,14 @@ def _instances(
                 requests=_num(r["requests"]),
                 requests_length=_num(r["requests_length"]),
                 replicas=_num(r["replicas"]),
-                cost_per_1k_requests=_num(r["cost_per_1k"]),
+                cost_per_1k_requests=_num(r["cost_per_1k_requests"]),
                 cost_per_1m_tokens=_num(r["cost_per_1m_tokens"]),
                 cost_per_gpu_hour=_num(r["cost_per_gpu_hour"]),
                 tokens_per_gpu_second=_num(r["tokens_per_gpu_second"]),
                 effective_rate=_num(r["effective_rate"]),
                 baseline=_num(r["baseline"]), lower=_num(r["lower"]),
-                upper=_num(r["upper"]), flag=r["flag"] or "", cause=r["cause"] or "",
+                upper=_num(r["upper"]),
+                baseline_per_1m_tokens=_num(r["baseline_per_1m_tokens"]), flag=r["flag"] or "", cause=r["cause"] or "",
                 parts=parts, level_shift=bool(r["level_shift"]),
                 warm=bool(r["warm"]), note=note[:300], computed_at=now,
             )
@@ -463,7 +667,8 @@ def unit_costs_recompute(
     )
     figures: list[UnitCostFigure] = []
     flagged = 0
-    for grain, frame in frames.items():
+    for grain in ("day", "hour"):
+        frame = frames[grain]
         if affected is not None:
             mask = [
                 (s, n) in affected
@@ -473,13 +678,11 @@ def unit_costs_recompute(
         frame = frame.reset_index(drop=True)
         if frame.empty:
             continue
-        try:
-            found = _detected(frame, grain)
-        except InvalidInput:
-            logger.exception("unit costs: detection refused the %s frame", grain)
-            raise
+        found = _detected(frame, grain)
+        if grain == "day":
+            _aggregate_parts(frame, found, frames["members"], frames["day"])
         if cutoff is not None:
-            keep = (pd.DatetimeIndex(frame["period_start"]) >= cutoff).to_numpy()
+            keep = np.asarray(pd.DatetimeIndex(frame["period_start"]) >= cutoff)
             frame, found = frame[keep], found[keep]
         flagged += int((found["flag"] != "").sum())
         figures.extend(_instances(frame, found, grain, now))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -36,13 +35,13 @@ _KPI_FORMAT: dict[str, Callable[[float], str]] = {
 def overview(request: HttpRequest) -> HttpResponse:
     today = fmt.display_today()
     form = EconomicsWindowForm(request.GET or None, today=today)
-    if request.GET and not form.is_valid():
+    if form.is_bound and not form.is_valid():
         return render(request, "economics/overview.html", {"form": form})
-    window = form.cleaned_data if request.GET else form_defaults(form)
-    start, end, grain = window["start"], window["end"], window["grain"]
+    window = form.window()
+    start, end, grain = window.start, window.end, window.grain
     data = overview_read(today=end, days=(end - start).days)
     fleet = scope_windows_read(
-        scope="fleet", start=start, end=end, grain=grain, clock=window["clock"]
+        scope="fleet", start=start, end=end, grain=grain, clock=window.clock
     )
     kpis = [
         {
@@ -119,13 +118,6 @@ def overview(request: HttpRequest) -> HttpResponse:
             "has_data": not data.days.empty,
         },
     )
-
-
-def form_defaults(form: EconomicsWindowForm) -> dict[str, object]:
-    """The window a page opens with: the 90 UTC days before today."""
-    end = form.today
-    return {"start": end - timedelta(days=90), "end": end, "grain": "day", "clock": "",
-            "scope": "fleet"}  # fmt: skip
 
 
 @requires("costapp.view_unitcostfigure")

@@ -57,6 +57,7 @@ class Migration(migrations.Migration):
                 ('baseline', models.FloatField(blank=True, null=True)),
                 ('lower', models.FloatField(blank=True, null=True)),
                 ('upper', models.FloatField(blank=True, null=True)),
+                ('baseline_per_1m_tokens', models.FloatField(blank=True, null=True)),
                 ('flag', models.CharField(blank=True, choices=[('', 'in band'), ('anomaly', 'cost anomaly'), ('traffic', 'traffic change'), ('size', 'request size change')], max_length=8)),
                 ('cause', models.TextField(blank=True)),
                 ('parts', models.JSONField(blank=True, default=dict)),

@@ -66,6 +66,8 @@ class UnitCostFigure(models.Model):
     baseline = models.FloatField(null=True, blank=True)
     lower = models.FloatField(null=True, blank=True)
     upper = models.FloatField(null=True, blank=True)
+    # The same baseline state per 1M tokens (cost over tokens of the EWMA).
+    baseline_per_1m_tokens = models.FloatField(null=True, blank=True)
     flag = models.CharField(max_length=8, choices=FLAGS, blank=True)
     cause = models.TextField(blank=True)
     # LMDI parts in $ per 1k requests (price, fleet, traffic, size, cost).

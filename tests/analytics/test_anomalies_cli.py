@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.anomalies import NOTE_NO_GPU, detect, main
+from analytics.baselines import BaselineConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,3 +114,20 @@ def test_python_dash_m_reads_stdin_and_writes_stdout() -> None:
     assert proc.returncode == 0, proc.stderr
     out = pd.read_csv(io.StringIO(proc.stdout), keep_default_na=False)
     assert (out["flag"] == "anomaly").sum() == 3
+
+
+def test_the_cli_on_the_benchmark_series_reproduces_the_benchmarks_flags() -> None:
+    from bench.anomaly_series import generate
+    from bench.bench_anomalies import run_costapp
+
+    series = generate(100, n_series=3, n_days=91)
+    expected = run_costapp(series, BaselineConfig())
+    csv = series[
+        ["series", "day", "cost", "requests", "tokens", "gpu_hours", "holiday"]
+    ].assign(
+        day=series["day"].dt.strftime("%Y-%m-%d"), holiday=series["holiday"].astype(int)
+    )
+    code, out, _ = _run(csv)
+    assert code == 0
+    assert (out["flag"].to_numpy() == expected["flag"].to_numpy()).all()
+    assert (out["flag"] == "anomaly").sum() > 0

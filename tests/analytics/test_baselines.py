@@ -195,3 +195,69 @@ def test_a_30_percent_cost_step_at_unchanged_traffic_is_flagged_on_its_first_day
     out = baselines_compute(_days(70, cost=cost, requests=r, gpu_hours=cost / 2.0))
     assert out.loc[start, "flag"]
     assert not out.loc[: start - 1, "flag"].any()
+
+
+# --- resuming from a saved state (the incremental recompute) ---------------
+
+
+def _fleet(n_days: int = 70) -> pd.DataFrame:
+    from bench.anomaly_series import generate
+
+    frame = generate(3, n_series=4, n_days=n_days)
+    return frame[
+        ["series", "day", "cost", "gpu_hours", "tokens", "requests", "holiday"]
+    ]
+
+
+def test_resuming_from_a_checkpoint_equals_the_full_run() -> None:
+    from analytics.baselines import baselines_run
+
+    frame = _fleet()
+    cut = pd.Timestamp("2025-02-10")
+    full = baselines_run(frame, time="day", checkpoints=[cut])
+    later = frame[frame["day"] >= cut]
+    resumed = baselines_run(later, time="day", initial=full.checkpoints[cut])
+    pd.testing.assert_frame_equal(resumed.figures, full.figures.loc[later.index])
+
+
+def test_a_restated_day_recomputes_from_the_checkpoint_before_it_for_that_series_only() -> (
+    None
+):
+    from analytics.baselines import BaselineState, baselines_run
+
+    frame = _fleet()
+    cut = pd.Timestamp("2025-02-10")
+    stored = baselines_run(frame, time="day", checkpoints=[cut])
+    restated = frame.copy()
+    changed = (restated["series"] == "s003-02") & (restated["day"] == "2025-02-14")
+    restated.loc[changed, "cost"] *= 1.7
+    reference = baselines_run(restated, time="day").figures  # the full recompute
+    blob = stored.checkpoints[cut].to_bytes()  # as the caller would store it
+    state = BaselineState.from_bytes(blob).select([("s003-02",)])
+    rows = restated[(restated["series"] == "s003-02") & (restated["day"] >= cut)]
+    incremental = baselines_run(rows, time="day", initial=state).figures
+    np.testing.assert_allclose(
+        incremental[["baseline", "lower", "upper", "cost_b"]].to_numpy(),
+        reference.loc[rows.index, ["baseline", "lower", "upper", "cost_b"]].to_numpy(),
+        rtol=1e-12,
+        equal_nan=True,
+    )
+    assert (incremental["flag"] == reference.loc[rows.index, "flag"]).all()
+    # The other series' stored figures are still right: nothing else changed.
+    others = frame.index[frame["series"] != "s003-02"]
+    pd.testing.assert_frame_equal(stored.figures.loc[others], reference.loc[others])
+
+
+def test_a_state_refuses_rows_before_its_day_and_another_configuration() -> None:
+    from analytics.baselines import baselines_run
+
+    frame = _fleet()
+    cut = pd.Timestamp("2025-02-03")
+    state = baselines_run(frame, time="day", checkpoints=[cut]).checkpoints[cut]
+    with pytest.raises(InvalidInput, match="before the state's day"):
+        baselines_run(frame, time="day", initial=state)
+    with pytest.raises(InvalidInput, match="another configuration"):
+        baselines_run(
+            frame[frame["day"] >= cut], time="day", initial=state,
+            config=BaselineConfig(band_k=9.0),
+        )  # fmt: skip

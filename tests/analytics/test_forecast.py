@@ -75,3 +75,17 @@ def test_every_series_gets_a_row_and_bad_inputs_are_named() -> None:
     assert out["budget"].isna().tolist() == [True, False]
     with pytest.raises(InvalidInput, match="interval"):
         forecast_month(a, as_of="2026-11-10", interval=1.5)
+
+
+def test_the_calibrated_interval_is_the_model_interval_widened_by_the_days_left() -> (
+    None
+):
+    from analytics.forecast import WIDEN
+
+    days = _history()
+    raw = forecast_month(days, as_of="2026-11-05", repetitions=300, widen=None)
+    cal = forecast_month(days, as_of="2026-11-05", repetitions=300)
+    scale = max(1.0, WIDEN[0] + WIDEN[1] * 25)
+    assert cal.point == raw.point
+    assert cal.upper - cal.point == pytest.approx(scale * (raw.upper - raw.point))
+    assert cal.point - cal.lower == pytest.approx(scale * (raw.point - raw.lower))

@@ -223,3 +223,41 @@ def test_a_deployment_that_appears_is_entry_in_mix() -> None:
     total = out["cost"] + out["traffic"] + out["mix"] + out["idle"]
     assert total == pytest.approx(out["delta"], rel=1e-12)
     assert out["mix"] > 0
+
+
+def test_a_team_with_its_own_baseline_is_explained_against_it() -> None:
+    frame = pd.DataFrame(
+        {
+            "team": "t",
+            "deployment": ["a", "b", "__idle__"],
+            "cost": [100.0, 300.0, 60.0],
+            "requests": [1e5, 1e5, np.nan],
+            "cost_b": [90.0, 310.0, 40.0],
+            "requests_b": [1.5e5, 0.5e5, np.nan],
+        }
+    )
+    totals = pd.DataFrame({"team": ["t"], "cost_b": [400.0], "requests_b": [2.5e5]})
+    out = lmdi_aggregate(frame, keys=["team"], baseline_totals=totals).iloc[0]
+    assert out["u_b"] == pytest.approx(400.0 / 2.5e5 * 1000)
+    parts = out[["cost", "traffic", "idle", "mix"]].sum()
+    assert parts == pytest.approx(out["u"] - out["u_b"], rel=1e-12)
+
+
+def test_an_aggregate_never_adds_currencies() -> None:
+    from analytics.capacity.errors import InvalidInput
+
+    frame = pd.DataFrame(
+        {
+            "team": "t",
+            "deployment": ["a", "b"],
+            "currency": ["USD", "EUR"],
+            "cost": [1.0, 1.0],
+            "requests": [1e3, 1e3],
+            "cost_b": [1.0, 1.0],
+            "requests_b": [1e3, 1e3],
+        }
+    )
+    with pytest.raises(InvalidInput, match="currenc"):
+        lmdi_aggregate(frame, keys=["team"])
+    out = lmdi_aggregate(frame, keys=["team", "currency"])
+    assert len(out) == 2

@@ -1,0 +1,95 @@
+"""The demo tells its story through the stored figures: the incident is a cost
+anomaly from more GPU-hours at unchanged traffic, the holiday a traffic dip."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from costapp.economics.services import unit_costs_recompute
+from costapp.fleet.demo import demo_fleet_load, demo_ingest
+from costapp.fleet.services import rate_card_seed
+from costapp.models import (
+    CostLine,
+    Deployment,
+    DeploymentHour,
+    DeviceHour,
+    EngineDiscovery,
+    HistogramHour,
+    IngestRun,
+    Pool,
+    RateCard,
+    UnitCostFigure,
+)
+from costapp.sources.demo import DemoEvents
+
+pytestmark = [pytest.mark.django_db]
+
+END = datetime(2026, 11, 30, tzinfo=UTC)
+DAYS = 56  # the holiday (end - 27 days) past the weekday slots' warm-up
+EVENTS = DemoEvents.for_end(END)
+
+
+def _wipe() -> None:
+    for model in (UnitCostFigure, CostLine, DeploymentHour, DeviceHour,
+                  HistogramHour, EngineDiscovery, IngestRun, Deployment, Pool,
+                  RateCard):  # fmt: skip
+        model.objects.all().delete()
+
+
+@pytest.fixture(scope="module")
+def demo(
+    django_db_setup: None, django_db_blocker: pytest.FixtureRequest
+) -> Iterator[None]:
+    """One demo load and recompute shared by the read-only tests here."""
+    with django_db_blocker.unblock():  # type: ignore[attr-defined]
+        _wipe()
+        demo_fleet_load()
+        rate_card_seed()
+        demo_ingest(end=END, days=DAYS)
+        unit_costs_recompute(now=END)
+        yield
+        _wipe()
+
+
+def days_of(scope: str, name: str) -> dict[object, UnitCostFigure]:
+    return {
+        f.period_start.date(): f
+        for f in UnitCostFigure.objects.filter(scope=scope, name=name, grain="day")
+    }
+
+
+def test_the_incident_is_flagged_as_a_cost_anomaly_from_more_gpu_hours(
+    demo: None,
+) -> None:
+    chat = days_of("deployment", "chat")
+    first = EVENTS.incident_start.date()
+    incident = [chat[first + timedelta(days=k)] for k in (1, 2)]  # whole days
+    for f in incident:
+        assert f.flag == "anomaly", (f.period_start, f.cause)
+        parts = f.parts
+        assert parts["fleet"] > 0.8 * (f.cost_per_1k_requests - f.baseline)
+        assert abs(parts["price"]) < 0.1 * parts["fleet"]
+        assert abs(parts["traffic"]) < 0.25 * parts["fleet"]
+        assert "GPU-hours" in f.cause, f.cause
+    # The fleet, fully loaded, sees it too.
+    fleet = days_of("fleet", "fleet")
+    assert any(fleet[f.period_start.date()].flag == "anomaly" for f in incident)
+    # Before the incident chat was in its band for a week.
+    week = [chat[first - timedelta(days=k)] for k in range(1, 8)]
+    assert all(f.flag == "" for f in week), [(f.period_start, f.cause) for f in week]
+
+
+def test_the_holiday_is_classed_a_traffic_dip_not_an_anomaly(demo: None) -> None:
+    holiday = EVENTS.holiday
+    flags = {
+        (f.scope, f.name): f.flag
+        for f in UnitCostFigure.objects.filter(
+            grain="day", period_start__date=holiday, scope__in=["deployment", "fleet"]
+        )
+    }
+    assert flags[("fleet", "fleet")] == "traffic"
+    assert "anomaly" not in {flags[("deployment", n)] for n in ("chat", "summarize",
+                                                                 "classify")}  # fmt: skip
