@@ -109,11 +109,14 @@ def rule_series(rule: AlertRule, *, start: datetime, end: datetime) -> Iterator[
                 budgets[name],
             )
         unit = rule.metric == "cost_per_1k_requests"
+        tokens = rule.metric == "cost_per_1m_tokens"
         periods = [
             Period(
                 start=f.period_start,
                 value=v,
-                baseline=f.baseline if unit else None,
+                baseline=f.baseline
+                if unit
+                else (f.baseline_per_1m_tokens if tokens else None),
                 lower=f.lower if unit else None,
                 upper=f.upper if unit else None,
                 volume=f.requests,

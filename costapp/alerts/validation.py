@@ -12,6 +12,7 @@ from costapp.models.alerts import METRICS, RULE_SCOPES
 Problems = list[tuple[str, str]]
 METRIC_NAMES = [m for m, _ in METRICS]
 BASELINE_METRICS = {"cost_per_1k_requests"}  # the only metric with a stored band
+RATIO_METRICS = {"cost_per_1k_requests", "cost_per_1m_tokens"}  # a stored baseline
 DAY_ONLY = {"daily_spend", "budget_burn"}
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
@@ -33,7 +34,14 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
         problems.append(("scope", f"{scope!r}: deployment, team or fleet"))
     if condition not in ("band", "ratio", "threshold"):
         problems.append(("condition", f"{condition!r}: band, ratio or threshold"))
-    elif condition in ("band", "ratio") and metric not in BASELINE_METRICS:
+    elif condition == "band" and metric not in BASELINE_METRICS:
+        problems.append(
+            (
+                "condition",
+                f"{condition!r}: {metric} has no stored band; use a ratio or threshold",
+            )
+        )
+    elif condition == "ratio" and metric not in RATIO_METRICS:
         problems.append(
             (
                 "condition",

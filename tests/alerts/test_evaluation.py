@@ -183,3 +183,25 @@ def test_a_stopped_ingest_fires_one_staleness_alert_per_source(
     )
     (pk,) = alert_rules_evaluate(now=NOW + timedelta(hours=2))
     assert Delivery.objects.get(pk=pk).events.get().kind == "resolved"
+
+
+def test_a_per_1m_token_ratio_rule_reads_the_stored_token_baseline(
+    channel: Channel,
+) -> None:
+    rule = AlertRule.objects.create(
+        name="tokens",
+        metric="cost_per_1m_tokens",
+        grain="hour",
+        condition="ratio",
+        ratio=1.2,
+        for_periods=2,
+    )
+    rule.channels.set([channel])
+    _figures("chat", NOW, "0" * 5 + "11")
+    UnitCostFigure.objects.update(cost_per_1m_tokens=2.0, baseline_per_1m_tokens=1.0)
+    UnitCostFigure.objects.filter(period_start__lt=NOW - timedelta(hours=2)).update(
+        cost_per_1m_tokens=1.0
+    )
+    (pk,) = alert_rules_evaluate(now=NOW)
+    (event,) = Delivery.objects.get(pk=pk).events.all()
+    assert (event.kind, event.value, event.baseline) == ("firing", 2.0, 1.0)

@@ -61,7 +61,8 @@ alerts:
     - {name: s2, kind: slack, url_env: TEST_SLACK_URL}
     - {name: ops, kind: webhook, url: "https://o.example.com", secret: whsec_x}
   rules:
-    - {name: r, metric: cost_per_1m_tokens, grain: hour, condition: ratio, ratio: 0.9, channels: [nope]}
+    - {name: r, metric: cost_per_1m_tokens, grain: hour, condition: band, channels: [nope]}
+    - {name: r2, metric: idle_cost, grain: day, condition: ratio, ratio: 0.9}
 """
     with pytest.raises(AlertsFileError) as caught:
         alert_rules_load(path=_file(tmp_path, bad))
@@ -70,7 +71,8 @@ alerts:
         "alerts.channels[0] (slack): url: a Slack URL is a secret",
         "url_env='TEST_SLACK_URL': not set",
         "secret: never in the file",
-        "alerts.rules[0] (r): condition: 'ratio': cost_per_1m_tokens has no stored baseline",
+        "alerts.rules[0] (r): condition: 'band': cost_per_1m_tokens has no stored band",
+        "alerts.rules[1] (r2): condition: 'ratio': idle_cost has no stored baseline",
         "ratio: 0.9: a number above 1",
         "channels: 'nope' is not a channel",
     ):
