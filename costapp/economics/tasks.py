@@ -24,8 +24,9 @@ def unit_costs_recompute_task(run_id: int) -> int | None:
         return None
     since, series = run_changes(run)
     result = unit_costs_recompute(now=timezone.now(), since=since, series=series)
-    # Pipeline order: ingest -> figures -> alerts (tasks import tasks that way only).
-    alert_rules_evaluate_task.delay_on_commit()
+    # Pipeline order: ingest -> figures -> alerts (tasks import tasks that way
+    # only). The recompute has committed its figures when it returns.
+    alert_rules_evaluate_task.delay()
     return result.rows_written
 
 

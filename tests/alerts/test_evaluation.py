@@ -205,3 +205,26 @@ def test_a_per_1m_token_ratio_rule_reads_the_stored_token_baseline(
     (pk,) = alert_rules_evaluate(now=NOW)
     (event,) = Delivery.objects.get(pk=pk).events.all()
     assert (event.kind, event.value, event.baseline) == ("firing", 2.0, 1.0)
+
+
+def test_the_recompute_after_an_ingest_runs_the_evaluation(
+    fleet_rule: AlertRule, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time_machine
+
+    from costapp.economics import tasks as economics_tasks
+
+    class Result:
+        rows_written = 0
+
+    monkeypatch.setattr(economics_tasks, "run_changes", lambda run: (None, None))
+    monkeypatch.setattr(
+        economics_tasks, "unit_costs_recompute", lambda **kwargs: Result()
+    )
+    _figures("chat", NOW, "0" * 10 + "111")
+    run = IngestRun.objects.create(
+        source="demo", window_start=NOW, window_end=NOW, status=IngestRun.SUCCEEDED
+    )
+    with time_machine.travel(NOW, tick=False):
+        economics_tasks.unit_costs_recompute_task(run.pk)
+    assert AlertEvent.objects.get().kind == "firing"
