@@ -228,3 +228,32 @@ def test_the_recompute_after_an_ingest_runs_the_evaluation(
     with time_machine.travel(NOW, tick=False):
         economics_tasks.unit_costs_recompute_task(run.pk)
     assert AlertEvent.objects.get().kind == "firing"
+
+
+def test_a_backfill_of_90_days_of_daily_figures_sends_nothing(channel: Channel) -> None:
+    rule = AlertRule.objects.create(
+        name="daily", metric="cost_per_1k_requests", grain="day", ratio=1.2
+    )
+    rule.channels.set([channel])
+    midnight = NOW.replace(hour=0)
+    UnitCostFigure.objects.bulk_create(
+        UnitCostFigure(
+            scope="deployment",
+            name=name,
+            grain="day",
+            period_start=midnight - timedelta(days=90 - i),
+            clock="final",
+            # an incident every fortnight, none in the last week
+            cost_per_1k_requests=0.6 if i % 14 == 3 and i < 80 else 0.3,
+            baseline=0.3,
+            requests=10_000,
+            computed_at=NOW,
+        )
+        for name in ("chat", "embed")
+        for i in range(90)
+    )
+    assert alert_rules_evaluate(now=NOW) == []
+    events = AlertEvent.objects.all()
+    assert events.count() == 2 * 2 * 6  # 6 incidents x fire + resolve x 2 series
+    assert set(events.values_list("not_sent", flat=True)) == {"historical"}
+    assert alert_rules_evaluate(now=NOW + timedelta(hours=1)) == []
