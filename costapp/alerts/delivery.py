@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from costapp.alerts.payload import notification
@@ -32,6 +32,7 @@ logger = logging.getLogger(__name__)
 PERMANENT_FAILURES_TO_DISABLE = 3
 PERMANENT_FAILURE_SPAN = timedelta(hours=24)
 SENDING_TIMEOUT = timedelta(minutes=5)
+RETRY_OVERDUE = timedelta(hours=2)  # longer than the longest backoff (1 h)
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ def delivery_send(*, delivery_id: int, final: bool = False) -> SendOutcome | Non
         return None
     delivery = Delivery.objects.select_related("channel").get(pk=delivery_id)
     channel = delivery.channel
-    if channel.disabled_at is not None:
+    if channel.disabled_at is not None and not delivery.is_test:
+        # "Send test" still tries a disabled channel: that is how a fix is checked.
         return _record(delivery, Delivery.FAILED, None, "channel disabled", 0)
     try:
         config = config_decrypt(channel.config_encrypted)
@@ -170,7 +172,12 @@ def deliveries_reap(*, now: datetime) -> list[int]:
     Delivery.objects.filter(pk__in=stuck, status=Delivery.SENDING).update(
         status=Delivery.PENDING
     )
+    # Pending rows never attempted (their queue message was lost), or whose
+    # retry is overdue past the longest backoff; a row waiting out its
+    # backoff is left alone.
     lost = Delivery.objects.filter(
-        status=Delivery.PENDING, created_at__lt=cutoff
+        Q(attempts=0, created_at__lt=cutoff) | Q(attempted_at__lt=now - RETRY_OVERDUE),
+        status=Delivery.PENDING,
+        is_test=False,
     ).values_list("pk", flat=True)
     return sorted(set(stuck) | set(lost))

@@ -114,6 +114,9 @@ def test_a_worker_killed_after_sending_resends_with_the_same_webhook_id(
         # As if the worker died after the send, before recording it:
         Delivery.objects.filter(pk=pk).update(status="sending", attempted_at=NOW)
         assert deliveries_reap(now=NOW + timedelta(minutes=10)) == [pk]
+        # A row waiting out its backoff is not hurried by the reaper.
+        Delivery.objects.filter(pk=pk).update(attempted_at=NOW + timedelta(minutes=9))
+        assert deliveries_reap(now=NOW + timedelta(minutes=30)) == []
         outcome = delivery_send(delivery_id=pk)
     assert outcome is not None and outcome.status == "sent"
     first, second = rx.received

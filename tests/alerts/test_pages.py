@@ -137,3 +137,17 @@ def test_the_log_lists_deliveries_for_whoever_reads_alerts() -> None:
     text = _client("tech lead").get("/alerts/log/?status=failed").content.decode()
     assert "msg_x" in text and "SMTP 550" in text
     assert _client("finance").get("/alerts/log/").status_code == 403
+
+
+def test_send_test_still_tries_a_disabled_channel(settings: Any) -> None:
+    settings.COSTAPP_OUTBOUND_TEST_LOOPBACK = True
+    with receiver([(200, b"ok", 0.0)]) as rx:
+        channel = channel_upsert(
+            name="h", kind="webhook", config={"url": rx.url}
+        ).channel
+        Channel.objects.filter(pk=channel.pk).update(disabled_at=datetime.now(UTC))
+        page = _client("admin").post(
+            f"/alerts/channels/{channel.pk}/", {"action": "test"}
+        )
+    assert "Test: sent, response code 200" in page.content.decode()
+    assert len(rx.received) == 1
