@@ -151,3 +151,20 @@ def test_send_test_still_tries_a_disabled_channel(settings: Any) -> None:
         )
     assert "Test: sent, response code 200" in page.content.decode()
     assert len(rx.received) == 1
+
+
+def test_the_evaluate_and_backtest_commands_say_what_they_did(capsys: Any) -> None:
+    _history()
+    channel = channel_upsert(name="m", kind="email", config={"to": ["a@b.co"]}).channel
+    rule = AlertRule.objects.create(
+        name="drift", metric="cost_per_1k_requests", grain="day", ratio=1.2
+    )
+    rule.channels.set([channel])
+    call_command("alerts_backtest", "drift", "--days", "60")
+    out = capsys.readouterr().out
+    assert "over the last 60 days this rule would have fired 1 time" in out
+    assert "GPU-hours up" in out
+    call_command("alerts_evaluate")
+    assert "0 notification(s)" in capsys.readouterr().out  # history: not sent
+    with pytest.raises(CommandError, match="no such rule"):
+        call_command("alerts_backtest", "nope")
