@@ -12,7 +12,6 @@ import base64
 import hashlib
 import hmac
 import time
-from typing import Any
 
 from costapp.alerts import outbound
 from costapp.alerts.secrets import webhook_secret_key
@@ -43,9 +42,6 @@ class Webhook(HttpTransport):
             "webhook-timestamp": str(timestamp),
             "webhook-signature": signatures,
         }
-
-    def payload(self, body: dict[str, Any]) -> bytes:
-        return super().payload(body)
 
     def raise_for_response(self, response: outbound.Response) -> None:
         if response.status == 410:
