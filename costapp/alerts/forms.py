@@ -146,8 +146,13 @@ class ChannelForm(_Named):
     to = forms.CharField(
         max_length=1000, required=False, help_text="email: addresses, comma-separated"
     )
-    url = forms.CharField(
-        max_length=2000, required=False, help_text="webhook or Slack incoming webhook"
+    # "secret" in the name: the audit log stores this field masked (a Slack
+    # URL is the credential).
+    secret_url = forms.CharField(
+        max_length=2000,
+        required=False,
+        label="URL",
+        help_text="webhook or Slack incoming webhook",
     )
 
     def clean(self) -> dict[str, Any]:
@@ -160,9 +165,10 @@ class ChannelForm(_Named):
                 a.strip() for a in data.get("to", "").split(",") if a.strip()
             ]
         else:
-            config["url"] = data.get("url", "").strip()
+            config["url"] = data.get("secret_url", "").strip()
         for name, message in channel_problems(data["kind"], config):
-            self.add_error(name if name in self.fields else None, message)
+            field_name = "secret_url" if name == "url" else name
+            self.add_error(field_name if field_name in self.fields else None, message)
         data["config"] = config
         return data
 

@@ -99,7 +99,8 @@ def test_send_test_shows_the_outcome_at_once_and_a_disabled_channel_says_so(
     admin = _client("admin")
     with receiver([(410, b"gone", 0.0)]) as rx:
         response = admin.post(
-            "/alerts/channels/", {"name": "hook", "kind": "webhook", "url": rx.url}
+            "/alerts/channels/",
+            {"name": "hook", "kind": "webhook", "secret_url": rx.url},
         )
         channel = Channel.objects.get(name="hook")
         assert response.status_code == 302
@@ -168,3 +169,16 @@ def test_the_evaluate_and_backtest_commands_say_what_they_did(capsys: Any) -> No
     assert "0 notification(s)" in capsys.readouterr().out  # history: not sent
     with pytest.raises(CommandError, match="no such rule"):
         call_command("alerts_backtest", "nope")
+
+
+def test_a_slack_url_posted_on_the_channel_form_is_masked_in_the_audit_log() -> None:
+    from costapp.models import AuditEntry
+
+    url = "https://hooks.slack.com/services/T9/B9/topsecret"
+    response = _client("admin").post(
+        "/alerts/channels/", {"name": "s", "kind": "slack", "secret_url": url}
+    )
+    assert response.status_code == 302
+    entry = AuditEntry.objects.get(action="alerts:channels")
+    assert "topsecret" not in str(entry.params)
+    assert "topsecret" not in Channel.objects.get(name="s").target_masked
