@@ -48,6 +48,15 @@ _TECH_LEAD = _FINANCE | {
     "costapp.add_calibration",
     "costapp.add_budget",
     "costapp.change_budget",
+    "costapp.view_alertrule",
+    "costapp.add_alertrule",
+    "costapp.change_alertrule",
+    "costapp.delete_alertrule",
+    "costapp.view_silence",
+    "costapp.add_silence",
+    "costapp.change_silence",
+    "costapp.view_channel",
+    "costapp.view_delivery",
 }
 
 _ADMIN = _TECH_LEAD | {
@@ -55,6 +64,10 @@ _ADMIN = _TECH_LEAD | {
     "costapp.import_focus",
     "costapp.manage_sources",
     "costapp.manage_channels",
+    "costapp.add_channel",
+    "costapp.change_channel",
+    "costapp.delete_channel",
+    "costapp.delete_silence",
     "costapp.manage_users",
     "costapp.view_auditentry",
     "costapp.add_deployment",

@@ -35,6 +35,12 @@ ENTRIES = (
         "costapp.economics.tasks.unit_costs_recompute_all_task",
         24 * 3600,
     ),
+    # Every rule once (also queued after each recompute); transitions are
+    # claimed, so an evaluation overlapping the post-ingest one sends nothing twice.
+    Entry("alerts-evaluate", "costapp.alerts.tasks.alert_rules_evaluate_task", 5 * 60),
+    # Deliveries stuck in "sending" (a worker died mid-send) are re-sent with
+    # the same webhook-id.
+    Entry("deliveries-reap", "costapp.alerts.tasks.deliveries_reap_task", 5 * 60),
 )
 
 

@@ -7,6 +7,8 @@ README; keep the two in step.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 import re
 import warnings
 import zoneinfo
@@ -166,6 +168,8 @@ CELERY_TASK_ROUTES = {
     "costapp.tasks.ingest_run_task": {"queue": COSTAPP_INGEST_QUEUE},
     "costapp.costs.tasks.focus_import_task": {"queue": COSTAPP_INGEST_QUEUE},
     "costapp.costs.tasks.bills_refresh_task": {"queue": COSTAPP_INGEST_QUEUE},
+    # Alerts on their own queue: a long backfill never delays a notification.
+    "costapp.alerts.tasks.*": {"queue": "alerts"},
 }
 
 # The bearer token Prometheus sends to scrape /metrics; unset, /metrics is 404.
@@ -220,9 +224,50 @@ FILE_UPLOAD_HANDLERS = [
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]
 
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "127.0.0.1")
 EMAIL_PORT = env_int("EMAIL_PORT", 25)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "costapp@localhost")
+
+# --- Alerts (docs/alerts.md) -------------------------------------------------------
+# Fernet keys, comma-separated, newest first: the first encrypts, all decrypt
+# (``manage.py alerts_secrets_rotate`` re-encrypts with the first). Unset, a
+# key derived from SECRET_KEY keeps a laptop working.
+COSTAPP_SECRET_KEYS = [
+    key.strip() for key in env_str("COSTAPP_SECRET_KEYS", "").split(",") if key.strip()
+]
+# Private ranges an on-premises webhook receiver may live in (CIDR list).
+# Loopback, link-local and the unspecified address are never admitted.
+COSTAPP_WEBHOOK_ALLOWED_NETWORKS = env_list("COSTAPP_WEBHOOK_ALLOWED_NETWORKS", "")
+for _net in COSTAPP_WEBHOOK_ALLOWED_NETWORKS:
+    try:
+        _parsed = ipaddress.ip_network(_net, strict=False)
+    except ValueError as _exc:
+        raise EnvError(f"COSTAPP_WEBHOOK_ALLOWED_NETWORKS={_net!r}: {_exc}") from None
+    if (
+        _parsed.network_address.is_loopback
+        or _parsed.network_address.is_link_local
+        or _parsed.network_address.is_unspecified
+        or _parsed.prefixlen == 0
+    ):
+        raise EnvError(
+            f"COSTAPP_WEBHOOK_ALLOWED_NETWORKS={_net!r}: loopback, link-local and "
+            "0.0.0.0/:: are never admitted"
+        )
+# Test-only: lets the test suite reach its loopback receiver. Tests set it
+# through pytest-django's settings fixture; from the environment it is refused.
+COSTAPP_OUTBOUND_TEST_LOOPBACK = False
+if "COSTAPP_OUTBOUND_TEST_LOOPBACK" in os.environ:
+    raise EnvError(
+        "COSTAPP_OUTBOUND_TEST_LOOPBACK is a test-only setting; production refuses it"
+    )
+COSTAPP_ALERTS_HOURLY_CAP = env_int("COSTAPP_ALERTS_HOURLY_CAP", 20, minimum=1)
+COSTAPP_WEBHOOK_TIMEOUT_S = env_float("COSTAPP_WEBHOOK_TIMEOUT_S", 10.0, minimum=0.1)
 
 # --- Security (docs/security.md) ----------------------------------------------------
 # Proxies of our own in front of the app (a load balancer, an ingress): only

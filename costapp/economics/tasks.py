@@ -7,6 +7,7 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
+from costapp.alerts.tasks import alert_rules_evaluate_task
 from costapp.economics.inputs import run_changes
 from costapp.economics.services import unit_costs_recompute
 from costapp.models import IngestRun
@@ -23,6 +24,9 @@ def unit_costs_recompute_task(run_id: int) -> int | None:
         return None
     since, series = run_changes(run)
     result = unit_costs_recompute(now=timezone.now(), since=since, series=series)
+    # Pipeline order: ingest -> figures -> alerts (tasks import tasks that way
+    # only). The recompute has committed its figures when it returns.
+    alert_rules_evaluate_task.delay()
     return result.rows_written
 
 

@@ -97,8 +97,11 @@ def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
     """Every problem of a parsed fleet file, each naming file, entry and field."""
     errors: list[str] = []
     for key in data:
-        if key not in ("pools", "deployments"):
-            errors.append(f"{name}: unknown top-level key {key!r} (pools, deployments)")
+        # ``alerts`` is read by costapp.alerts.fleetfile (fleet/ never imports alerts/).
+        if key not in ("pools", "deployments", "alerts"):
+            errors.append(
+                f"{name}: unknown top-level key {key!r} (pools, deployments, alerts)"
+            )
     pools = data.get("pools") or []
     deployments = data.get("deployments") or []
     for section, value in (("pools", pools), ("deployments", deployments)):

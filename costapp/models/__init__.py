@@ -1,4 +1,12 @@
 from costapp.models.access import AuditEntry, Capability
+from costapp.models.alerts import (
+    AlertEvent,
+    AlertRule,
+    AlertState,
+    Channel,
+    Delivery,
+    Silence,
+)
 from costapp.models.capacity import Calibration, Scenario
 from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
 from costapp.models.economics import Budget, UnitCostFigure
@@ -12,12 +20,17 @@ from costapp.models.usage import (
 )
 
 __all__ = [
+    "AlertEvent",
+    "AlertRule",
+    "AlertState",
     "AuditEntry",
     "BillingPeriodSource",
     "Budget",
     "Calibration",
     "Capability",
+    "Channel",
     "CostLine",
+    "Delivery",
     "Deployment",
     "DeploymentHour",
     "DeviceHour",
@@ -27,5 +40,6 @@ __all__ = [
     "Pool",
     "RateCard",
     "Scenario",
+    "Silence",
     "UnitCostFigure",
 ]

@@ -13,4 +13,5 @@ urlpatterns = [
     path("costs/", include("costapp.costs.urls")),
     path("telemetry/", include("costapp.telemetry.urls")),
     path("capacity/", include("costapp.capacity.urls")),
+    path("alerts/", include("costapp.alerts.urls")),
 ]

@@ -14,7 +14,7 @@ from django.core.management import get_commands
 from costapp.env import database_from_url
 
 ROOT = Path(__file__).resolve().parents[2]
-APP_SERVICES = {"migrate", "web", "worker", "beat"}
+APP_SERVICES = {"migrate", "web", "worker", "alerts-worker", "beat"}
 
 pytestmark = pytest.mark.smoke
 
@@ -88,7 +88,7 @@ def test_app_environment_points_at_the_compose_services(
 
 def test_health_checks_and_start_order(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    for name in ("web", "worker", "postgres", "redis", "prometheus"):
+    for name in ("web", "worker", "alerts-worker", "postgres", "redis", "prometheus"):
         assert services[name].get("healthcheck", {}).get("test"), (
             f"{name} has no healthcheck"
         )
@@ -100,7 +100,7 @@ def test_health_checks_and_start_order(compose: dict[str, Any]) -> None:
                 "service_healthy",
                 "service_completed_successfully",
             }
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "alerts-worker", "beat"):
         assert services[name]["depends_on"]["migrate"]["condition"] == (
             "service_completed_successfully"
         )
@@ -120,3 +120,22 @@ def test_mounted_files_and_secrets_exist(compose: dict[str, Any]) -> None:
         path = secret["file"].removeprefix("./")
         assert f"/{path}" in ignored, path
         assert path in readme, f"README does not say how to create {path}"
+
+
+def test_a_worker_consumes_the_alerts_queue_and_alert_tasks_are_routed_there(
+    compose: dict[str, Any],
+) -> None:
+    from celery import current_app
+
+    argv = command_of(compose["services"]["alerts-worker"])
+    assert argv[argv.index("-Q") + 1].split(",") == ["alerts"]
+    # The ingest worker keeps the default queue, so backfills never hold alerts.
+    assert "-Q" not in command_of(compose["services"]["worker"])
+    router = current_app.amqp.router
+    for task in (
+        "costapp.alerts.tasks.delivery_send_task",
+        "costapp.alerts.tasks.alert_rules_evaluate_task",
+        "costapp.alerts.tasks.deliveries_reap_task",
+    ):
+        assert router.route({}, task)["queue"].name == "alerts", task
+    assert router.route({}, "costapp.tasks.ingest_run_task")["queue"].name != "alerts"

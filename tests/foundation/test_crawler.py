@@ -71,6 +71,12 @@ EXPECTED: dict[str, Rule] = {
     "capacity:scenario_csv": Rule(LEADS, None),
     "capacity:whatif": Rule(LEADS, None),
     "capacity:save": Rule(LEADS, LEADS),
+    "alerts:rules": Rule(LEADS, LEADS),
+    "alerts:rule": Rule(LEADS, LEADS),
+    "alerts:silences": Rule(LEADS, LEADS),
+    "alerts:channels": Rule(LEADS, ADMINS),
+    "alerts:channel": Rule(LEADS, ADMINS),
+    "alerts:log": Rule(LEADS, None),
     # The admin site: its own login page for everyone outside the admin group.
     "admin:index": Rule(ADMINS, ADMINS),
 }

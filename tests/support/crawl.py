@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from costapp.models import IngestRun, Scenario, UnitCostFigure
+from costapp.models import AlertRule, Channel, IngestRun, Scenario, UnitCostFigure
 from tests.capacity.seed_demo import seed_chat
 
 
@@ -51,7 +51,20 @@ def seed_url_objects() -> dict[str, str]:
         baseline=1.0,
         computed_at=datetime(2026, 11, 2, tzinfo=UTC),
     )
+    rule = AlertRule.objects.create(
+        name="crawl", metric="cost_per_1k_requests", grain="day", ratio=1.2
+    )
+    # A webhook the SSRF guard refuses: "send test" under the fuzz never
+    # leaves the machine (and never needs DNS).
+    from costapp.alerts.services import channel_upsert
+
+    channel = channel_upsert(
+        name="crawl", kind="webhook", config={"url": "http://10.0.0.1/hook"}
+    ).channel
+    assert isinstance(channel, Channel)
     return {
+        "rule_id": str(rule.pk),
+        "channel_id": str(channel.pk),
         "figure_id": str(figure.pk),
         "deployment": deployment.name,
         "name": deployment.name,

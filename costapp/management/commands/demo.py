@@ -9,9 +9,14 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.core.servers import basehttp
 from django.core.wsgi import get_wsgi_application
+from django.db import transaction
 
+from costapp.alerts.evaluation import alert_rules_evaluate
+from costapp.alerts.fleetfile import alert_rules_load
+from costapp.alerts.tasks import deliveries_queue
 from costapp.economics.services import unit_costs_recompute
 from costapp.fleet.demo_setup import (
+    DEMO_FLEET,
     demo_fleet_load,
     demo_ingest,
     demo_user_ensure,
@@ -42,7 +47,9 @@ class Command(BaseCommand):
         if not 1 <= days <= 400:
             raise CommandError(f"--days {days}: must be between 1 and 400")
         call_command("migrate", interactive=False, verbosity=0)
-        demo_fleet_load()
+        with transaction.atomic():
+            demo_fleet_load()
+            alert_rules_load(path=DEMO_FLEET)
         rate_card_seed()
         # The demo ends at today's UTC midnight: the last full day is yesterday.
         end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -70,6 +77,11 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"unit costs: {result.rows_written} figures, {result.flagged} flagged"
             )
+        # The demo replays its history with sending enabled: its incident is in
+        # the notification log (a real deployment never pages for history).
+        ids = alert_rules_evaluate(now=datetime.now(UTC), replay=True)
+        deliveries_queue(ids)
+        self.stdout.write(f"alerts: {len(ids)} notification(s) from the replay")
         credentials = demo_user_ensure(reset_password=True)
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(

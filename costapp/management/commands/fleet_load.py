@@ -3,7 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
+from costapp.alerts.fleetfile import AlertsFileError, alert_rules_load
 from costapp.fleet.fleetfile import FleetFileError, fleet_load
 
 
@@ -20,8 +22,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            result = fleet_load(path=options["path"], prune=options["prune"])
-        except FleetFileError as exc:
+            # One transaction: a bad alerts: section loads no fleet either.
+            with transaction.atomic():
+                result = fleet_load(path=options["path"], prune=options["prune"])
+                alerts = alert_rules_load(path=options["path"])
+        except (FleetFileError, AlertsFileError) as exc:
             raise CommandError(str(exc)) from None
         for label, names in (
             ("created", result.created),
@@ -33,6 +38,13 @@ class Command(BaseCommand):
         ):
             if names:
                 self.stdout.write(f"{label}: {', '.join(names)}")
+        if alerts.rules or alerts.channels:
+            self.stdout.write(
+                f"alerts: {len(alerts.rules)} rule(s), {len(alerts.channels)} channel(s)"
+            )
+        for name, secret in alerts.new_secrets.items():
+            # Shown once: the receiver needs it to verify signatures.
+            self.stdout.write(f"new webhook secret for {name}: {secret}")
         if result.missing and not result.pruned:
             self.stdout.write(
                 self.style.WARNING(

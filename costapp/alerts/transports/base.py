@@ -1,0 +1,108 @@
+"""Transports send one notification once; retrying is the task's job.
+
+Unlike healthchecks' ``tries_left`` loop, a transport never sleeps or loops:
+``delivery_send_task`` retries with backoff, so a worker is never held by a
+slow receiver longer than one timeout.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+from costapp.alerts import outbound
+from costapp.models import Delivery
+
+MAX_RETRY_AFTER_S = 3600
+
+
+class TransportError(Exception):
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool = False,
+        disable_now: bool = False,
+        status: int | None = None,
+        retry_after: float | None = None,
+        retry: bool = True,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent  # counts toward disabling the channel
+        self.disable_now = disable_now  # 410: disable at once
+        self.status = status
+        self.retry_after = retry_after
+        self.retry = retry and not permanent  # worth another attempt
+
+
+class Transport:
+    def __init__(self, *, config: dict[str, Any]) -> None:
+        self.config = config
+
+    def notify(self, *, delivery: Delivery, body: dict[str, Any]) -> int | None:
+        """Send; return the response code (None for email). Raises
+        TransportError."""
+        raise NotImplementedError
+
+
+def retry_after_s(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return min(max(float(value), 0.0), MAX_RETRY_AFTER_S)
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+class HttpTransport(Transport):
+    ACCEPTED = (200, 201, 202, 204)
+
+    def url(self) -> str:
+        return str(self.config["url"])
+
+    def payload(self, body: dict[str, Any]) -> bytes:
+        return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+    def headers(self, *, delivery: Delivery, data: bytes) -> dict[str, str]:
+        return {"Content-Type": "application/json", "User-Agent": "costapp-alerts"}
+
+    def notify(self, *, delivery: Delivery, body: dict[str, Any]) -> int | None:
+        data = self.payload(body)
+        try:
+            response = outbound.post(
+                self.url(),
+                body=data,
+                headers=self.headers(delivery=delivery, data=data),
+                timeout=settings.COSTAPP_WEBHOOK_TIMEOUT_S,
+            )
+        except outbound.OutboundRefused as exc:
+            raise TransportError(f"refused: {exc.reason}", retry=False) from None
+        except outbound.OutboundFailed as exc:
+            raise TransportError(str(exc)) from None
+        except OSError as exc:
+            raise TransportError(f"connection failed: {type(exc).__name__}") from None
+        self.raise_for_response(response)
+        return response.status
+
+    def raise_for_response(self, response: outbound.Response) -> None:
+        status = response.status
+        if status in self.ACCEPTED:
+            return
+        text = f"received status code {status}"
+        if 300 <= status < 400:
+            # A redirect answers the same way next time: fail, do not retry.
+            raise TransportError(
+                f"{text} (redirects are not followed)", status=status, retry=False
+            )
+        if status >= 500 or status in (408, 429):
+            raise TransportError(
+                text,
+                status=status,
+                retry_after=retry_after_s(response.headers.get("retry-after")),
+            )
+        if status == 404:
+            raise TransportError(text, status=status, permanent=True)
+        raise TransportError(text, status=status, retry=False)

@@ -1,0 +1,225 @@
+"""Alerts pages; each loads, validates a form, calls a selector or a service,
+renders. Tech leads edit rules and silences; admins also manage channels."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+
+from costapp.access import requires
+from costapp.alerts import selectors, services
+from costapp.alerts.forms import AlertRuleForm, ChannelForm, SilenceForm
+from costapp.models import AlertRule, Channel, Delivery
+from costapp.validation import InvalidInput
+
+
+def _rule_initial(rule: AlertRule) -> dict[str, object]:
+    initial: dict[str, object] = {
+        name: getattr(rule, name)
+        for name in (
+            "name", "metric", "grain", "scope", "scope_name", "condition",
+            "direction", "ratio", "threshold", "for_periods", "keep_firing_for",
+            "repeat_minutes", "min_requests", "include_traffic", "notify_resolved",
+        )
+    }  # fmt: skip
+    initial["channels"] = list(rule.channels.all())
+    return initial
+
+
+def _rule_post(
+    request: HttpRequest, form: AlertRuleForm, instance: AlertRule | None
+) -> tuple[HttpResponse | None, object]:
+    """Save, or backtest without saving; returns (redirect, backtest)."""
+    if not form.is_valid():
+        return None, None
+    rule = form.rule(instance)
+    if request.POST.get("action") == "backtest":
+        return None, selectors.alert_rule_backtest(rule=rule, now=timezone.now())
+    try:
+        saved = services.alert_rule_save(
+            rule=rule, channels=list(form.cleaned_data["channels"])
+        )
+    except InvalidInput as exc:
+        form.add_error("name", str(exc))
+        return None, None
+    messages.success(request, f"rule {saved.name!r} saved")
+    return redirect("alerts:rule", rule_id=saved.pk), None
+
+
+@requires("costapp.view_alertrule", write="costapp.add_alertrule")
+def rules(request: HttpRequest) -> HttpResponse:
+    form = AlertRuleForm(request.POST or None)
+    backtest = None
+    if request.method == "POST":
+        done, backtest = _rule_post(request, form, None)
+        if done:
+            return done
+    return render(
+        request,
+        "alerts/rules.html",
+        {
+            "rules": selectors.rules_list(),
+            "form": form,
+            "backtest": backtest,
+            "can_write": request.user.has_perm("costapp.add_alertrule"),
+        },
+    )
+
+
+@requires("costapp.view_alertrule", write="costapp.change_alertrule")
+def rule(request: HttpRequest, rule_id: int) -> HttpResponse:
+    row = get_object_or_404(AlertRule, pk=rule_id)
+    if request.method == "POST" and request.POST.get("action") == "delete":
+        services.alert_rule_delete(rule=row)
+        messages.success(request, f"rule {row.name!r} deleted")
+        return redirect("alerts:rules")
+    form = AlertRuleForm(request.POST or None, initial=_rule_initial(row))
+    backtest = None
+    if request.method == "POST":
+        done, backtest = _rule_post(request, form, row)
+        if done:
+            return done
+    else:
+        backtest = selectors.alert_rule_backtest(rule=row, now=timezone.now())
+    return render(
+        request,
+        "alerts/rule.html",
+        {
+            "rule": row,
+            "form": form,
+            "backtest": backtest,
+            "states": row.states.order_by("scope_name"),
+            "events": row.events.all()[:50],
+            "can_write": request.user.has_perm("costapp.change_alertrule"),
+        },
+    )
+
+
+@requires("costapp.view_channel", write="costapp.manage_channels")
+def channels(request: HttpRequest) -> HttpResponse:
+    form = ChannelForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            created = services.channel_upsert(
+                name=data["name"], kind=data["kind"], config=data["config"]
+            )
+        except InvalidInput as exc:
+            form.add_error(None, str(exc))
+        else:
+            if created.secret:
+                # Shown once: the receiver needs it to verify signatures.
+                messages.warning(
+                    request,
+                    f"signing secret for {created.channel.name}: {created.secret} "
+                    "(shown once; copy it now)",
+                )
+            return redirect("alerts:channel", channel_id=created.channel.pk)
+    return render(
+        request,
+        "alerts/channels.html",
+        {
+            "channels": selectors.channels_list(),
+            "form": form,
+            "can_write": request.user.has_perm("costapp.manage_channels"),
+        },
+    )
+
+
+@requires("costapp.view_channel", write="costapp.manage_channels")
+def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
+    row = get_object_or_404(Channel, pk=channel_id)
+    outcome = None
+    if request.method == "POST":
+        action = request.POST.get("action")
+        if action == "test":
+            outcome = services.channel_test_send(channel=row)
+        elif action == "enable":
+            services.channel_enable(channel=row)
+            return redirect("alerts:channel", channel_id=row.pk)
+        elif action == "rotate" and row.kind == "webhook":
+            secret = services.channel_secret_create(channel=row)
+            messages.warning(
+                request,
+                f"new signing secret: {secret} (shown once; both are sent until "
+                "the old one is retired)",
+            )
+            return redirect("alerts:channel", channel_id=row.pk)
+        elif action == "retire" and row.kind == "webhook":
+            services.channel_secret_retire(channel=row)
+            return redirect("alerts:channel", channel_id=row.pk)
+        elif action == "delete":
+            services.channel_delete(channel=row)
+            return redirect("alerts:channels")
+        else:
+            messages.error(
+                request, f"action={action!r}: test, enable, rotate, retire or delete"
+            )
+        row.refresh_from_db()
+    return render(
+        request,
+        "alerts/channel.html",
+        {
+            "channel": row,
+            "outcome": outcome,
+            "secret": services.channel_secret_masked(row)
+            if row.kind == "webhook"
+            else "",
+            "deliveries": selectors.notification_log(channel_id=row.pk, limit=50),
+            "can_write": request.user.has_perm("costapp.manage_channels"),
+        },
+    )
+
+
+@requires("costapp.view_silence", write="costapp.add_silence")
+def silences(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    form = SilenceForm(request.POST or None)
+    if request.method == "POST":
+        end = request.POST.get("end")
+        if end is not None:
+            if end.isdigit() and len(end) < 19:
+                services.silence_end(silence_id=int(end), now=now)
+                return redirect("alerts:silences")
+            messages.error(request, f"end={end[:40]!r}: not a silence")
+        elif form.is_valid():
+            data = form.cleaned_data
+            services.silence_create(
+                scope=data["scope"],
+                name=data["name"],
+                starts_at=now,
+                ends_at=now + timedelta(hours=data["hours"]),
+                comment=data["comment"],
+                by=request.user.get_username(),
+            )
+            messages.success(request, f"{data['scope']} {data['name']} silenced")
+            return redirect("alerts:silences")
+    return render(
+        request,
+        "alerts/silences.html",
+        {
+            "silences": selectors.silences_active(now=now),
+            "form": form,
+            "can_write": request.user.has_perm("costapp.add_silence"),
+        },
+    )
+
+
+@requires("costapp.view_delivery")
+def log(request: HttpRequest) -> HttpResponse:
+    status = request.GET.get("status") or None
+    if status not in {s for s, _ in Delivery.STATUSES}:
+        status = None
+    return render(
+        request,
+        "alerts/log.html",
+        {
+            "deliveries": selectors.notification_log(status=status),
+            "status": status,
+            "statuses": [s for s, _ in Delivery.STATUSES],
+        },
+    )
