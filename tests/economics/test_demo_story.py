@@ -9,21 +9,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from costapp.economics.services import unit_costs_recompute
-from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest
-from costapp.fleet.services import rate_card_seed
 from costapp.models import (
-    CostLine,
-    Deployment,
-    DeploymentHour,
-    DeviceHour,
-    EngineDiscovery,
-    HistogramHour,
-    IngestRun,
-    Pool,
-    RateCard,
     UnitCostFigure,
 )
 from costapp.sources.demo import DemoEvents
+from tests.support.demo_data import demo_load, demo_tables_wipe
 
 pytestmark = [pytest.mark.django_db]
 
@@ -32,26 +22,17 @@ DAYS = 56  # the holiday (end - 27 days) past the weekday slots' warm-up
 EVENTS = DemoEvents.for_end(END)
 
 
-def _wipe() -> None:
-    for model in (UnitCostFigure, CostLine, DeploymentHour, DeviceHour,
-                  HistogramHour, EngineDiscovery, IngestRun, Deployment, Pool,
-                  RateCard):  # fmt: skip
-        model.objects.all().delete()
-
-
 @pytest.fixture(scope="module")
 def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[None]:
     """One demo load and recompute shared by the read-only tests here."""
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        _wipe()
-        demo_fleet_load()
-        rate_card_seed()
-        demo_ingest(end=END, days=DAYS)
+        demo_tables_wipe()
+        demo_load(end=END, days=DAYS)
         unit_costs_recompute(now=END)
         yield
-        _wipe()
+        demo_tables_wipe()
 
 
 def days_of(scope: str, name: str) -> dict[object, UnitCostFigure]:

@@ -12,8 +12,7 @@ from costapp.economics.selectors import (
     deployment_days_read,
     overview_read,
 )
-from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest, demo_user_ensure
-from costapp.fleet.services import rate_card_seed
+from costapp.fleet.demo_setup import demo_user_ensure
 from costapp.models import (
     CostLine,
     Deployment,
@@ -27,6 +26,7 @@ from costapp.models import (
 )
 from costapp.sources.demo import DemoEvents, DemoSource
 from costapp.telemetry.selectors import latency_daily_percentiles
+from tests.support.demo_data import demo_load, demo_tables_wipe
 
 END = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
 DAYS = 35  # covers the holiday, the scrape gap and the incident
@@ -35,27 +35,16 @@ EVENTS = DemoEvents.for_end(END)
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 
 
-def _wipe() -> None:
-    for model in (CostLine, DeviceHour, HistogramHour, DeploymentHour, EngineDiscovery):
-        model.objects.all().delete()
-    IngestRun.objects.all().delete()
-    Deployment.objects.all().delete()
-    Pool.objects.all().delete()
-    RateCard.objects.all().delete()
-
-
 @pytest.fixture(scope="module")
 def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[IngestRun]:
     """One demo load shared by the read-only tests of this module."""
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        _wipe()
-        demo_fleet_load()
-        rate_card_seed()
-        run = demo_ingest(end=END, days=DAYS)
+        demo_tables_wipe()
+        run = demo_load(end=END, days=DAYS)
         yield run
-        _wipe()
+        demo_tables_wipe()
 
 
 def _dump() -> dict[str, list[tuple]]:
@@ -85,15 +74,11 @@ def _dump() -> dict[str, list[tuple]]:
 
 
 def test_loading_the_demo_twice_leaves_identical_rows() -> None:
-    _wipe()
-    demo_fleet_load()
-    rate_card_seed()
-    first = demo_ingest(end=END, days=8)
+    demo_tables_wipe()
+    first = demo_load(end=END, days=8)
     assert first.status == IngestRun.SUCCEEDED, first.error
     before = _dump()
-    demo_fleet_load()
-    rate_card_seed()
-    second = demo_ingest(end=END, days=8)
+    second = demo_load(end=END, days=8)
     assert second.status == IngestRun.SUCCEEDED, second.error
     assert _dump() == before
     assert sum(len(rows) for rows in before.values()) > 10_000
