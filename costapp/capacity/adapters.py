@@ -28,6 +28,9 @@ from costapp.models import Calibration
 logger = logging.getLogger(__name__)
 
 DEFAULT_ENGINE_VERSION = "0.10.1"
+# A calibration file larger than this is refused by the upload form before the
+# service reads it, and by the service for the command line.
+MAX_CALIBRATION_BYTES = 5 * 1024 * 1024
 
 # The engine's vocabulary for KV-cache dtypes and weight formats.
 KV_DTYPES = ("auto", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8")

@@ -14,10 +14,6 @@ from costapp.validation import InvalidInput, json_in, shown
 _VERSION = re.compile(r"^v?\d+\.\d+(\.\d+)?([.+-]?[\w.]*)?$")
 NONE = "none"  # "whole GPU" in the MIG select
 
-# The upload form refuses past this size before the service reads the file
-# (services.py checks the same constant for the command line).
-MAX_CALIBRATION_BYTES = 5 * 1024 * 1024
-
 
 def field_errors(form: forms.Form, label: str = "") -> list[str]:
     """Form errors as sentences naming the column, the field and the value."""
@@ -408,10 +404,10 @@ class CalibrationUploadForm(forms.Form):
         """The file parses as JSON at most 20 deep, with integers Python can
         read (the shared input layer); the view reads it again from the start."""
         upload = self.cleaned_data["file"]
-        if upload.size > MAX_CALIBRATION_BYTES:
+        if upload.size > adapters.MAX_CALIBRATION_BYTES:
             raise forms.ValidationError(
                 f"file={shown(upload.name)}: {upload.size:,} bytes, larger than "
-                f"{MAX_CALIBRATION_BYTES:,}"
+                f"{adapters.MAX_CALIBRATION_BYTES:,}"
             )
         content = upload.read()
         upload.seek(0)

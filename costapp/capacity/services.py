@@ -23,7 +23,6 @@ from analytics.capacity.calibration_types import (
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.errors import InvalidInput
 from costapp.capacity import adapters
-from costapp.capacity.forms import MAX_CALIBRATION_BYTES
 from costapp.capacity.tables import METRICS, Cell, whatif_table
 from costapp.capacity.whatif import Column, WhatIf
 from costapp.csv_export import csv_text
@@ -120,7 +119,7 @@ def calibration_import(
     is written, so a refused file leaves the table as it was.
     """
     target = dict(target or {})
-    if len(content) > MAX_CALIBRATION_BYTES:
+    if len(content) > adapters.MAX_CALIBRATION_BYTES:
         raise CalibrationImportError("file", filename, "larger than 5 MiB")
     try:
         text = content.decode("utf-8") if isinstance(content, bytes) else content
