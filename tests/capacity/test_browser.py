@@ -87,8 +87,11 @@ def test_the_what_if_page_renders_its_table_and_charts_in_chromium(
         driver.find_element(By.NAME, "username").send_keys("lead")
         driver.find_element(By.NAME, "password").send_keys("pw-for-the-browser-test")
         driver.find_element(By.CSS_SELECTOR, "form [type=submit]").click()
+        # The login POST must land before the next page is asked for, or a
+        # slow machine serves the login page again and no chart ever appears.
+        WebDriverWait(driver, 60).until(lambda d: "/login/" not in d.current_url)
         driver.get(f"{dev_server}/capacity/chat/?{VARIANTS}")
-        WebDriverWait(driver, 20).until(
+        WebDriverWait(driver, 60).until(
             lambda d: len(d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot")) == 2
         )
         headers = [
