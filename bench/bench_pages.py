@@ -290,6 +290,12 @@ def pages_time(
     errors: list[str] = []
 
     def client(k: int) -> None:
+        try:
+            visit(k)
+        except Exception as exc:  # a thread's exception would vanish silently
+            errors.append(f"client {k}: {exc!r}")
+
+    def visit(k: int) -> None:
         session = _login(base, username)
         order = list(pages.items())
         for r in range(rounds):
