@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import psycopg
 import pytest
 import yaml
 
-from tests.support.services import free_port, missing, stop, wait_for
+from tests.support.services import free_port, scratch_database, stop, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -44,18 +43,8 @@ def compose_command(service: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def scratch_database_url() -> Iterator[str]:
-    base = os.environ.get("DATABASE_URL", "")
-    if not base.startswith("postgres"):
-        missing("DATABASE_URL pointing at PostgreSQL (scripts/test.sh sets it)")
-    name = f"costapp_compose_{uuid.uuid4().hex[:8]}"
-    admin_url = base.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield base.rsplit("/", 1)[0] + "/" + name
-    finally:
-        with psycopg.connect(admin_url, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_database("costapp_compose") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,9 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -74,3 +76,24 @@ def stop(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database beside ``DATABASE_URL``'s (its URL),
+    dropped afterwards: for subprocesses (gunicorn, workers, benchmarks) that
+    cannot see pytest-django's test database."""
+    import psycopg
+
+    base = os.environ.get("DATABASE_URL", "")
+    if not base.startswith("postgres"):
+        missing("DATABASE_URL pointing at PostgreSQL (scripts/test.sh sets it)")
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin_url = base.rsplit("/", 1)[0] + "/postgres"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield base.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

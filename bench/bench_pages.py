@@ -1,0 +1,491 @@
+"""Page and export speed on a year of hourly data for 50 deployments.
+
+Seeds a scratch PostgreSQL database (``DATABASE_URL``, migrated here; its
+costapp tables are emptied first, so never point it at real data) with:
+
+- a fleet file of ``--deployments`` single-GPU deployments (tag rules, SLOs);
+- one year of deployment-hours, device-hours and three latency histograms per
+  hour (ttft, itl, e2e, vLLM's bucket bounds), written with COPY;
+- one daily bill line per deployment, through the real ingest path;
+- the stored unit-cost figures (``unit_costs_recompute``, the full pass).
+
+Then it starts gunicorn with the compose command's config on a loopback port,
+logs in, and drives ``--clients`` concurrent clients through the overview, a
+deployment page, a 90-day telemetry page and a trivial authenticated page
+(``/home/``: the session, the middleware stack and the landing redirect, no
+data). Reported: median and p95 client-side time per page on loopback (the
+server's time plus a loopback round trip) and each page's median as a ratio to
+the trivial page's median measured in the same run (goal: within 3x).
+
+Last, the year's finance export as CSV through ``manage.py costs_export``
+against PostgreSQL's own ``COPY (SELECT ...) TO STDOUT`` of the bill lines it
+reads, as a ratio of times (goal: export >= 0.3 x COPY), with the export
+process's peak RSS for one month and for the year (memory flat: < 20 MB apart).
+
+Not run by CI (a smoke run is: tests/analytics/test_bench_smoke.py).
+
+    DATABASE_URL=postgres://costapp:costapp@127.0.0.1:5432/costapp_bench \\
+        .venv/bin/python bench/bench_pages.py [--smoke] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import math
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costapp.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import requests  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db import connection  # noqa: E402
+from scipy.special import ndtr  # noqa: E402
+
+from costapp.ingest import batch_write  # noqa: E402
+from costapp.models import Deployment  # noqa: E402
+from costapp.sources.base import Batch, CostRecord, ReplaceScope  # noqa: E402
+from costapp.sources.demo.telemetry import (  # noqa: E402
+    E2E_BOUNDS,
+    ITL_BOUNDS,
+    LATENCY_SIGMA,
+    TTFT_BOUNDS,
+)
+
+ACCOUNT = "000000000000"
+TAG_KEY = "costapp:workload"
+PASSWORD = "bench-pages-password-1"  # a scratch user in a scratch database
+TABLES = (  # emptied before seeding, children first
+    "costapp_unitcostfigure",
+    "costapp_histogramhour",
+    "costapp_devicehour",
+    "costapp_deploymenthour",
+    "costapp_costline",
+)
+
+
+# --- seeding ------------------------------------------------------------------
+
+
+def fleet_yaml(n: int) -> str:
+    lines = ["deployments:"]
+    for i in range(n):
+        lines += [
+            f"  - name: bench-{i:02d}",
+            f"    team: team-{i % 5}",
+            "    engine: vllm",
+            '    engine_version: "0.10.1"',
+            "    model: meta-llama/Llama-3.1-8B-Instruct",
+            "    gpu_type: L40S",
+            "    gpu_count: 1",
+            "    tensor_parallel_size: 1",
+            "    instance_type: g6e.xlarge",
+            "    region: us-east-1",
+            f'    account_id: "{ACCOUNT}"',
+            f"    prometheus_selector: 'app=\"bench-{i:02d}\"'",
+            "    cost_rules:",
+            f'      - tag: {{key: "{TAG_KEY}", value: bench-{i:02d}}}',
+            "    slo: {ttft_p95_ms: 2500, itl_p95_ms: 80}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _copy(table: str, columns: list[str], rows: io.StringIO) -> None:
+    rows.seek(0)
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(
+            f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+        ) as copy:
+            while chunk := rows.read(1 << 20):
+                copy.write(chunk)
+
+
+def _buckets(
+    bounds: tuple[float, ...], counts: np.ndarray, medians: np.ndarray
+) -> list[str]:
+    """Cumulative bucket counts (JSON text) of lognormal observations."""
+    z = (np.log(np.asarray(bounds))[None, :] - np.log(medians)[:, None]) / LATENCY_SIGMA
+    cumulative = np.round(counts[:, None] * ndtr(z))
+    return [
+        json.dumps([*map(float, row), float(total)])
+        for row, total in zip(cumulative, np.round(counts), strict=True)
+    ]
+
+
+def seed(*, deployments: int, days: int, end: date) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(TABLES)} CASCADE")
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write(fleet_yaml(deployments))
+    call_command("fleet_load", f.name, verbosity=0)
+    names = [f"bench-{i:02d}" for i in range(deployments)]
+    ids = dict(Deployment.objects.filter(name__in=names).values_list("name", "id"))
+    start = datetime.combine(end - timedelta(days=days), datetime.min.time(), UTC)
+    hours = np.arange(days * 24)
+    stamps = [start + timedelta(hours=int(h)) for h in hours]
+    rng = np.random.default_rng(7)
+    bounds = {
+        "ttft": json.dumps([*TTFT_BOUNDS, None]),
+        "itl": json.dumps([*ITL_BOUNDS, None]),
+        "e2e": json.dumps([*E2E_BOUNDS, None]),
+    }
+    for i, name in enumerate(names):  # one COPY each, so memory stays flat
+        dep_id = ids[name]
+        dh, dev, hist = io.StringIO(), io.StringIO(), io.StringIO()
+        diurnal = 1 + 0.5 * np.sin(2 * math.pi * ((hours % 24) - 8) / 24)
+        requests_ = np.round(
+            (2000 + 40 * i) * diurnal * rng.uniform(0.9, 1.1, hours.size)
+        )
+        prompt, gen = requests_ * 900, requests_ * 180
+        running = requests_ / 200
+        kv = np.clip(running / 40, 0, 1)
+        ttft = 0.3 * (1 + kv)
+        itl = 0.025 * (1 + 0.5 * kv)
+        for h, at in enumerate(stamps):
+            r = requests_[h]
+            dh.write(
+                f"{dep_id}\t{at.isoformat()}\t{r}\t0\t0\t{prompt[h]}\t{gen[h]}\t1\t1\t3600\t"
+                f"{kv[h]}\t{min(1.0, kv[h] * 1.3)}\t{running[h]}\t{running[h] * 1.5}\t0\t1\t"
+                f"0\t{r * 5}\t{r * 2}\tt\t60\n"
+            )
+            dev.write(
+                f"{dep_id}\thost-{i:02d}\tGPU-{i:08d}\t0\tNVIDIA L40S\t\t\t{at.isoformat()}\t"
+                f"{kv[h] * 90}\t{kv[h] * 0.8}\t{kv[h] * 0.5}\t40000\t6000\t250\t900000\t60\n"
+            )
+        n_tok = gen
+        for metric, b, count, median in (
+            ("ttft", TTFT_BOUNDS, requests_, ttft),
+            ("itl", ITL_BOUNDS, n_tok, itl),
+            ("e2e", E2E_BOUNDS, requests_, ttft + 180 * itl),
+        ):
+            mean = median * math.exp(LATENCY_SIGMA**2 / 2)
+            for h, counts in enumerate(_buckets(b, count, median)):
+                total = round(float(count[h]))
+                hist.write(
+                    f"{dep_id}\t{stamps[h].isoformat()}\t{metric}\t{bounds[metric]}\t"
+                    f"{counts}\t{total * mean[h]}\t{total}\n"
+                )
+        _copy(
+            "costapp_deploymenthour",
+            ["deployment_id", "hour", "requests_stop", "requests_length", "requests_aborted",
+             "prompt_tokens", "generation_tokens", "replicas_mean", "replicas_max",
+             "gpu_seconds", "kv_cache_usage_mean", "kv_cache_usage_max", "running_mean",
+             "running_max", "waiting_mean", "waiting_max", "preemptions",
+             "prefix_cache_queries", "prefix_cache_hits", "counts_exact", "samples"],
+            dh,
+        )  # fmt: skip
+        _copy(
+            "costapp_devicehour",
+            ["deployment_id", "hostname", "gpu_uuid", "gpu_index", "gpu_model",
+             "mig_profile", "gpu_instance_id", "hour", "gpu_util_mean",
+             "gr_engine_active_mean", "dram_active_mean", "fb_used_mib_mean",
+             "fb_free_mib_mean", "power_w_mean", "energy_j", "samples"],
+            dev,
+        )  # fmt: skip
+        _copy(
+            "costapp_histogramhour",
+            ["deployment_id", "hour", "metric", "bounds", "cumulative_counts",
+             "total_sum", "total_count"],
+            hist,
+        )  # fmt: skip
+    bills(names, start.date(), days)
+    call_command("unit_costs_recompute", verbosity=0)
+    return names
+
+
+def bills(names: list[str], first: date, days: int) -> None:
+    """One daily EC2 line per deployment, a month per batch (as Cost Explorer)."""
+    by_month: dict[tuple[int, int], list[CostRecord]] = {}
+    for d in range(days):
+        day = datetime.combine(first + timedelta(days=d), datetime.min.time(), UTC)
+        for i, name in enumerate(names):
+            amount = Decimal("44.712") + Decimal(i % 7) / 10
+            by_month.setdefault((day.year, day.month), []).append(
+                CostRecord(
+                    account_id=ACCOUNT,
+                    period_start=day,
+                    service="Amazon Elastic Compute Cloud - Compute",
+                    usage_type="USE1-BoxUsage:g6e.xlarge",
+                    tag_key=TAG_KEY,
+                    tag_value=name,
+                    region="us-east-1",
+                    unblended_cost=amount,
+                    amortized_cost=amount,
+                    net_amortized_cost=amount,
+                    usage_quantity=Decimal(24),
+                    usage_unit="Hrs",
+                )
+            )
+    for (y, m), month in sorted(by_month.items()):
+        start = datetime(y, m, 1, tzinfo=UTC)
+        end = (start + timedelta(days=32)).replace(day=1)
+        batch_write(
+            batch=Batch(month, ReplaceScope("cost_explorer", ACCOUNT, start, end)),
+            source="cost_explorer",
+        )
+
+
+# --- pages under load -----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _user() -> str:
+    from django.contrib.auth.models import Group, User
+
+    user, _ = User.objects.get_or_create(username="bench-pages")
+    user.set_password(PASSWORD)
+    user.save()
+    user.groups.set([Group.objects.get(name="admin")])
+    return user.username
+
+
+def _login(base: str, username: str) -> requests.Session:
+    session = requests.Session()
+    page = session.get(f"{base}/login/", timeout=30)
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text)
+    assert token, "no CSRF token on the login page"
+    done = session.post(
+        f"{base}/login/",
+        data={"username": username, "password": PASSWORD,
+              "csrfmiddlewaretoken": token.group(1)},
+        headers={"Referer": f"{base}/login/"},
+        timeout=30,
+    )  # fmt: skip
+    assert "sessionid" in session.cookies, f"login failed ({done.status_code})"
+    return session
+
+
+def pages_time(
+    base: str, pages: dict[str, str], *, clients: int, rounds: int, username: str
+) -> dict[str, list[float]]:
+    """Each client runs ``rounds`` passes over every page, in its own order."""
+    times: dict[str, list[float]] = {k: [] for k in pages}
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def client(k: int) -> None:
+        try:
+            visit(k)
+        except Exception as exc:  # a thread's exception would vanish silently
+            errors.append(f"client {k}: {exc!r}")
+
+    def visit(k: int) -> None:
+        session = _login(base, username)
+        order = list(pages.items())
+        for r in range(rounds):
+            for label, path in (
+                order[(k + r) % len(order) :] + order[: (k + r) % len(order)]
+            ):
+                t0 = time.perf_counter()
+                response = session.get(base + path, allow_redirects=False, timeout=120)
+                elapsed = time.perf_counter() - t0
+                if response.status_code not in (200, 302):
+                    errors.append(f"{path}: {response.status_code}")
+                with lock:
+                    times[label].append(elapsed)
+
+    threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:5]
+    return times
+
+
+def serve(port: int, workers: int) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, GUNICORN_BIND=f"127.0.0.1:{port}",
+               GUNICORN_WORKERS=str(workers), GUNICORN_TIMEOUT="300")  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", "costapp/gunicorn_conf.py",
+         "--access-logfile", "/dev/null", "costapp.wsgi:application"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).ok:
+                return proc
+        except requests.RequestException:  # not listening yet, or still loading
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("gunicorn did not answer /healthz within 120 s")
+
+
+# --- export against COPY ----------------------------------------------------------
+
+
+EXPORT_PROCESS = """
+import os, resource, sys, time
+import django
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costapp.settings")
+django.setup()
+from django.core.management import call_command
+t0 = time.perf_counter()
+call_command("costs_export", *sys.argv[1:])
+print("EXPORT", time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+
+
+def export_peak(start: date, end: date, out: Path) -> tuple[float, float]:
+    """(seconds inside the command, peak RSS in MB) of one ``costs_export``
+    process: its own process, so the peak is the export's alone."""
+    done = subprocess.run(
+        [sys.executable, "-c", EXPORT_PROCESS,
+         "--start", start.isoformat(), "--end", end.isoformat(), "--out", str(out)],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    seconds, peak_kb = done.stdout.rsplit("EXPORT", 1)[1].split()[:2]
+    return float(seconds), int(peak_kb) / 1024
+
+
+def copy_time(start: date, end: date) -> tuple[float, int]:
+    """PostgreSQL's COPY TO of the bill lines the export reads."""
+    sink = io.BytesIO()
+    t0 = time.perf_counter()
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(
+            "COPY (SELECT * FROM costapp_costline WHERE period_start >= %s "
+            "AND period_start < %s ORDER BY period_start) TO STDOUT (FORMAT csv)",
+            (start, end),
+        ) as copy:
+            for chunk in copy:
+                sink.write(chunk)
+    return time.perf_counter() - t0, sink.getvalue().count(b"\n")
+
+
+# --- main ---------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--deployments", type=int, default=50)
+    parser.add_argument("--days", type=int, default=365)
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="2 deployments, 20 days")
+    parser.add_argument(
+        "--seed-only", action="store_true", help="seed the database, measure nothing"
+    )
+    parser.add_argument(
+        "--no-seed",
+        action="store_true",
+        help="measure what an earlier --seed-only wrote",
+    )
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.deployments, args.days, args.rounds, args.repeat = 2, 20, 2, 1
+    if connection.vendor != "postgresql":
+        raise SystemExit("bench_pages needs DATABASE_URL pointing at PostgreSQL")
+    call_command("migrate", verbosity=0)
+    end = datetime.now(UTC).date()
+    t0 = time.perf_counter()
+    if args.no_seed:
+        names = sorted(
+            Deployment.objects.filter(name__startswith="bench-").values_list(
+                "name", flat=True
+            )
+        )
+        args.deployments = len(names)
+    else:
+        names = seed(deployments=args.deployments, days=args.days, end=end)
+    seeded = time.perf_counter() - t0
+    if args.seed_only:
+        print(
+            f"seeded {args.deployments} deployments x {args.days} days in {seeded:.0f} s"
+        )
+        return
+    username = _user()
+    window = f"?start={(end - timedelta(days=90)).isoformat()}&end={end.isoformat()}"
+    pages = {
+        "trivial (/home/ redirect)": "/home/",
+        "overview": "/",
+        "deployment page": f"/fleet/{names[0]}/",
+        "telemetry, 90 days": f"/telemetry/{names[0]}/{window}",
+    }
+    port = _free_port()
+    proc = serve(port, workers=args.clients)
+    medians: dict[str, list[float]] = {k: [] for k in pages}
+    p95s: dict[str, list[float]] = {k: [] for k in pages}
+    ratios: dict[str, list[float]] = {k: [] for k in pages}
+    try:
+        base = f"http://127.0.0.1:{port}"
+        pages_time(base, pages, clients=1, rounds=1, username=username)  # warm
+        for _ in range(args.repeat):
+            times = pages_time(
+                base, pages, clients=args.clients, rounds=args.rounds, username=username
+            )
+            floor = statistics.median(times["trivial (/home/ redirect)"])
+            for label, ts in times.items():
+                medians[label].append(statistics.median(ts))
+                p95s[label].append(float(np.percentile(ts, 95)))
+                ratios[label].append(statistics.median(ts) / floor)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+    year_start = end - timedelta(days=args.days)
+    month_start = end - timedelta(days=30)
+    with tempfile.TemporaryDirectory() as tmp:
+        export_s, export_rows = [], 0
+        copy_s = []
+        peak_month, peak_year = [], []
+        for _ in range(args.repeat):
+            s, peak = export_peak(year_start, end, Path(tmp) / "year.csv")
+            export_s.append(s)
+            peak_year.append(peak)
+            export_rows = sum(1 for _ in (Path(tmp) / "year.csv").open()) - 1
+            _, peak = export_peak(month_start, end, Path(tmp) / "month.csv")
+            peak_month.append(peak)
+            c, lines = copy_time(year_start, end)
+            copy_s.append(c)
+
+    def ms(values: list[float]) -> str:
+        return f"{statistics.median(values) * 1000:8.1f} ms"
+
+    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")  # fmt: skip
+    print(f"seeded {args.deployments} deployments x {args.days} days hourly in {seeded:.0f} s; "
+          f"{args.clients} clients x {args.rounds} rounds, median of {args.repeat} runs")  # fmt: skip
+    print(f"{'page':28} {'median':>11} {'p95':>11} {'ratio to trivial':>17}")
+    for label in pages:
+        print(f"{label:28} {ms(medians[label])} {ms(p95s[label])} "
+              f"{statistics.median(ratios[label]):16.2f}x")  # fmt: skip
+    ratio = statistics.median(copy_s) / statistics.median(export_s)
+    print(f"export of the year as CSV: {statistics.median(export_s):.2f} s "
+          f"({export_rows} rows); COPY TO of its {lines} bill lines: "
+          f"{statistics.median(copy_s):.3f} s; ratio {ratio:.3f}")  # fmt: skip
+    print(f"export peak RSS: one month {statistics.median(peak_month):.0f} MB, the year "
+          f"{statistics.median(peak_year):.0f} MB "
+          f"(difference {statistics.median(peak_year) - statistics.median(peak_month):.0f} MB)")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
