@@ -460,3 +460,78 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
             entry[f"{metric}_within_15"] = int((errors <= 0.15).sum())
         out.append(entry)
     return pd.DataFrame.from_records(out).set_index("method")
+
+
+# ---------------------------------------------------------------------------
+# The tables of docs/capacity-validation.md ("Latency validation")
+# ---------------------------------------------------------------------------
+
+
+def _pct(value: Any) -> str:
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return "—"
+    return f"{value * 100:+.1f}%"
+
+
+def _load_text(row: BenchRow) -> str:
+    if row.load == "burst":
+        return f"burst of {row.num_prompts}"
+    if row.load == "concurrency":
+        return f"max-concurrency {row.max_concurrency}"
+    return f"{row.request_rate} req/s x {row.num_prompts}"
+
+
+def rows_markdown(rows: Sequence[BenchRow]) -> list[str]:
+    """The measured rows: setting, load, figures and link."""
+    lines = [
+        "| id | GPU | model (catalogue) | TP | vLLM | load | in / out | "
+        "TTFT p50 ms | ITL p50 ms | out tok/s | source |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        m = r.measured
+        lines.append(
+            f"| {r.id} | {r.gpu} | {r.model} ({r.model_as}) | {r.tp} | "
+            f"{r.version_stated} | {_load_text(r)} | {r.input_len} / {r.output_len} | "
+            f"{m.median_ttft_ms:,.1f} | {m.median_itl_ms:.2f} | "
+            f"{m.output_throughput:,.1f} | {r.source} |"
+        )
+    return lines
+
+
+def errors_markdown(table: pd.DataFrame) -> list[str]:
+    """Signed error per row: TTFT / median ITL / output throughput, per method."""
+    lines = [
+        "| id | roofline TTFT / ITL / tok/s | transfer TTFT / ITL / tok/s | "
+        "same-model TTFT / ITL / tok/s |",
+        "| --- | --- | --- | --- |",
+    ]
+    for row_id, part in table.groupby("id", sort=False):
+        cells = []
+        for method in METHODS:
+            line = part[part["method"] == method].iloc[0]
+            cells.append(" / ".join(_pct(line[f"{m}_error"]) for m in METRICS))
+        lines.append(f"| {row_id} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def summary_markdown(summary: pd.DataFrame) -> list[str]:
+    lines = [
+        "| method | rows | TTFT median / max | ITL median / max | ITL within 15% | "
+        "tok/s median / max | tok/s within 15% |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for method, s in summary.iterrows():
+
+        def mm(metric: str, s: Any = s) -> str:
+            return (
+                f"{s[f'{metric}_median'] * 100:.1f}% / {s[f'{metric}_max'] * 100:.1f}%"
+            )
+
+        n = int(s["rows"])
+        lines.append(
+            f"| {method} | {n} | {mm('ttft')} | {mm('itl')} | "
+            f"{int(s['itl_within_15'])} of {n} | {mm('throughput')} | "
+            f"{int(s['throughput_within_15'])} of {n} |"
+        )
+    return lines
