@@ -82,6 +82,7 @@ class BenchRow:
     input_len: int
     output_len: int
     load: str
+    dataset: str
     num_prompts: int | None
     max_concurrency: int | None
     request_rate: float | None
@@ -175,6 +176,7 @@ def row_from_dict(data: Mapping[str, Any], where: str = "row") -> BenchRow:
         input_len=int(_number(data, "input_len", where)),
         output_len=int(_number(data, "output_len", where)),
         load=str(load),
+        dataset=str(data.get("dataset", "random")),
         num_prompts=_number(data, "num_prompts", where, optional=True),
         max_concurrency=_number(data, "max_concurrency", where, optional=True),
         request_rate=_number(data, "request_rate", where, optional=True),
@@ -481,6 +483,12 @@ def _load_text(row: BenchRow) -> str:
     return f"{row.request_rate} req/s x {row.num_prompts}"
 
 
+def _lengths_text(row: BenchRow) -> str:
+    if row.dataset == "sharegpt":
+        return f"ShareGPT, means {row.mean_input:.1f} / {row.mean_output:.1f}"
+    return f"{row.input_len} / {row.output_len}"
+
+
 def rows_markdown(rows: Sequence[BenchRow]) -> list[str]:
     """The measured rows: setting, load, figures and link."""
     lines = [
@@ -492,7 +500,7 @@ def rows_markdown(rows: Sequence[BenchRow]) -> list[str]:
         m = r.measured
         lines.append(
             f"| {r.id} | {r.gpu} | {r.model} ({r.model_as}) | {r.tp} | "
-            f"{r.version_stated} | {_load_text(r)} | {r.input_len} / {r.output_len} | "
+            f"{r.version_stated} | {_load_text(r)} | {_lengths_text(r)} | "
             f"{m.median_ttft_ms:,.1f} | {m.median_itl_ms:.2f} | "
             f"{m.output_throughput:,.1f} | {r.source} |"
         )
