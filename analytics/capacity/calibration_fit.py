@@ -93,6 +93,9 @@ def _setting(key: CalibrationKey, model: ModelSpec | None) -> dict[str, float]:
         "attn": 2.0 * model.layers * model.heads * model.head_dim / tp,
         "peak": gpu.peak_bf16_flops * share,
         "bw": gpu.hbm_bandwidth_bytes_per_s * share,
+        "t0": lat.STEP_OVERHEAD_S
+        + model.layers * lat.STEP_OVERHEAD_PER_LAYER_S
+        + (2 * model.layers * lat.ALLREDUCE_S if tp > 1 else 0.0),
     }
 
 
@@ -119,6 +122,18 @@ def fit_decode(
     compute = 2.0 * b * setting["active"]
     roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
     roof_bw = setting["bw"] * lat.BW_EFFICIENCY
+    same_context = np.ptp(c) <= 0.05 * float(np.mean(c))
+    if len(points) >= 2 and np.ptp(b) > 0 and same_context and not setting["experts"]:
+        # One context length: weights, KV and compute are all affine in the
+        # batch, so three constants are not identifiable (an NNLS over them
+        # puts everything in t0 and zeroes the bandwidth). Fit the line; t0 is
+        # the roofline's, the intercept's rest sets BW, the slope's rest compute.
+        (intercept, slope), _ = nnls(np.column_stack([np.ones_like(b), b]), y)
+        bw, flops, t0 = _bench_line_to_constants(
+            float(intercept), float(slope), setting, float(np.mean(c))
+        )
+        method = "line t0 + slope x batch (one context, t0 from the roofline)"
+        return float(t0), float(bw), float(flops), method
     if len(points) >= 3 and np.ptp(b) > 0:
         coef, _ = nnls(np.column_stack([np.ones_like(b), memory_bytes, compute]), y)
         t0, inv_bw, inv_f = coef
@@ -138,6 +153,28 @@ def fit_decode(
     bw = 1 / inv_bw if inv_bw > 0 else roof_bw
     flops = 1 / inv_f if inv_f > 0 else roof_f * 100  # compute term not visible
     return float(t0), float(bw), float(flops), method
+
+
+def _bench_line_to_constants(
+    intercept: float, slope: float, setting: Mapping[str, float], context: float
+) -> tuple[float, float, float]:
+    """BW_eff, decode FLOP/s and t0 that reproduce a bench sweep's line.
+
+    The per-step overhead is the roofline's (launches, per layer); what the
+    intercept leaves is the weights' read time (BW = weights / rest), and what
+    the slope leaves after each sequence's KV read is its compute. Constants
+    split this way are the GPU's and the engine's, so they carry over to
+    another model. Where the intercept is not above the roofline overhead, the
+    telemetry fit's split (roofline balance) is used.
+    """
+    rest = intercept - setting["t0"]
+    if rest <= 0:
+        return _line_to_constants(intercept, slope, setting, context)
+    bw = setting["weights"] / rest
+    compute = slope - context * setting["kv"] / bw
+    roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
+    f_dec = 2 * setting["active"] / compute if compute > 0 else roof_f * 100
+    return bw, f_dec, setting["t0"]
 
 
 def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -195,7 +232,10 @@ def import_vllm_bench_serve(
     t0, bw, f_dec, method = fit_decode(points, setting)
     predicted = _predict_step(points, setting, t0, bw, f_dec)
     mape, r2 = fit_errors(points["step_s"].to_numpy(), predicted)
-    # Prefill: TTFT at light load is one step plus the prompt's prefill.
+    # Prefill: TTFT at light load is a fixed overhead p0 (API server, scheduling),
+    # the prompt's prefill and one step. With one prompt length the two cannot
+    # be told apart: what the roofline prefill leaves is p0; a TTFT below the
+    # roofline prefill (prefix-cache hits, a faster GPU) sets the rate, p0 = 0.
     light = points[points["batch"] <= 4]
     f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
     p0 = lat.PREFILL_OVERHEAD_S
@@ -203,9 +243,12 @@ def import_vllm_bench_serve(
         work = (light["ttft_s"] - light["step_s"]).to_numpy()
         n = light["prompt"].to_numpy()
         flops_needed = n * 2 * setting["active"] + n * n * setting["attn"]
-        est = flops_needed / np.maximum(work - p0, 1e-6)
-        if np.all(work > p0):
-            f_pre = float(np.median(est))
+        rest = float(np.median(work - flops_needed / f_pre))
+        if rest > 0:
+            p0 = rest
+        elif np.all(work > 0):
+            p0 = 0.0
+            f_pre = float(np.median(flops_needed / work))
     params = LatencyParams(
         t0_s=t0,
         bw_eff_bytes_per_s=bw,

@@ -1,0 +1,185 @@
+"""Latency validation against public serving benchmarks (docs/capacity-validation.md).
+
+The tables in the doc's "Latency validation" section are recomputed here from
+analytics/capacity/data/latency_validation.json, line for line, so the doc and
+the data cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from analytics.capacity import latency_validation as lv
+from analytics.capacity.calibration_fit import _setting, fit_decode
+from analytics.capacity.calibration_types import CalibrationKey
+from analytics.capacity.engine import StepModel
+from analytics.capacity.errors import InvalidInput
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "capacity-validation.md"
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[lv.BenchRow]:
+    return lv.load_benchmarks()
+
+
+@pytest.fixture(scope="module")
+def table(rows: list[lv.BenchRow]) -> pd.DataFrame:
+    return lv.validation_table(rows)
+
+
+def _section() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    assert "## Latency validation" in text
+    return text.split("## Latency validation", 1)[1]
+
+
+def test_at_least_ten_public_results_each_with_its_link_and_figures(
+    rows: list[lv.BenchRow],
+) -> None:
+    assert len(rows) >= 10
+    assert len({r.gpu for r in rows}) >= 2
+    for r in rows:
+        assert r.source.startswith("https://"), r.id
+        assert r.measured.median_ttft_ms > 0 and r.measured.median_itl_ms > 0
+        assert r.measured.output_throughput > 0
+        assert r.input_len > 0 and r.output_len > 0 and r.tp >= 1
+    assert len({r.id for r in rows}) == len(rows)
+
+
+def test_the_doc_tables_are_the_ones_the_data_gives(
+    rows: list[lv.BenchRow], table: pd.DataFrame
+) -> None:
+    section = _section()
+    expected = (
+        lv.rows_markdown(rows)
+        + lv.errors_markdown(table)
+        + lv.summary_markdown(lv.error_summary(table))
+    )
+    missing = [line for line in expected if line not in section]
+    assert not missing, "\n".join(missing[:5])
+
+
+def test_every_row_gets_three_methods_and_transfer_only_from_another_model(
+    rows: list[lv.BenchRow], table: pd.DataFrame
+) -> None:
+    assert len(table) == 3 * len(rows)
+    transfer = table[table["method"] == "transfer"]
+    for _, line in transfer.dropna(subset=["itl_pred"]).iterrows():
+        assert f"from {line['model']}" not in line["calibration"]
+        assert "transferred from" in line["calibration"]
+    same = table[table["method"] == "same_model"].dropna(subset=["itl_pred"])
+    for _, line in same.iterrows():
+        # Leave-one-out: the row itself is never among the fitted runs.
+        fitted = line["calibration"].split(": ", 1)[1].split(", ")
+        assert line["id"] not in fitted
+
+
+def test_the_calibrated_goal_and_the_roofline_error_are_what_the_doc_says(
+    table: pd.DataFrame,
+) -> None:
+    summary = lv.error_summary(table)
+    same = summary.loc["same_model"]
+    # The goal (15%) is met on the median of both figures with calibration ...
+    assert same["itl_median"] <= 0.15 and same["throughput_median"] <= 0.15
+    # ... and the roofline is worse than either calibration on ITL.
+    assert summary.loc["roofline", "itl_median"] > same["itl_median"]
+    assert summary.loc["roofline", "itl_median"] > summary.loc["transfer", "itl_median"]
+
+
+def test_closed_loop_rate_and_steady_batch_follow_littles_law_by_hand() -> None:
+    # 8 requests kept in the system, 2 s each: 4 arrivals per second.
+    assert lv.closed_loop_rate(8, 2.0) == pytest.approx(4.0)
+    # 2 req/s, 101 tokens (100 gaps) of 20 ms: 2 x 100 x 0.02 = 4 decoding.
+    assert lv.steady_batch_for_rate(2.0, 101, 0.02) == pytest.approx(4.0)
+    with pytest.raises(InvalidInput):
+        lv.closed_loop_rate(0, 1.0)
+
+
+def _toy_model() -> StepModel:
+    # Decode step = t0 + weights/BW = 0.01 + 1e10/1e12 = 0.02 s at any batch;
+    # prefill of P tokens = P^2 x 1e6 / 1e12 s (0.01 s at P = 100).
+    return StepModel(
+        t0_s=0.01,
+        bw_eff=1e12,
+        decode_flops=1e12,
+        prefill_flops=1e12,
+        p0_s=0.005,
+        dense_bytes=1e10,
+        expert_bytes=0.0,
+        experts=0.0,
+        top_k=0.0,
+        kv_bytes_per_token=0.0,
+        active_params_per_gpu=0.0,
+        attn_coef=1e6,
+        num_gpu_blocks=10_000,
+        block_size=16,
+        max_num_seqs=256,
+        max_num_batched_tokens=2048,
+    )
+
+
+def test_closed_form_e2e_at_a_steady_batch_by_hand() -> None:
+    model = _toy_model()
+    # ITL = 0.02 + 4 x 0.01 / 10 = 0.024; TTFT = 0.005 + 0.01 + 0.02 = 0.035;
+    # E2E = 0.035 + 9 x 0.024 = 0.251.
+    assert lv.closed_form_e2e_s(model, 4, 100, 10) == pytest.approx(0.251)
+
+
+def test_arrivals_for_a_closed_loop_open_with_c_then_one_per_e2e_over_c(
+    rows: list[lv.BenchRow],
+) -> None:
+    row = next(r for r in rows if r.load == "concurrency")
+    row = replace(
+        row,
+        max_concurrency=4,
+        num_prompts=10,
+        input_len=100,
+        output_len=10,
+        measured=replace(row.measured, completed=None),
+    )
+    arrivals = lv.arrivals_for(row, _toy_model())
+    assert len(arrivals) == 10
+    assert np.all(arrivals[:4] == 0.0)
+    # λ = 4 / 0.251 s: the fifth request arrives 0.251 / 4 s in.
+    assert arrivals[4] == pytest.approx(0.251 / 4)
+    assert np.diff(arrivals[4:]) == pytest.approx(np.full(5, 0.251 / 4))
+    burst = next(r for r in rows if r.load == "burst")
+    assert np.all(lv.arrivals_for(burst, _toy_model()) == 0.0)
+
+
+def test_a_one_context_sweep_fit_recovers_bandwidth_and_compute() -> None:
+    key = CalibrationKey(gpu="A100-80GB", model="Qwen2.5-7B", tp=1)
+    setting = _setting(key, None)
+    bw, flops, context = 1.6e12, 2.0e14, 1536.0
+    batch = np.array([1.0, 10.0, 40.0, 100.0, 200.0])
+    step = (
+        setting["t0"]
+        + (setting["weights"] + batch * context * setting["kv"]) / bw
+        + batch * 2 * setting["active"] / flops
+    )
+    points = pd.DataFrame(
+        {"batch": batch, "context": np.full_like(batch, context), "step_s": step}
+    )
+    t0, bw_fit, flops_fit, method = fit_decode(points, setting)
+    assert "line" in method
+    assert t0 == pytest.approx(setting["t0"])
+    assert bw_fit == pytest.approx(bw, rel=1e-6)
+    assert flops_fit == pytest.approx(flops, rel=1e-6)
+
+
+def test_transfer_scales_the_step_overhead_by_the_layer_count() -> None:
+    # 1 ms + 28 x 0.04 ms and 1 ms + 64 x 0.04 ms (TP 1: no all-reduce).
+    assert lv.roofline_t0_s("Qwen2.5-7B", 1) == pytest.approx(2.12e-3)
+    assert lv.roofline_t0_s("Qwen2.5-32B", 1) == pytest.approx(3.56e-3)
+
+
+def test_a_bad_row_is_refused_naming_the_field() -> None:
+    with pytest.raises(InvalidInput) as err:
+        lv.row_from_dict({"load": "sometimes"}, "rows[3]")
+    assert err.value.field == "rows[3].load"
