@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analytics.capacity.catalog import ModelSpec, model_from_hf_config
 from analytics.capacity.engine import Scenario, evaluate
 
 GiB = 1024**3
@@ -35,10 +36,18 @@ def load_startup_figures(path: str | Path) -> list[dict[str, Any]]:
     return list(data["rows"])
 
 
+def _model(row: Mapping[str, Any]) -> str | ModelSpec:
+    """A catalogue name, or the architecture from the row's ``hf_config`` (the
+    model's public Hugging Face ``config.json`` fields) for models outside it."""
+    if row.get("hf_config"):
+        return model_from_hf_config(row["hf_config"], name=str(row["model"]))
+    return str(row["model"])
+
+
 def _scenario(row: Mapping[str, Any]) -> Scenario:
     flags = {k: row[k] for k in FLAG_FIELDS if row.get(k) is not None}
     return Scenario(
-        model=row["model"],
+        model=_model(row),
         gpu=row["gpu"],
         tp=int(row.get("tp", 1)),
         weight_dtype=row.get("weight_dtype", "bf16"),

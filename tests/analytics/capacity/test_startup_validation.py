@@ -30,8 +30,8 @@ def test_rows_added_after_the_freeze_are_reported_apart_and_every_row_has_a_sour
 ):
     table = startup_table(load_startup_figures(DATA))
     summary = error_summary(table)
-    assert {"pre-freeze", "post-freeze"} <= set(summary.index)
-    assert summary.loc["post-freeze", "rows"] == (table["set"] == "post-freeze").sum()
+    assert {"pre-freeze", "freeze-1"} <= set(summary.index)
+    assert summary.loc["freeze-1", "rows"] == (table["set"] == "freeze-1").sum()
     assert {1, 2, 4} <= set(table["tp"])
     assert table["source"].str.len().gt(20).all()
 
