@@ -52,16 +52,17 @@ def test_every_generated_table_in_the_docs_is_what_the_data_gives(
 def test_the_reported_headline_figures_are_the_computed_ones(table) -> None:  # type: ignore[no-untyped-def]
     post = table[table["set"] == POST_FREEZE]
     # The figures docs/capacity-validation.md states in its reading.
-    assert len(table) == 30 and len(post) == 8
-    assert round(float(np.median(post["abs_error"])) * 100, 1) == 1.4
-    assert round(float(np.quantile(post["abs_error"], 0.9)) * 100, 1) == 6.3
-    assert round(float(np.median(table["abs_error"])) * 100, 1) == 1.9
-    assert round(float(np.quantile(table["abs_error"], 0.9)) * 100, 1) == 9.7
+    assert len(table) == 36 and len(post) == 14
+    assert round(float(np.median(post["abs_error"])) * 100, 1) == 1.7
+    assert round(float(np.quantile(post["abs_error"], 0.9)) * 100, 1) == 10.1
+    assert round(float(np.median(table["abs_error"])) * 100, 1) == 2.1
+    assert round(float(np.quantile(table["abs_error"], 0.9)) * 100, 1) == 11.1
     text = DOC.read_text(encoding="utf-8")
     for claim in (
-        "Post-freeze: median 1.4%, p90 6.3%",
-        "All 30 rows: median\n  1.9%, p90 9.7%",
-        "**30\n  real logs, 10 short of the 40",
+        "14 post-freeze rows**: median 1.7%",
+        "p90 10.1%",
+        "All 36\n  rows: median 2.1%, p90 11.1%",
+        "**36 real logs, 4 short of the 40",
     ):
         assert claim in text, claim
 
