@@ -78,14 +78,9 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     )
 
     kv_tok = mem.kv_bytes_per_token(
-        c["layers"],
-        c["kv_heads"],
-        c["head_dim"],
-        tp,
-        c["kv_dtype_bytes"],
-        c["kv_lora_rank"],
-        c["rope_dim"],
-    )
+        c["layers"], c["kv_heads"], c["head_dim"], tp, c["kv_dtype_bytes"],
+        c["kv_lora_rank"], c["rope_dim"], c["mla_aligned"] > 0,
+    )  # fmt: skip
     weights = mem.weights_bytes(
         c["params_total"],
         c["embed_params"],
@@ -100,17 +95,14 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     expert_total = c["expert_params"] * c["body_bytes"]
     weights = weights - expert_total / tp + expert_total * c["expert_share"]
     sampled = np.minimum(max_num_seqs, mbt)
-    activation = mem.peak_activation_bytes(
-        c["hidden"],
-        c["ffn_width"],
-        c["vocab"],
-        tp,
-        mbt,
-        sampled,
-        c["dequant_scratch"],
-        c["sampler_bytes"],
+    moe_ws = mem.moe_workspace_bytes(
+        mbt, c["top_k"], c["moe_intermediate"], c["hidden"], c["expert_tp"]
     )
-    non_torch = mem.non_torch_bytes(old_v0, tp)
+    activation = mem.peak_activation_bytes(
+        c["hidden"], c["ffn_width"], c["vocab"], tp, mbt, sampled,
+        c["dequant_scratch"], c["sampler_bytes"], moe_ws,
+    )  # fmt: skip
+    non_torch = mem.non_torch_bytes(old_v0, tp, c["nvlink_v1"] > 0)
     # vLLM deducts its own CUDA-graph estimate only when the profiler flag is on
     # and graphs are captured; otherwise graphs come out of the (1 - util) slack.
     graphs = mem.cuda_graph_bytes(

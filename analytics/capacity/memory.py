@@ -80,6 +80,30 @@ MRV2_DENSE_SINCE = (0, 28, 0)
 MRV2_ALL_SINCE = (0, 29, 0)
 ACT_HIDDEN_FACTOR = 3.0
 ACT_FFN_FACTOR = 3.0
+# Per-GPU non-torch memory the profiler deducts (MemoryProfilingResult
+# .non_torch_increase): 0.3 GiB on V0 < 0.7 (vLLM PR #10511's logs), 0.1 GiB later
+# at TP 1. Under TP > 1 NCCL channel buffers and the custom all-reduce add to it:
+# 0.35 GiB on PCIe boards (V0 logs of 4 x 24 GiB boards print 0.20 GiB in all,
+# vLLM PR #14447); on NVLink/NVSwitch boards under V1 the logged totals are 0.55
+# (H100 TP 2, 0.11.0, llm-d-benchmark), 0.95 (TP 4, 'CUDA graph pool memory' era
+# log), 1.38 (H200 TP 2, 0.10.2) and 1.63 GiB (B300): their median, 1.17 GiB, is
+# taken as the total there.
+NON_TORCH_OLD_V0 = 0.3 * GiB
+NON_TORCH_BASE = 0.1 * GiB
+NON_TORCH_TP_PCIE = 0.35 * GiB
+NON_TORCH_TP_NVLINK_V1_TOTAL = 1.17 * GiB
+NVLINK_BOARDS = ("A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200")
+# fused_moe.fused_experts_impl: M = min(tokens, VLLM_FUSED_MOE_CHUNK_SIZE) rows,
+# cache13 = M x top_k x max(N, K) and cache2 = M x top_k x N/2 in the activation
+# dtype, N = w13 rows per rank (2 x moe_intermediate / TP), K = hidden. The chunk
+# default is 32768 (envs.py; 16384 in later releases, above every default budget).
+MOE_CHUNK_SIZE = 32768
+# MLA KV entries padded to 256 bytes of the model dtype in V0 (vLLM PR #12676,
+# VLLM_CUDA_MEM_ALIGN_KV_CACHE on by default: 640 elements instead of 576, "~11%"),
+# removed by PR #14842 before v0.8.0: worker/cache_engine.get_cache_block_size.
+MLA_ALIGN_SINCE = (0, 7, 2)
+MLA_ALIGN_UNTIL = (0, 8, 0)
+MLA_ALIGN_ELEMENTS = 128  # 256 bytes / 2-byte model dtype
 
 
 @dataclass(frozen=True)
@@ -138,17 +162,23 @@ def kv_bytes_per_token(
     dtype_bytes: np.ndarray | float,
     kv_lora_rank: np.ndarray | int = 0,
     rope_dim: np.ndarray | int = 0,
+    mla_aligned: np.ndarray | bool = False,
 ) -> np.ndarray:
     """Bytes of KV cache one token occupies on one GPU.
 
     GQA heads are split over TP ranks, but a rank never holds less than one head
     (vLLM replicates KV heads when TP exceeds them). MLA caches one compressed latent
-    plus the rope key per layer, replicated on every rank, so TP does not divide it.
+    plus the rope key per layer, replicated on every rank, so TP does not divide it;
+    where ``mla_aligned`` (V0 0.7.2-0.7.x) the entry is padded to a multiple of
+    128 elements (256 bytes of the 16-bit model dtype), whatever the KV dtype.
     """
     layers = np.asarray(layers, dtype=np.float64)
     heads_per_rank = np.maximum(1, np.asarray(kv_heads) // np.asarray(tp))
     regular = 2 * layers * heads_per_rank * np.asarray(head_dim) * dtype_bytes
-    mla = (np.asarray(kv_lora_rank) + np.asarray(rope_dim)) * layers * dtype_bytes
+    entry = np.asarray(kv_lora_rank) + np.asarray(rope_dim)
+    padded = np.ceil(entry / MLA_ALIGN_ELEMENTS) * MLA_ALIGN_ELEMENTS
+    entry = np.where(np.asarray(mla_aligned, dtype=bool), padded, entry)
+    mla = entry * layers * dtype_bytes
     return np.where(np.asarray(kv_lora_rank) > 0, mla, regular).astype(np.float64)
 
 
@@ -201,20 +231,51 @@ def peak_activation_bytes(
     sampled_seqs: np.ndarray,
     dequant_scratch: np.ndarray,
     sampler_bytes_per_logit: np.ndarray | float = SAMPLER_BYTES_V0,
+    moe_workspace: np.ndarray | float = 0.0,
 ) -> np.ndarray:
-    forward = (
-        batched_tokens
-        * 2.0
-        * (ACT_HIDDEN_FACTOR * hidden + ACT_FFN_FACTOR * ffn_width / tp)
-    )
+    """Profiled torch peak: the larger of the forward pass and the sampler's run.
+
+    Dense layers: about 3 x hidden + 3 x FFN-width/TP two-byte values per token.
+    MoE layers: the hidden-state part plus the fused-MoE workspace
+    (``moe_workspace_bytes``) instead of the FFN part, where the workspace is given.
+    """
+    moe = np.asarray(moe_workspace, dtype=np.float64)
+    hidden_part = batched_tokens * 2.0 * ACT_HIDDEN_FACTOR * hidden
+    ffn_part = batched_tokens * 2.0 * ACT_FFN_FACTOR * ffn_width / tp
+    forward = hidden_part + np.where(moe > 0, moe, ffn_part)
     sampler = sampled_seqs * vocab * sampler_bytes_per_logit
     return np.maximum(forward, sampler) + dequant_scratch
 
 
-def non_torch_bytes(old_v0: np.ndarray, tp: np.ndarray) -> np.ndarray:
-    # NCCL and custom all-reduce buffers appear only with TP > 1.
-    base = np.where(old_v0, 0.3 * GiB, 0.1 * GiB)
-    return base + np.where(tp > 1, 0.35 * GiB, 0.0)
+def moe_workspace_bytes(
+    batched_tokens: np.ndarray,
+    top_k: np.ndarray,
+    moe_intermediate: np.ndarray,
+    hidden: np.ndarray,
+    expert_tp: np.ndarray,
+) -> np.ndarray:
+    """fused_experts_impl's intermediate caches over one profiled chunk (0 if dense).
+
+    ``expert_tp`` splits each expert's width (TP without expert parallelism, 1
+    with it: experts then sit whole on a rank).
+    """
+    rows = np.minimum(batched_tokens, MOE_CHUNK_SIZE) * np.asarray(top_k)
+    n = 2.0 * np.asarray(moe_intermediate) / np.maximum(np.asarray(expert_tp), 1)
+    workspace = rows * (np.maximum(n, hidden) + n / 2.0) * 2.0
+    return np.where(np.asarray(top_k) > 0, workspace, 0.0)
+
+
+def non_torch_bytes(
+    old_v0: np.ndarray, tp: np.ndarray, nvlink_v1: np.ndarray | bool = False
+) -> np.ndarray:
+    """Per-GPU non-torch memory the profiler deducts (see NON_TORCH_* above)."""
+    base = np.where(old_v0, NON_TORCH_OLD_V0, NON_TORCH_BASE)
+    tp_extra = np.where(
+        np.asarray(nvlink_v1, dtype=bool),
+        NON_TORCH_TP_NVLINK_V1_TOTAL - NON_TORCH_BASE,
+        NON_TORCH_TP_PCIE,
+    )
+    return base + np.where(tp > 1, tp_extra, 0.0)
 
 
 def cuda_graph_bytes(layers: np.ndarray, counted: np.ndarray) -> np.ndarray:

@@ -219,6 +219,18 @@ def _resolve_static(
             version.tuple >= mem.MRV2_ALL_SINCE
             or (version.tuple >= mem.MRV2_DENSE_SINCE and not model.is_moe)
         ),
+        # NVLink/NVSwitch boards carry the larger per-GPU NCCL footprint under V1
+        # (memory.NON_TORCH_TP_NVLINK_V1_TOTAL); MIG instances never run TP.
+        "nvlink_v1": version.generation == "v1"
+        and gpu.name in mem.NVLINK_BOARDS
+        and not mig_name,
+        # V0 0.7.2-0.7.x pads MLA entries to 256 bytes (memory.MLA_ALIGN_*).
+        "mla_aligned": version.generation == "v0"
+        and model.is_mla
+        and mem.MLA_ALIGN_SINCE <= version.tuple < mem.MLA_ALIGN_UNTIL,
+        "moe_intermediate": model.moe_intermediate if model.is_moe else 0,
+        # Expert width split: by TP, or whole on a rank under expert parallelism.
+        "expert_tp": 1.0 if expert_parallel and not refusal else float(tp),
         "big_board": (total_memory >= 70 * mem.GiB)
         and not gpu.name.startswith("A100")
         and not mig_name,

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from analytics.capacity.catalog import ModelSpec, model_from_hf_config
 from analytics.capacity.engine import Scenario, evaluate
 
 GiB = 1024**3
@@ -35,10 +36,18 @@ def load_startup_figures(path: str | Path) -> list[dict[str, Any]]:
     return list(data["rows"])
 
 
+def _model(row: Mapping[str, Any]) -> str | ModelSpec:
+    """A catalogue name, or the architecture from the row's ``hf_config`` (the
+    model's public Hugging Face ``config.json`` fields) for models outside it."""
+    if row.get("hf_config"):
+        return model_from_hf_config(row["hf_config"], name=str(row["model"]))
+    return str(row["model"])
+
+
 def _scenario(row: Mapping[str, Any]) -> Scenario:
     flags = {k: row[k] for k in FLAG_FIELDS if row.get(k) is not None}
     return Scenario(
-        model=row["model"],
+        model=_model(row),
         gpu=row["gpu"],
         tp=int(row.get("tp", 1)),
         weight_dtype=row.get("weight_dtype", "bf16"),
@@ -117,3 +126,77 @@ def error_summary(table: pd.DataFrame) -> pd.DataFrame:
         for value, part in table.groupby(column):
             groups[f"{prefix}{value}"] = part
     return pd.DataFrame({name: _summary_row(p) for name, p in groups.items()}).T
+
+
+def _pct(value: float) -> str:
+    return f"{value * 100:+.1f}%"
+
+
+def rows_markdown(table: pd.DataFrame) -> str:
+    """The per-row table of docs/capacity-validation.md, generated from the data."""
+    head = (
+        "| id | set | GPU | model | weights | KV | TP | util | max_model_len | vLLM "
+        "| metric | actual | predicted | error | thin |\n"
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- | --- | --- |"
+    )
+    lines = [head]
+    for row in table.itertuples(index=False):
+        fmt = "{:,.2f}" if row.metric == "available_kv_cache_gib" else "{:,.0f}"
+        lines.append(
+            f"| {row.id} | {row.set} | {row.gpu} | {row.model} | {row.weight_dtype} "
+            f"| {row.kv_dtype} | {row.tp} | {row.gpu_memory_utilization:g} "
+            f"| {row.max_model_len} | {row.engine_version} ({row.generation}) "
+            f"| {row.metric} | {fmt.format(row.actual)} | {fmt.format(row.predicted)} "
+            f"| {_pct(row.error)} | {'thin' if row.thin else ''} |"
+        )
+    return "\n".join(lines)
+
+
+def summary_markdown(summary: pd.DataFrame) -> str:
+    """The error table of docs/capacity-validation.md (median and p90 absolute)."""
+    lines = [
+        "| rows | n | median abs. error | p90 abs. error |",
+        "| --- | --- | --- | --- |",
+    ]
+    for name, row in summary.iterrows():
+        lines.append(
+            f"| {name} | {int(row['rows'])} | {row['median_abs_error'] * 100:.1f}% "
+            f"| {row['p90_abs_error'] * 100:.1f}% |"
+        )
+    return "\n".join(lines)
+
+
+def sources_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Each row's source; rows without a URL quote the log lines they rest on."""
+    out = []
+    for row in rows:
+        out.append(f"- `{row['id']}`: {row['source']}")
+        for line in row.get("log_lines") or ():
+            out.append(f"  - `{line}`")
+    return "\n".join(out)
+
+
+POST_FREEZE = "post-freeze"
+
+
+def docs_blocks(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The generated blocks of docs/capacity-validation.md, by marker name.
+
+    The goal is measured on the rows added after the last freeze; the rest (rows
+    that shaped the model, or pointed at terms added before the last freeze) are
+    reported apart, and both by generation, GPU and TP.
+    """
+    table = startup_table(rows)
+    post = table[table["set"] == POST_FREEZE]
+    rest = table[table["set"] != POST_FREEZE]
+    blocks = {
+        "summary-all": summary_markdown(error_summary(table)),
+        "rows": rows_markdown(table),
+        "sources": sources_markdown(rows),
+    }
+    if len(post):
+        blocks["summary-post-freeze"] = summary_markdown(error_summary(post))
+    if len(rest):
+        blocks["summary-rest"] = summary_markdown(error_summary(rest))
+    return blocks
