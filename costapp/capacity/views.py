@@ -101,6 +101,7 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
             )
             if found
             else [],
+            "backtest_notes": tables.backtest_notes(found) if found else [],
             "backtest_chart": charts.backtest_itl(backtest) if backtest else None,
             "large_error": LARGE_ERROR,
             "rejected": list(

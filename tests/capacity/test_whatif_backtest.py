@@ -89,3 +89,38 @@ def test_a_fit_without_itl_telemetry_is_refused_naming_why_and_stores_nothing(
     assert "Fit from telemetry refused" in text and "telemetry.rows" in text
     assert Calibration.objects.count() == 0
     assert "nothing to compare" in response.content.decode()
+
+
+def test_replicas_over_what_met_the_sla_are_named_not_averaged_away() -> None:
+    from analytics.capacity.backtest import Backtest, HourCheck
+    from costapp.capacity.backtest import DeploymentBacktest
+    from costapp.capacity.tables import backtest_notes, backtest_rows
+
+    def hour(at: str, observed: float, predicted: int) -> HourCheck:
+        return HourCheck(
+            at, 4.0, 30.0, 30.0, 0.0, 100.0, 100.0, 0.0, observed, predicted,
+            True, "within" if predicted <= observed else "over",
+            observed - predicted,
+        )  # fmt: skip
+
+    hours = (
+        hour("2026-11-24T19:00:00+00:00", 14, 17),
+        hour("2026-11-24T20:00:00+00:00", 15, 16),
+        hour("2026-11-25T03:00:00+00:00", 5, 4),
+    )
+    bt = Backtest(
+        hours, 0.0, 0.0, 0.0, 0.0, False, False, False, False, "roofline",
+        ("2026-11-24T19:00:00+00:00: predicted 17 replicas where 14 met the ITL SLA",
+         "a note that stays"),
+    )  # fmt: skip
+    found = DeploymentBacktest(Deployment(name="x"), None, bt, (), None, 7, frozenset())
+    rows = backtest_rows(
+        found, observed_blocks=None, predicted_blocks=None, large_error=0.15
+    )
+    replicas = {r.figure: r for r in rows}[
+        "Replicas, hours that met the ITL SLA (one-sided)"
+    ]
+    assert (replicas.observed, replicas.predicted) == ("14.0 met the SLA", "17 needed")
+    assert replicas.gap == "3.0 more than met it" and replicas.tone == "bad"
+    assert "Tue 24 Nov 19:00 UTC; 2 of 3 hours over" in replicas.note
+    assert backtest_notes(found) == ["a note that stays"]
