@@ -114,6 +114,10 @@ def backtest_today(
     agreement then proves nothing and the messages say so.
     """
     base = evaluate(scenario, calibrations=calibrations)
+    # The step model's constants (bandwidth, FLOP/s, weights, KV bytes, blocks)
+    # do not depend on the request shape, which enters through
+    # ``predicted_itl_s``: one resolve for every hour, not one per hour.
+    model = step_model(scenario, calibrations=calibrations)
     checks: list[HourCheck] = []
     for obs in hours:
         shaped = scenario
@@ -123,7 +127,6 @@ def backtest_today(
                 prompt_tokens=max(1, round(float(obs.prompt_tokens_mean or 1))),
                 output_tokens=max(1, round(float(obs.output_tokens_mean or 1))),
             )
-        model = step_model(shaped, calibrations=calibrations)
         batch = obs.running_per_replica
         observed_itl = (
             None

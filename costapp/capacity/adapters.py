@@ -111,6 +111,20 @@ def catalogue_model_name(model_name: str) -> str:
     )
 
 
+def effective_max_model_len(scenario: Scenario) -> int | None:
+    """The max_model_len vLLM runs ``scenario`` with: the one set, else the
+    model's derived maximum (4,096 where the config gives none, as the engine)."""
+    if scenario.max_model_len:
+        return int(scenario.max_model_len)
+    model = scenario.model
+    try:
+        spec = get_model(model) if isinstance(model, str) else model
+    except InvalidInput:
+        return None
+    derived = int(getattr(spec, "max_position", 0) or 0)
+    return derived if derived > 0 else 4096
+
+
 def weight_dtype_from_name(model_name: str) -> str | None:
     """Quantisation a checkpoint name announces, if any (``-FP8``, ``-AWQ``)."""
     lowered = model_name.lower()

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from analytics.capacity.backtest import Backtest
 from costapp.capacity.whatif import Curve, MemoryBar
 
 COLORS = ("#334e68", "#2563eb", "#d97706", "#059669")
@@ -147,5 +148,55 @@ def pareto(
         title={"text": "Cost against latency", "x": 0.01},
         xaxis={"title": f"{currency} per 1k requests", "gridcolor": "#eef1f4"},
         yaxis={"title": "p95 request latency (s)", "gridcolor": "#eef1f4"},
+    )
+    return fig.to_json()
+
+
+def backtest_itl(backtest: Backtest) -> str | None:
+    """Hourly mean ITL against the hourly mean running batch per replica:
+    observed (telemetry) beside predicted (the engine at the same batch)."""
+    hours = [
+        h
+        for h in backtest.hours
+        if h.batch is not None
+        and h.observed_itl_ms is not None
+        and h.predicted_itl_ms is not None
+    ]
+    if not hours:
+        return None
+    hours.sort(key=lambda h: h.batch or 0.0)
+    batch = [h.batch for h in hours]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=batch,
+            y=[h.observed_itl_ms for h in hours],
+            mode="markers",
+            name="observed (histogram sum ÷ count)",
+            marker={"color": "#d97706", "size": 5},
+            text=[str(h.hour) for h in hours],
+            hovertemplate="%{text}<br>batch %{x:.1f}<br>%{y:.1f} ms<extra>observed"
+            "</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=batch,
+            y=[h.predicted_itl_ms for h in hours],
+            mode="markers",
+            name=f"predicted ({backtest.calibration})",
+            marker={"color": "#2563eb", "size": 5, "symbol": "x"},
+            hovertemplate="batch %{x:.1f}<br>%{y:.1f} ms<extra>predicted</extra>",
+        )
+    )
+    fig.update_layout(
+        **_LAYOUT,
+        title={"text": "Mean ITL by hour against running batch", "x": 0.01},
+        xaxis={
+            "title": "mean running batch per replica",
+            "gridcolor": "#eef1f4",
+            "rangemode": "tozero",
+        },
+        yaxis={"title": "mean ITL (ms)", "gridcolor": "#eef1f4", "rangemode": "tozero"},
     )
     return fig.to_json()

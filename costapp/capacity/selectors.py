@@ -26,6 +26,7 @@ from costapp.capacity import adapters
 from costapp.costs.rates import rate_book
 from costapp.models import Calibration, Deployment, DeploymentHour
 from costapp.models import Scenario as SavedScenario
+from costapp.sources.demo.story import ENGINE_FIGURES
 
 DEFAULT_ITL_MS = 50.0
 DEFAULT_TTFT_MS = 2000.0
@@ -71,6 +72,9 @@ class Today:
     traffic: PeakTraffic | None
     price: Price | None
     problems: tuple[str, ...] = ()
+    # Telemetry figures generated from the capacity engine itself (the demo's):
+    # agreement on them is circular.
+    engine_figures: frozenset[str] = frozenset()
 
 
 def peak_hour_traffic(
@@ -137,6 +141,15 @@ def _number(value: Any, kind: type) -> Any:
     if not math.isfinite(number):
         return None
     return int(number) if kind is int else number
+
+
+def engine_figures(deployment: Deployment) -> frozenset[str]:
+    """The figures of ``deployment``'s telemetry that were generated from the
+    capacity engine itself: those the demo declares, when the demo loaded it."""
+    from_demo = DeploymentHour.objects.filter(
+        deployment=deployment, run__source="demo"
+    ).exists()
+    return ENGINE_FIGURES if from_demo else frozenset()
 
 
 def _discovered(deployment: Deployment) -> dict[str, Any]:
@@ -260,6 +273,7 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         traffic=traffic,
         price=price,
         problems=tuple(problems),
+        engine_figures=engine_figures(deployment),
     )
 
 

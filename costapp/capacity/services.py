@@ -21,8 +21,9 @@ from analytics.capacity.calibration_types import (
     CalibrationKey,
 )
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
-from analytics.capacity.errors import InvalidInput
+from analytics.capacity.errors import CapacityError, InvalidInput
 from costapp.capacity import adapters
+from costapp.capacity.backtest import WINDOW_DAYS, telemetry_fit
 from costapp.capacity.tables import METRICS, Cell, whatif_table
 from costapp.capacity.whatif import Column, WhatIf
 from costapp.csv_export import csv_text
@@ -166,7 +167,16 @@ def calibration_import(
                 output_len=shape["output_len"],
             )
             payload = calibration_to_dict(cal)
-        payload = _json_clean(payload)
+    except InvalidInput as exc:
+        raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
+    return _calibration_store(cal, payload, source=cal.source or filename)
+
+
+def _calibration_store(
+    cal: EngineCalibration, payload: Mapping[str, Any], *, source: str
+) -> Calibration:
+    payload = _json_clean(payload)
+    try:
         calibration_from_dict(payload)  # what is stored must load back
     except InvalidInput as exc:
         raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
@@ -182,7 +192,30 @@ def calibration_import(
         engine_version=key.engine_version or "",
         payload=payload,
         fit_error=cal.fit.mape,
-        source=(cal.source or filename)[:500],
+        source=source[:500],
+    )
+
+
+def calibration_fit_telemetry(
+    *, deployment: Deployment, days: int = WINDOW_DAYS
+) -> Calibration:
+    """Fit ITL against running batch from ``deployment``'s last ``days`` of
+    telemetry and store it as a "fit from telemetry" calibration, keyed to
+    today's configuration (so the page and the back-test use it from now on).
+
+    Refused (too few hours, too flat a batch, no configuration) with the field
+    and value named; nothing is stored then.
+    """
+    try:
+        cal = telemetry_fit(deployment, days=days)
+    except InvalidInput as exc:
+        raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
+    except CapacityError as exc:
+        raise CalibrationImportError("deployment", deployment.name, str(exc)) from exc
+    return _calibration_store(
+        cal,
+        calibration_to_dict(cal),
+        source=f"telemetry of {deployment.name}, last {days} days",
     )
 
 

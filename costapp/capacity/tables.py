@@ -9,11 +9,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from analytics.capacity.engine import Result
+from analytics.capacity.refusals import RejectedShare
+from costapp.capacity.backtest import DeploymentBacktest
 from costapp.capacity.whatif import MigComparison, SearchOutcome, WhatIf
-from costapp.formatting import MISSING, number
+from costapp.formatting import MISSING, money, number
 
 
 @dataclass(frozen=True)
@@ -80,11 +83,11 @@ def _value(result: Result, metric: Metric) -> float | None:
 def _format(value: float | None, metric: Metric, currency: str) -> str:
     if value is None:
         return MISSING
-    text = number(value * metric.scale, metric.digits)
-    # The code, not a symbol: columns priced from different rate cards sit side
-    # by side, so each amount names its currency the same way.
     if metric.money:
-        return f"{currency} {text}{metric.unit}"
+        return money(value * metric.scale, currency, places=metric.digits) + (
+            metric.unit
+        )
+    text = number(value * metric.scale, metric.digits)
     return f"{text} {metric.unit}".strip()
 
 
@@ -143,7 +146,200 @@ def whatif_table(whatif: WhatIf) -> WhatIfTable:
             f"vLLM reported num_gpu_blocks={observed:,}; the model predicts "
             f"{base.num_gpu_blocks:,} for today's settings ({off:+.1%})"
         )
+        if "num_gpu_blocks" in whatif.today.engine_figures:
+            check += f"; {CIRCULAR_BLOCKS}"
     return WhatIfTable(columns, rows, check)
+
+
+CIRCULAR_BLOCKS = (
+    "circular: this num_gpu_blocks was generated from the capacity engine (the "
+    "demo), so agreement with it checks nothing"
+)
+
+
+def rejected_cells(
+    whatif: WhatIf, rejected: Mapping[str, RejectedShare | None] | None
+) -> tuple[tuple[str, str], ...]:
+    """Per column (text, tone): requests its max_model_len rejects, from the
+    prompt histogram as a bound between bucket edges; missing without one."""
+    out = []
+    for column in whatif.columns:
+        if not rejected:
+            out.append(("no prompt-length histogram", "muted"))
+            continue
+        share = rejected.get(column.key)
+        if share is None:
+            out.append((MISSING, ""))
+        elif share.rejected_at_most <= 0 and share.truncated_at_most <= 0:
+            out.append((f"none (max_model_len {share.max_model_len:,})", ""))
+        else:
+            out.append(
+                (
+                    f"max_model_len {share.max_model_len:,}: at least "
+                    f"{share.rejected_at_least:.1%}, at most "
+                    f"{share.rejected_at_most:.1%} of requests rejected (prompt too "
+                    f"long, HTTP 400); a further {share.truncated_at_least:.1%} to "
+                    f"{share.truncated_at_most:.1%} cut at max_model_len "
+                    "(finish_reason=length)",
+                    "bad" if share.rejected_at_least > 0 else "warn",
+                )
+            )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class BacktestRow:
+    figure: str
+    observed: str
+    predicted: str
+    gap: str  # error (like for like) or headroom (replicas)
+    tone: str = ""  # good, bad, warn or ""
+    note: str = ""
+
+
+def _hour_text(hour: Any) -> str:
+    try:
+        return datetime.fromisoformat(str(hour)).strftime("%a %d %b %H:00 UTC")
+    except ValueError:
+        return str(hour)
+
+
+def backtest_notes(found: DeploymentBacktest) -> list[str]:
+    """The back-test's messages the card does not already show: the large-error
+    banner, the circular badge and the per-hour replica verdicts have their place."""
+    bt = found.backtest
+    if bt is None:
+        return []
+    return [
+        m
+        for m in bt.messages
+        if not m.startswith(("large error", "circular")) and "met the ITL SLA" not in m
+    ]
+
+
+def _pct(value: float | None) -> str:
+    return MISSING if value is None else f"{value:+.1%}"
+
+
+def _error_tone(value: float | None, limit: float) -> str:
+    if value is None:
+        return ""
+    return "bad" if abs(value) > limit else "good"
+
+
+def backtest_rows(
+    found: DeploymentBacktest,
+    *,
+    observed_blocks: int | None,
+    predicted_blocks: int | None,
+    large_error: float,
+) -> list[BacktestRow]:
+    """Observed beside predicted, like with like, for today's back-test."""
+    bt = found.backtest
+    if bt is None:
+        return []
+    counts = {h.hour: h.itl_count for h in found.hours}
+    compared = [h for h in bt.hours if h.itl_error is not None]
+    weight = sum(float(counts.get(h.hour) or 0.0) for h in compared)
+    rows: list[BacktestRow] = []
+    if compared and weight > 0:
+        obs = sum(
+            (h.observed_itl_ms or 0.0) * float(counts.get(h.hour) or 0.0)
+            for h in compared
+        )
+        pred = sum(
+            (h.predicted_itl_ms or 0.0) * float(counts.get(h.hour) or 0.0)
+            for h in compared
+        )
+        batches = [h.batch for h in compared if h.batch is not None]
+        rows.append(
+            BacktestRow(
+                "Mean ITL at the hourly mean batch",
+                f"{number(obs / weight, 1)} ms",
+                f"{number(pred / weight, 1)} ms",
+                _pct(bt.itl_error),
+                _error_tone(bt.itl_error, large_error),
+                f"{len(compared)} hours, token-weighted; batch "
+                f"{min(batches):.1f} to {max(batches):.1f} per replica; median "
+                f"|error| per hour {number((bt.itl_median_abs_error or 0) * 100, 1)}%",
+            )
+        )
+    both = [h for h in bt.hours if h.throughput_error is not None]
+    if both:
+        obs_tps = sum(h.observed_tokens_per_s or 0.0 for h in both) / len(both)
+        pred_tps = sum(h.predicted_tokens_per_s or 0.0 for h in both) / len(both)
+        rows.append(
+            BacktestRow(
+                "Output tokens/s per replica at that batch",
+                f"{number(obs_tps, 0)} tok/s",
+                f"{number(pred_tps, 0)} tok/s",
+                _pct(bt.throughput_error),
+                _error_tone(bt.throughput_error, large_error),
+                f"{len(both)} hours; predicted = batch / predicted mean ITL",
+            )
+        )
+    checked = [h for h in bt.hours if h.replicas_verdict != "not checked"]
+    if checked:
+        over = [h for h in checked if h.replicas_verdict == "over"]
+        figure = "Replicas, hours that met the ITL SLA (one-sided)"
+        if over:
+            worst = max(
+                over,
+                key=lambda h: (-(h.headroom_replicas or 0.0), h.replicas_observed or 0),
+            )
+            rows.append(
+                BacktestRow(
+                    figure,
+                    f"{number(worst.replicas_observed, 1)} met the SLA",
+                    f"{worst.replicas_predicted} needed",
+                    f"{-(worst.headroom_replicas or 0.0):.1f} more than met it",
+                    "bad",
+                    f"worst hour {_hour_text(worst.hour)}; {len(over)} of "
+                    f"{len(checked)} hours over: predicted more replicas than "
+                    "served within the SLA (predicted must be ≤ observed)",
+                )
+            )
+        else:
+            busiest = max(checked, key=lambda h: (h.replicas_observed or 0.0, h.hour))
+            rows.append(
+                BacktestRow(
+                    figure,
+                    f"{number(busiest.replicas_observed, 1)} met the SLA",
+                    f"{busiest.replicas_predicted} needed",
+                    f"headroom {busiest.headroom_replicas or 0.0:+.1f}",
+                    "good",
+                    f"busiest checked hour, {_hour_text(busiest.hour)}; all "
+                    f"{len(checked)} checked hours within (predicted ≤ observed); "
+                    "the gap is headroom, not error",
+                )
+            )
+    elif bt.hours:
+        rows.append(
+            BacktestRow(
+                "Replicas, hours that met the ITL SLA (one-sided)",
+                MISSING,
+                MISSING,
+                "not checked",
+                "",
+                "no hour with a known p95 ITL within the SLA",
+            )
+        )
+    if observed_blocks and predicted_blocks:
+        off = predicted_blocks / observed_blocks - 1
+        circular = "num_gpu_blocks" in found.engine_figures
+        rows.append(
+            BacktestRow(
+                "KV blocks (num_gpu_blocks)",
+                f"{observed_blocks:,}",
+                f"{predicted_blocks:,}",
+                _pct(off),
+                "warn" if circular else _error_tone(off, 0.10),
+                "circular: generated from this engine (demo), agreement checks nothing"
+                if circular
+                else "vllm:cache_config_info at start-up",
+            )
+        )
+    return rows
 
 
 @dataclass(frozen=True)
@@ -193,12 +389,12 @@ def mig_rows(comparison: MigComparison) -> list[MigRow]:
                     else MISSING,
                     idle_slices=report.idle_compute_slices,
                     cost_per_hour=(
-                        f"{currency} {report.gpu_cost_per_hour:,.2f}"
+                        money(report.gpu_cost_per_hour, currency)
                         if report.valid and report.gpu_cost_per_hour is not None
                         else MISSING
                     ),
                     cost_per_1k_requests=(
-                        f"{currency} {report.cost_per_1k_requests:,.4f}"
+                        money(report.cost_per_1k_requests, currency, places=4)
                         if report.cost_per_1k_requests is not None
                         else MISSING
                     ),
@@ -227,8 +423,18 @@ def _config_text(row: Mapping[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(parts)
 
 
-def search_rows(frame: Any, keys: Sequence[str], limit: int) -> list[dict[str, str]]:
-    """Ranked or refused search rows as display strings."""
+def _money(value: Any, currency: str, places: int) -> str:
+    try:
+        amount = float(value)
+    except (TypeError, ValueError):
+        return MISSING
+    return money(amount, currency, places=places) if math.isfinite(amount) else MISSING
+
+
+def search_rows(
+    frame: Any, keys: Sequence[str], limit: int, currency: str = "USD"
+) -> list[dict[str, str]]:
+    """Ranked or refused search rows as display strings (money in ``currency``)."""
     out: list[dict[str, str]] = []
     if frame is None or not len(frame):
         return out
@@ -237,8 +443,12 @@ def search_rows(frame: Any, keys: Sequence[str], limit: int) -> list[dict[str, s
             {
                 "rank": str(rank),
                 "config": _config_text(row, keys),
-                "cost_per_1k_requests": _fmt(row.get("cost_per_1k_requests"), 4),
-                "cost_per_1m_tokens": _fmt(row.get("cost_per_1m_tokens"), 4),
+                "cost_per_1k_requests": _money(
+                    row.get("cost_per_1k_requests"), currency, 4
+                ),
+                "cost_per_1m_tokens": _money(
+                    row.get("cost_per_1m_tokens"), currency, 4
+                ),
                 "p95_latency_s": _fmt(row.get("p95_latency_s"), 2),
                 "itl_ms": _fmt(row.get("itl_at_percentile_ms"), 1),
                 "ttft_ms": _fmt(row.get("ttft_ms"), 0),

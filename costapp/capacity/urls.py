@@ -19,4 +19,5 @@ urlpatterns = [
     path("s/<str:share_token>/csv", views.scenario_csv, name="scenario_csv"),
     path("<slug:deployment>/", views.whatif, name="whatif"),
     path("<slug:deployment>/save", views.scenario_save, name="save"),
+    path("<slug:deployment>/fit", views.calibration_fit, name="fit"),
 ]

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from analytics.capacity.backtest import LARGE_ERROR
 from costapp.access import requires
 from costapp.capacity import charts, selectors, services, tables
 from costapp.capacity.forms import (
@@ -27,7 +28,7 @@ from costapp.capacity.whatif import (
     whatif_compute,
     whatif_page,
 )
-from costapp.formatting import MISSING
+from costapp.formatting import MISSING, money
 from costapp.models import Calibration, Deployment
 from costapp.models import Scenario as SavedScenario
 
@@ -78,10 +79,39 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
     ]
     query = request.GET.copy()
     query.pop("simulate", None)
+    found = page.backtest
+    base = result.base
+    backtest = found.backtest if found else None
     return render(
         request,
         "capacity/whatif.html",
         {
+            "price_text": money(
+                state.price.per_gpu_hour, state.price.currency, places=4
+            )
+            if state.price
+            else None,
+            "backtest": backtest,
+            "backtest_found": found,
+            "backtest_rows": tables.backtest_rows(
+                found,
+                observed_blocks=state.observed_blocks,
+                predicted_blocks=base.num_gpu_blocks if base else None,
+                large_error=LARGE_ERROR,
+            )
+            if found
+            else [],
+            "backtest_notes": tables.backtest_notes(found) if found else [],
+            "backtest_chart": charts.backtest_itl(backtest) if backtest else None,
+            "large_error": LARGE_ERROR,
+            "rejected": list(
+                zip(
+                    result.columns,
+                    tables.rejected_cells(result, page.rejected),
+                    strict=True,
+                )
+            ),
+            "can_fit": request.user.has_perm("costapp.add_calibration"),
             "deployment": dep,
             "state": state,
             "whatif": tables.whatif_table(result),
@@ -124,6 +154,26 @@ def scenario_save(request: HttpRequest, deployment: str) -> HttpResponse:
     )
     messages.success(request, f"Saved “{saved.name}”.")
     return redirect("capacity:scenario_share", share_token=saved.share_token)
+
+
+@requires("costapp.run_whatif", write="costapp.add_calibration")
+def calibration_fit(request: HttpRequest, deployment: str) -> HttpResponse:
+    """Fit a calibration from the deployment's telemetry (the back-test offers
+    it when its error is large) and go back to the what-if page."""
+    dep = get_object_or_404(Deployment, name=deployment)
+    back = reverse("capacity:whatif", args=[dep.name]) + "#backtest"
+    if request.method != "POST":
+        return redirect(back)
+    try:
+        row = services.calibration_fit_telemetry(deployment=dep)
+    except services.CalibrationImportError as exc:
+        messages.error(request, f"Fit from telemetry refused: {exc}")
+    else:
+        error = MISSING if row.fit_error is None else f"{row.fit_error:.1%} MAPE"
+        messages.success(
+            request, f"Fitted {row} from telemetry (fit error {error} on its hours)."
+        )
+    return redirect(back)
 
 
 @requires("costapp.view_scenario")
@@ -234,8 +284,12 @@ def search(request: HttpRequest) -> HttpResponse:
             )
             keys = list(data["space"])
             context["outcome"] = outcome
-            context["ranked"] = tables.search_rows(outcome.ranked, keys, 50)
-            context["infeasible"] = tables.search_rows(outcome.infeasible, keys, 50)
+            context["ranked"] = tables.search_rows(
+                outcome.ranked, keys, 50, outcome.currency
+            )
+            context["infeasible"] = tables.search_rows(
+                outcome.infeasible, keys, 50, outcome.currency
+            )
             context["infeasible_count"] = len(outcome.infeasible)
             context["ranked_count"] = len(outcome.ranked)
             if len(outcome.pareto):

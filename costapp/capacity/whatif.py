@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -20,7 +20,14 @@ from analytics.capacity import engine as capacity_engine
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.engine import Result, Scenario
 from analytics.capacity.errors import CapacityError, InvalidInput
+from analytics.capacity.refusals import RejectedShare
 from costapp.capacity import adapters
+from costapp.capacity.backtest import (
+    WINDOW_DAYS,
+    DeploymentBacktest,
+    deployment_backtest,
+    prompt_histogram,
+)
 from costapp.capacity.forms import VARIANT_KEYS, VariantForm, field_errors
 from costapp.capacity.selectors import (
     Price,
@@ -459,10 +466,42 @@ class WhatIfPage:
     curves: list[Curve]  # one per column the engine evaluated, when it has a curve
     bars: list[MemoryBar]
     calibrations: list[EngineCalibration]  # what the columns were evaluated with
+    backtest: DeploymentBacktest | None = None  # today against its telemetry
+    # Per column key: requests its max_model_len rejects, bounded by the prompt
+    # histogram; None where the column has no max_model_len to check. Empty
+    # when there is no prompt histogram (unknown, not "none rejected").
+    rejected: dict[str, RejectedShare | None] | None = None
+
+
+def rejected_shares(
+    deployment: Deployment, columns: Sequence[Column], *, now: datetime | None = None
+) -> dict[str, RejectedShare | None]:
+    """Each column's max_model_len against the observed prompt lengths."""
+    end = now or timezone.now()
+    histogram = prompt_histogram(
+        deployment, start=end - timedelta(days=WINDOW_DAYS), end=end
+    )
+    if histogram is None:
+        return {}
+    out: dict[str, RejectedShare | None] = {}
+    for column in columns:
+        limit = (
+            adapters.effective_max_model_len(column.scenario)
+            if column.scenario is not None
+            else None
+        )
+        if column.scenario is None or limit is None:
+            out[column.key] = None
+            continue
+        out[column.key] = histogram.rejected(
+            int(limit), float(column.scenario.output_tokens)
+        )
+    return out
 
 
 def whatif_page(deployment: Deployment, data: QueryDict) -> WhatIfPage:
-    """The what-if page's figures: the columns, and the curve and memory bar of each."""
+    """The what-if page's figures: the columns, the curve and memory bar of each,
+    today's back-test and each column's rejected share."""
     calibrations = stored_calibrations()
     computed = whatif_compute(deployment, data, calibrations=calibrations)
     curves, bars = [], []
@@ -477,4 +516,10 @@ def whatif_page(deployment: Deployment, data: QueryDict) -> WhatIfPage:
         bar = memory_bar(column.scenario, column.result, column.label)
         if bar is not None:
             bars.append(bar)
-    return WhatIfPage(computed, curves, bars, calibrations)
+    backtest = (
+        deployment_backtest(deployment, calibrations=calibrations, today=computed.state)
+        if computed.state.scenario is not None
+        else None
+    )
+    rejected = rejected_shares(deployment, computed.whatif.columns)
+    return WhatIfPage(computed, curves, bars, calibrations, backtest, rejected)

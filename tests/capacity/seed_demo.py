@@ -9,7 +9,16 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from costapp.models import Deployment, DeploymentHour, EngineDiscovery, RateCard
+from analytics.capacity.backtest import predicted_itl_s
+from analytics.capacity.engine import step_model
+from costapp.capacity import selectors
+from costapp.models import (
+    Deployment,
+    DeploymentHour,
+    EngineDiscovery,
+    HistogramHour,
+    RateCard,
+)
 from tests.support.users import user_in
 
 
@@ -77,6 +86,76 @@ def seed_chat(now: datetime) -> Deployment:
     return deployment
 
 
+ITL_BOUNDS = [0.005, 0.01, 0.02, 0.04, 0.08, 0.16, None]
+
+
+def declare_itl_curve(deployment: Deployment, factor: float) -> None:
+    """Give every seeded hour a running batch and an ITL histogram whose mean is
+    ``factor`` x the roofline at that batch (a declared curve, not the engine's)."""
+    scenario = selectors.deployment_today(deployment).scenario
+    assert scenario is not None
+    model = step_model(scenario)
+    rows = list(
+        DeploymentHour.objects.filter(deployment=deployment, requests_stop__gt=0)
+    )
+    for i, row in enumerate(rows):
+        batch = 4.0 + 4.0 * (i % 24)
+        itl = factor * predicted_itl_s(model, scenario, batch)
+        row.running_mean = batch * row.replicas_mean
+        row.generation_tokens = batch / itl * 3600 * row.replicas_mean
+        # Keep the seeded request shape (800 in, 200 out) for the new token count.
+        requests = row.generation_tokens / 200
+        row.requests_stop, row.requests_length = requests * 0.9, requests * 0.1
+        row.prompt_tokens = requests * 800
+        row.save()
+        tokens = row.generation_tokens
+        # Every token in the bucket that holds 1.2 x the mean.
+        upper = next(b for b in ITL_BOUNDS if b is None or b >= itl * 1.2)
+        cumulative = [
+            0.0 if b is not None and b < upper else tokens for b in ITL_BOUNDS
+        ]
+        HistogramHour.objects.create(
+            deployment=deployment,
+            hour=row.hour,
+            metric="itl",
+            bounds=ITL_BOUNDS,
+            cumulative_counts=cumulative,
+            total_sum=itl * tokens,
+            total_count=tokens,
+        )
+
+
+PROMPT_BOUNDS = [100, 200, 500, 1000, 2000, 5000, 10000, 20000, None]
+# Share of requests per prompt bucket: most near 800 tokens, a long tail.
+PROMPT_SHARES = [0.02, 0.08, 0.25, 0.35, 0.20, 0.075, 0.02, 0.005, 0.0]
+
+
+def seed_prompt_histogram(deployment: Deployment) -> None:
+    """A vllm:request_prompt_tokens histogram per seeded hour (PROMPT_SHARES)."""
+    for row in DeploymentHour.objects.filter(deployment=deployment):
+        n = row.requests
+        if not n > 0:
+            continue
+        cumulative, total = [], 0.0
+        for share in PROMPT_SHARES:
+            total += share * n
+            cumulative.append(round(total, 6))
+        cumulative[-1] = n
+        HistogramHour.objects.create(
+            deployment=deployment,
+            hour=row.hour,
+            metric="prompt_tokens",
+            bounds=PROMPT_BOUNDS,
+            cumulative_counts=cumulative,
+            total_sum=row.prompt_tokens,
+            total_count=n,
+        )
+
+
 def seed() -> None:
+    """The browser test's server: chat with telemetry from a curve 1.3 x the
+    roofline (so the back-test has something to say) and prompt lengths."""
     user_in("lead", "tech lead", password="pw-for-the-browser-test")
-    seed_chat(datetime.now(UTC))
+    chat = seed_chat(datetime.now(UTC))
+    declare_itl_curve(chat, 1.3)
+    seed_prompt_histogram(chat)

@@ -71,6 +71,7 @@ EXPECTED: dict[str, Rule] = {
     "capacity:scenario_csv": Rule(LEADS, None),
     "capacity:whatif": Rule(LEADS, None),
     "capacity:save": Rule(LEADS, LEADS),
+    "capacity:fit": Rule(LEADS, LEADS),
     "alerts:rules": Rule(LEADS, LEADS),
     "alerts:rule": Rule(LEADS, LEADS),
     "alerts:silences": Rule(LEADS, LEADS),

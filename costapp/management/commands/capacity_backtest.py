@@ -3,88 +3,22 @@
 Today's configuration of a deployment (as the what-if page builds it) against the
 same deployment's hourly telemetry: mean ITL and output tokens/s per replica at
 each hour's mean running batch, and a one-sided replica check (see
-``analytics.capacity.backtest``). ``--circular`` says the telemetry was generated
-from the engine itself (the demo), so agreement checks nothing.
+``analytics.capacity.backtest``). The page and this command share
+``costapp.capacity.backtest.deployment_backtest``. ``--circular`` says the
+telemetry was generated from the engine itself, so agreement checks nothing
+(without it, the demo's declared engine figures decide).
 """
 
 from __future__ import annotations
 
 import json
-import math
-from dataclasses import replace
-from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
-from analytics.capacity.backtest import Backtest, HourObservation, backtest_today
-from analytics.capacity.errors import CapacityError
-from analytics.histograms import BucketMismatch, Buckets, bucket_quantile
-from costapp.capacity import selectors
-from costapp.models import Deployment, DeploymentHour, HistogramHour
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _p95_ms(row: HistogramHour) -> float | None:
-    try:
-        value = bucket_quantile(
-            0.95, Buckets(tuple(row.bounds), tuple(row.cumulative_counts))
-        )
-    except BucketMismatch:
-        return None
-    return None if value is None else value * 1000.0
-
-
-def observations(
-    deployment: Deployment, *, start: Any, end: Any
-) -> tuple[list[HourObservation], float | None]:
-    """Hourly observations and the window's prefix-cache hit rate (None: unknown)."""
-    itl = {
-        h.hour: h
-        for h in HistogramHour.objects.filter(
-            deployment=deployment, metric="itl", hour__gte=start, hour__lt=end
-        )
-    }
-    hours: list[HourObservation] = []
-    hits = queries = 0.0
-    for row in DeploymentHour.objects.filter(
-        deployment=deployment, hour__gte=start, hour__lt=end
-    ).order_by("hour"):
-        replicas = row.replicas_mean if row.replicas_mean > 0 else None
-        requests = row.requests
-        hist = itl.get(row.hour)
-        if row.prefix_cache_queries and row.prefix_cache_hits is not None:
-            hits += row.prefix_cache_hits
-            queries += row.prefix_cache_queries
-        hours.append(
-            HourObservation(
-                hour=row.hour.isoformat(),
-                replicas=replicas,
-                running_per_replica=row.running_mean / replicas
-                if replicas and row.running_mean is not None
-                else None,
-                itl_sum_s=hist.total_sum if hist else None,
-                itl_count=hist.total_count if hist else None,
-                output_tokens_per_s_per_replica=row.generation_tokens / 3600 / replicas
-                if replicas and row.generation_tokens > 0
-                else None,
-                requests_per_s=requests / 3600 if requests > 0 else None,
-                itl_p95_ms=_p95_ms(hist) if hist else None,
-                prompt_tokens_mean=row.prompt_tokens / requests
-                if requests > 0
-                else None,
-                output_tokens_mean=row.generation_tokens / requests
-                if requests > 0
-                else None,
-            )
-        )
-    return hours, (hits / queries if queries > 0 else None)
+from analytics.capacity.backtest import Backtest
+from costapp.capacity.backtest import MAX_WINDOW_DAYS, deployment_backtest, document
+from costapp.models import Deployment
 
 
 class Command(BaseCommand):
@@ -97,7 +31,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--circular",
             action="store_true",
-            help="the telemetry was generated from the capacity engine (demo)",
+            default=None,
+            help="the telemetry was generated from the capacity engine",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -107,31 +42,19 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--deployment {options['deployment']!r}: no such deployment"
             ) from None
-        if not 1 <= options["days"] <= 90:
-            raise CommandError(f"--days {options['days']}: must be 1 to 90")
-        now = timezone.now()
-        state = selectors.deployment_today(deployment, now=now)
-        if state.scenario is None:
-            raise CommandError("; ".join(state.problems))
-        hours, hit_rate = observations(
-            deployment, start=now - timedelta(days=options["days"]), end=now
-        )
-        scenario = state.scenario
-        if hit_rate is not None and 0 <= hit_rate < 1:
-            scenario = replace(scenario, prefix_cache_hit_rate=hit_rate)
-        try:
-            found = backtest_today(
-                scenario,
-                hours,
-                calibrations=selectors.stored_calibrations(),
-                circular=options["circular"],
+        if not 1 <= options["days"] <= MAX_WINDOW_DAYS:
+            raise CommandError(
+                f"--days {options['days']}: must be 1 to {MAX_WINDOW_DAYS}"
             )
-        except CapacityError as exc:
-            raise CommandError(f"today's configuration: {exc}") from None
+        found = deployment_backtest(
+            deployment, days=options["days"], circular=options["circular"]
+        )
+        if found.backtest is None:
+            raise CommandError("; ".join(found.problems))
         if options["json"]:
-            self.stdout.write(json.dumps(_document(deployment, found), indent=2))
+            self.stdout.write(json.dumps(document(found), indent=2))
             return
-        self._print(deployment, found)
+        self._print(deployment, found.backtest)
 
     def _print(self, deployment: Deployment, found: Backtest) -> None:
         def pct(value: float | None) -> str:
@@ -164,20 +87,3 @@ class Command(BaseCommand):
             )
         for message in found.messages:
             self.stdout.write(message)
-
-
-def _document(deployment: Deployment, found: Backtest) -> dict[str, Any]:
-    return {
-        "deployment": deployment.name,
-        "itl_error": _clean(found.itl_error),
-        "throughput_error": _clean(found.throughput_error),
-        "itl_median_abs_error": _clean(found.itl_median_abs_error),
-        "throughput_median_abs_error": _clean(found.throughput_median_abs_error),
-        "large_error": found.large_error,
-        "offer_telemetry_fit": found.offer_telemetry_fit,
-        "replicas_ok": found.replicas_ok,
-        "circular": found.circular,
-        "calibration": found.calibration,
-        "messages": list(found.messages),
-        "hours": [{k: _clean(v) for k, v in h.__dict__.items()} for h in found.hours],
-    }

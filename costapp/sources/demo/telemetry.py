@@ -26,6 +26,7 @@ from costapp.sources.base import (
     Record,
 )
 from costapp.sources.demo.story import (
+    CURVE_ITL_SIGMA,
     DAY,
     DEPLOYMENTS,
     HOUR,
@@ -84,12 +85,13 @@ def _hist_record(
     bounds: tuple[float, ...],
     count: float,
     median: float,
+    sigma: float = LATENCY_SIGMA,
 ) -> HistogramRecord:
     """Bucket counts of ``count`` lognormal observations with that median."""
-    z = (np.log(np.asarray(bounds)) - math.log(median)) / LATENCY_SIGMA
+    z = (np.log(np.asarray(bounds)) - math.log(median)) / sigma
     cumulative = np.round(count * ndtr(z))
     total = float(round(count))
-    mean = median * math.exp(LATENCY_SIGMA**2 / 2)
+    mean = median * math.exp(sigma**2 / 2)
     return HistogramRecord(
         deployment=name,
         hour=hour,
@@ -97,6 +99,50 @@ def _hist_record(
         bounds=(*bounds, None),
         cumulative_counts=(*(float(c) for c in cumulative), total),
         total_sum=round(total * mean, 6),
+        total_count=total,
+    )
+
+
+# vLLM's request_prompt_tokens buckets (build_1_2_5_buckets up to the model's
+# 131,072-token maximum), +Inf last.
+PROMPT_BOUNDS: tuple[float, ...] = (
+    1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, 50000,
+    100000,
+)  # fmt: skip
+PROMPT_SIGMA = 0.5
+
+
+def curve_itl_s(spec: DemoDeployment, batch: np.ndarray) -> np.ndarray:
+    """The declared true mean ITL at ``batch`` (linear between the points)."""
+    xs, ys = zip(*spec.itl_curve, strict=True)
+    itl: np.ndarray = np.interp(batch, xs, ys)
+    return itl
+
+
+def curve_batch(spec: DemoDeployment, tokens_per_s: np.ndarray) -> np.ndarray:
+    """Running batch per replica that serves ``tokens_per_s`` on the declared
+    curve: every running sequence makes one token per step, so B = rate x ITL(B)
+    (a contraction while rate x slope < 1; iterated to convergence)."""
+    batch = tokens_per_s * curve_itl_s(spec, np.ones_like(tokens_per_s))
+    for _ in range(60):
+        batch = tokens_per_s * curve_itl_s(spec, batch)
+    return batch
+
+
+def _prompt_record(
+    name: str, hour: datetime, count: float, mean: float
+) -> HistogramRecord:
+    """``vllm:request_prompt_tokens`` of ``count`` lognormal prompts of that mean."""
+    median = mean / math.exp(PROMPT_SIGMA**2 / 2)
+    z = (np.log(np.asarray(PROMPT_BOUNDS)) - math.log(median)) / PROMPT_SIGMA
+    total = float(round(count))
+    return HistogramRecord(
+        deployment=name,
+        hour=hour,
+        metric="prompt_tokens",
+        bounds=(*PROMPT_BOUNDS, None),
+        cumulative_counts=(*(float(c) for c in np.round(count * ndtr(z))), total),
+        total_sum=round(total * mean, 3),
         total_count=total,
     )
 
@@ -249,7 +295,17 @@ def simulate(
     # Gauges: one deployment-level value per scraped minute.
     sample_t = minute_t + MINUTE // 2
     e2e = spec.ttft_s + spec.gen_mean * spec.itl_s
-    running = per_pod_rps * e2e * rng.lognormal(0, 0.08, n_min)
+    running_noise = rng.lognormal(0, 0.08, n_min)
+    if spec.itl_curve:
+        # The declared curve, not itl_s: the batch each pod runs at its rate.
+        running = curve_batch(spec, per_pod_rps * spec.gen_mean) * running_noise
+        # The hour's ITL scatters a little around the curve (its own stream,
+        # so the draws above stay what they were).
+        curve_noise = np.random.default_rng([seed, index, 1]).lognormal(
+            0.0, 0.02, n_hours
+        )
+    else:
+        running = per_pod_rps * e2e * running_noise
     kv_capacity = spec.kv_tokens * np.where(np.repeat(incident, 60), 0.5, 1.0)
     kv = np.clip(
         running * (spec.prompt_mean + spec.gen_mean / 2) / kv_capacity, 0.01, 1.0
@@ -290,17 +346,38 @@ def simulate(
         )
         u = float(utilisation[hi])
         slow = 1.25 if incident[hi] else 1.0
-        itl = spec.itl_s * (1 + 0.6 * u * u) * slow
         ttft = spec.ttft_s * (1 + 2.0 * u**3) * (2.2 if incident[hi] else 1.0)
         n_req = values["requests_stop"] + values["requests_length"]
         n_tok = max(values["generation_tokens"] - n_req, 0.0)
+        if spec.itl_curve:
+            # Mean ITL on the curve at the hour's mean running batch per pod.
+            mean_itl = float(curve_itl_s(spec, np.asarray(run_s[0]))) * float(
+                curve_noise[hi]
+            )
+            itl_hist = _hist_record(
+                spec.name,
+                at,
+                "itl",
+                ITL_BOUNDS,
+                n_tok,
+                mean_itl / math.exp(CURVE_ITL_SIGMA**2 / 2),
+                CURVE_ITL_SIGMA,
+            )
+            itl = mean_itl
+        else:
+            itl = spec.itl_s * (1 + 0.6 * u * u) * slow
+            itl_hist = _hist_record(spec.name, at, "itl", ITL_BOUNDS, n_tok, itl)
         histograms[h] = [
             _hist_record(spec.name, at, "ttft", TTFT_BOUNDS, n_req, ttft),
-            _hist_record(spec.name, at, "itl", ITL_BOUNDS, n_tok, itl),
+            itl_hist,
             _hist_record(
                 spec.name, at, "e2e", E2E_BOUNDS, n_req, ttft + spec.gen_mean * itl
             ),
         ]
+        if spec.itl_curve:
+            prompt_mean = values["prompt_tokens"] / n_req if n_req > 0 else 0.0
+            if prompt_mean > 0:
+                histograms[h].append(_prompt_record(spec.name, at, n_req, prompt_mean))
     slot_hours = {t0 + i * HOUR: int(r) for i, r in enumerate(replicas)}
     activity = {t0 + i * HOUR: float(min(u, 1.0)) for i, u in enumerate(utilisation)}
     return _Simulated(spec, hour_records, histograms, slot_hours, activity)
