@@ -19,17 +19,19 @@ QUANTUM = Decimal(1).scaleb(-PLACES)
 
 
 def decimal_text(value: Any) -> str | None:
+    """Fixed-point text: a Decimal at most at the columns' scale (a product
+    of two of them is cut back to it), a float as its shortest round-trip
+    digits (the stored figure, exactly)."""
     if value is None:
         return None
     if isinstance(value, float):
-        if not math.isfinite(value):
-            return None
-        value = Decimal(repr(value))
-    elif not isinstance(value, Decimal):
+        return format(Decimal(repr(value)), "f") if math.isfinite(value) else None
+    if not isinstance(value, Decimal):
         value = Decimal(str(value))
     if not value.is_finite():
         return None
-    if value.as_tuple().exponent < -PLACES:  # type: ignore[operator]
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and exponent < -PLACES:
         value = value.quantize(QUANTUM)
     return format(value, "f")
 
