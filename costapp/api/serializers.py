@@ -8,7 +8,6 @@ import math
 from decimal import Decimal
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -36,7 +35,14 @@ def decimal_text(value: Any) -> str | None:
     return format(value, "f")
 
 
-@extend_schema_field(OpenApiTypes.DECIMAL)
+@extend_schema_field(
+    {
+        "type": "string",
+        "format": "decimal",
+        "pattern": r"^-?[0-9]+(\.[0-9]+)?$",
+        "example": "1234.560000000000",
+    }
+)
 class Money(serializers.Field):
     """A Decimal or float amount as a decimal string, or null."""
 
@@ -174,8 +180,11 @@ class ActiveAlert(serializers.Serializer):
 
 class Problem(serializers.Serializer):
     detail = ro(serializers.CharField)
+
+
+class QueryProblem(Problem):
     errors = serializers.DictField(
         child=serializers.ListField(child=serializers.CharField()),
-        required=False, read_only=True,
+        read_only=True,
         help_text="per parameter: messages naming the parameter and its value",
-    )  # fmt: skip
+    )

@@ -24,7 +24,7 @@ from costapp.api.auth import BearerTokenAuthentication, HasPermission
 from costapp.api.pagination import Pagination
 
 ERRORS = {
-    400: OpenApiResponse(s.Problem, description="a query parameter was refused"),
+    400: OpenApiResponse(s.QueryProblem, description="a query parameter was refused"),
     401: OpenApiResponse(s.Problem, description="no token, or revoked or expired"),
     403: OpenApiResponse(s.Problem, description="the token's role may not read this"),
 }
