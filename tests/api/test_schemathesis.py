@@ -79,9 +79,9 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
                 "--checks",
                 CHECKS,
                 "--phases",
-                "examples,coverage,fuzzing",
+                "coverage,fuzzing",
                 "--max-examples",
-                "30",
+                "10",
                 "--seed",
                 "12",
                 "--workers",
@@ -95,7 +95,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
                 "junit",
                 "--report-dir",
                 str(tmp_path),
-            ],  # fmt: skip
+            ],
             capture_output=True,
             text=True,
             timeout=240,
@@ -104,5 +104,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
         )
     output = run.stdout + run.stderr
     assert run.returncode == 0, output[-6000:]
-    # It ran every operation and made requests.
-    assert "7 passed" in output or "7 operations" in output, output[-3000:]
+    # Both phases ran every operation (the coverage phase's boundary and
+    # invalid values, then random ones): about 650 requests on the demo.
+    assert output.count("✅ 7 passed") == 2, output[-3000:]
+    assert "No issues found" in output, output[-3000:]
