@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
@@ -33,6 +34,8 @@ def openapi_schema() -> dict[str, Any]:
 
 @requires(TOKEN_RIGHT, write=TOKEN_RIGHT)
 def tokens(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    assert isinstance(user, User)  # requires() let only a reader in
     now = timezone.now()
     create = TokenCreateForm(request.POST if "name" in request.POST else None)
     revoke = TokenRevokeForm(request.POST if "revoke" in request.POST else None)
@@ -42,7 +45,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         if revoke.is_bound:
             if revoke.is_valid():
                 done = api_token_revoke(
-                    user=request.user, token_id=revoke.cleaned_data["revoke"], now=now
+                    user=user, token_id=revoke.cleaned_data["revoke"], now=now
                 )
                 if done:
                     messages.success(request, "token revoked")
@@ -50,7 +53,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 revoke.add_error("revoke", "not one of your live tokens")
             status = 400
         elif create.is_valid():
-            if api_tokens_live_count(user=request.user, now=now) >= MAX_TOKENS_PER_USER:
+            if api_tokens_live_count(user=user, now=now) >= MAX_TOKENS_PER_USER:
                 create.add_error(
                     None,
                     f"you hold {MAX_TOKENS_PER_USER} live tokens; revoke one first",
@@ -59,7 +62,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
             else:
                 data = create.cleaned_data
                 made = api_token_create(
-                    user=request.user,
+                    user=user,
                     name=data["name"],
                     scopes=data["scopes"],
                     expires_at=now + timedelta(days=data["days"]),
@@ -75,7 +78,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
             "form": create,
             "revoke_form": revoke,
             "secret": secret,
-            "tokens": api_tokens_of(user=request.user),
+            "tokens": api_tokens_of(user=user),
             "now": now,
         },
         status=status,

@@ -64,7 +64,7 @@ class Number(serializers.FloatField):
         kwargs.setdefault("allow_null", True)
         super().__init__(**kwargs)
 
-    def to_representation(self, value: Any) -> float | None:
+    def to_representation(self, value: Any) -> float | None:  # type: ignore[override]
         if value is None:
             return None
         number = float(value)
@@ -183,7 +183,7 @@ class Problem(serializers.Serializer):
 
 
 class QueryProblem(Problem):
-    errors = serializers.DictField(
+    errors = serializers.DictField(  # type: ignore[assignment]
         child=serializers.ListField(child=serializers.CharField()),
         read_only=True,
         help_text="per parameter: messages naming the parameter and its value",

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 
 from costapp.models import ApiToken
@@ -36,7 +36,7 @@ class TokenCreated:
 
 def api_token_create(
     *,
-    user: AbstractBaseUser,
+    user: User,
     name: str,
     scopes: Iterable[str],
     expires_at: datetime,
@@ -57,7 +57,7 @@ def api_token_create(
     return TokenCreated(token=token, secret=secret)
 
 
-def api_token_revoke(*, user: AbstractBaseUser, token_id: int, now: datetime) -> int:
+def api_token_revoke(*, user: User, token_id: int, now: datetime) -> int:
     """Revoke one of the user's own tokens; 0 when it is not theirs or is
     already revoked."""
     return ApiToken.objects.filter(
@@ -65,11 +65,11 @@ def api_token_revoke(*, user: AbstractBaseUser, token_id: int, now: datetime) ->
     ).update(revoked_at=now)
 
 
-def api_tokens_of(*, user: AbstractBaseUser) -> QuerySet[ApiToken]:
+def api_tokens_of(*, user: User) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(user=user).order_by("-created_at", "-pk")
 
 
-def api_tokens_live_count(*, user: AbstractBaseUser, now: datetime) -> int:
+def api_tokens_live_count(*, user: User, now: datetime) -> int:
     return ApiToken.objects.filter(
         user=user, revoked_at__isnull=True, expires_at__gt=now
     ).count()

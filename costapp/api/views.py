@@ -64,7 +64,7 @@ class ReadView(generics.ListAPIView):  # type: ignore[type-arg]
 class UnitCosts(ReadView):
     required_permission = "costapp.view_unitcostfigure"
     query_class = q.FigureQuery
-    serializer_class = s.UnitCost
+    serializer_class: type[serializers.Serializer] = s.UnitCost
 
     @documented(query=q.FigureQuery, response=s.UnitCost(many=True),
                 summary="Stored unit costs per series and period",
