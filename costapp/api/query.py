@@ -31,7 +31,7 @@ class InvalidQuery(APIException):
         self.errors = errors
 
 
-def named(raw: Any, errors: dict[str, Any], known: set[str]) -> dict[str, list[str]]:
+def named(raw: Any, errors: dict[str, Any]) -> dict[str, list[str]]:
     """Serializer errors as ``field='value': reason``."""
     out: dict[str, list[str]] = {}
     for field, reasons in errors.items():
@@ -50,7 +50,7 @@ def validated(
     errors: dict[str, list[str]] = {}
     for key in params:
         if key not in known:
-            errors[key] = [
+            errors[key[:80]] = [
                 f"{shown(key)}: not a parameter here; known: {', '.join(sorted(known))}"
             ]
         elif len(params.getlist(key)) > 1:
@@ -58,7 +58,7 @@ def validated(
                 f"{key}: given {len(params.getlist(key))} times; once at most"
             ]
     if not serializer.is_valid():
-        errors.update(named(params, serializer.errors, known))
+        errors.update(named(params, serializer.errors))
     if errors:
         raise InvalidQuery(errors)
     return dict(serializer.validated_data)
