@@ -59,6 +59,8 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "axes",
     "csp",
+    "rest_framework",
+    "drf_spectacular",
     "costapp.apps.CostappConfig",
 ]
 
@@ -172,7 +174,32 @@ CELERY_TASK_ROUTES = {
     "costapp.alerts.tasks.*": {"queue": "alerts"},
 }
 
-# The bearer token Prometheus sends to scrape /metrics; unset, /metrics is 404.
+# The JSON API (costapp/api, docs/api.md): read-only, bearer tokens only (no
+# session, so no CSRF question), JSON only, bounded pages.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": ["costapp.api.auth.BearerTokenAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["costapp.api.auth.HasPermission"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [],
+    "DEFAULT_PAGINATION_CLASS": "costapp.api.pagination.Pagination",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "costapp.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "URL_FORMAT_OVERRIDE": None,
+    "COERCE_DECIMAL_TO_STRING": True,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "costapp API",
+    "DESCRIPTION": "Read-only unit costs, baselines, spend, idle dollars, budgets "
+    "and alerts. Money is a decimal string beside its currency.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "PREPROCESSING_HOOKS": ["costapp.api.errors.only_v1"],
+}
+
+# The bearer token Prometheus sends to scrape /metrics; unset, /metrics is 404
+# unless a user holds a token with the metrics scope (costapp/api/tokens.py).
 COSTAPP_METRICS_TOKEN = env_str("COSTAPP_METRICS_TOKEN", "")
 PROMETHEUS_URL = env_str("PROMETHEUS_URL", "")
 PROMETHEUS_USERNAME = env_str("PROMETHEUS_USERNAME", "")

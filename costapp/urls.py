@@ -17,6 +17,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("home/", access.landing, name="landing"),
     path("admin/", admin.site.urls),
+    # The JSON API (bearer tokens) and its token and docs pages.
+    path("api/", include("costapp.api.urls")),
     path("", include("costapp.views.urls")),
 ]
 

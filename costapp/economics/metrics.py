@@ -4,8 +4,10 @@ Alertmanager.
 A custom collector reads the stored figures at scrape time into a fresh
 ``CollectorRegistry``: gauges set inside Celery tasks would live in the
 worker's process and the web process would show nothing. Authenticated by a
-bearer token (``COSTAPP_METRICS_TOKEN``; the page does not exist while it is
-unset), compared in constant time.
+bearer token: a user's API token with the ``metrics`` scope (its user needs
+the right to read unit costs), or the deployment-wide ``COSTAPP_METRICS_TOKEN``
+compared in constant time. The page does not exist (404) while neither is
+possible: no ``COSTAPP_METRICS_TOKEN`` and no live metrics token.
 
 Per series (deployment, team, fleet) and currency, two clocks:
 
@@ -26,11 +28,14 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db.models import Max, Q
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from costapp.api.tokens import api_token_authenticate, metrics_tokens_exist
 from costapp.models import Deployment, UnitCostFigure
+from costapp.models.api import SCOPE_METRICS
 
 LABELS = ["deployment", "team", "clock", "currency"]
 SCOPES = ("deployment", "team", "fleet")
@@ -112,19 +117,36 @@ class UnitCostCollector(Collector):
         yield flagged
 
 
-def _authorised(request: HttpRequest, token: str) -> bool:
+METRICS_RIGHT = "costapp.view_unitcostfigure"
+
+
+def _verdict(request: HttpRequest, token: str) -> int:
+    """200: let in; 401: no valid token; 403: a token whose user may not read
+    unit costs; 404: the page is off."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    return hmac.compare_digest(given.strip().encode(), token.encode())
+    given = given.strip()
+    now = timezone.now()
+    if scheme.lower() == "bearer" and given:
+        if token and hmac.compare_digest(given.encode(), token.encode()):
+            return 200
+        verdict = api_token_authenticate(secret=given, scope=SCOPE_METRICS, now=now)
+        if verdict.token is not None:
+            return 200 if verdict.token.user.has_perm(METRICS_RIGHT) else 403
+    if token or metrics_tokens_exist(now=now):
+        return 401
+    return 404
 
 
 @login_not_required
 def metrics(request: HttpRequest) -> HttpResponse:
     token = getattr(settings, "COSTAPP_METRICS_TOKEN", "")
-    if not token:
-        raise Http404("metrics are off: set COSTAPP_METRICS_TOKEN")
-    if not _authorised(request, token):
+    status = _verdict(request, token)
+    if status == 404:
+        raise Http404("metrics are off: set COSTAPP_METRICS_TOKEN or create a token")
+    if status == 403:
+        return HttpResponse("this token's user may not read unit costs\n",
+                            status=403, content_type="text/plain")  # fmt: skip
+    if status == 401:
         response = HttpResponse("a bearer token is required\n", status=401,
                                 content_type="text/plain")  # fmt: skip
         response["WWW-Authenticate"] = 'Bearer realm="costapp metrics"'

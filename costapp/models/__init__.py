@@ -7,6 +7,7 @@ from costapp.models.alerts import (
     Delivery,
     Silence,
 )
+from costapp.models.api import ApiToken
 from costapp.models.capacity import Calibration, Scenario
 from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
 from costapp.models.economics import Budget, UnitCostFigure
@@ -23,6 +24,7 @@ __all__ = [
     "AlertEvent",
     "AlertRule",
     "AlertState",
+    "ApiToken",
     "AuditEntry",
     "BillingPeriodSource",
     "Budget",

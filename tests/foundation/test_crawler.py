@@ -78,6 +78,18 @@ EXPECTED: dict[str, Rule] = {
     "alerts:channels": Rule(LEADS, ADMINS),
     "alerts:channel": Rule(LEADS, ADMINS),
     "alerts:log": Rule(LEADS, None),
+    # The JSON API: bearer tokens only (TOKEN_AUTH); its pages are a session's.
+    "api:unit_costs": Rule(frozenset(), None),
+    "api:baselines": Rule(frozenset(), None),
+    "api:spend": Rule(frozenset(), None),
+    "api:idle": Rule(frozenset(), None),
+    "api:budgets": Rule(frozenset(), None),
+    "api:alert_events": Rule(frozenset(), None),
+    "api:alerts_active": Rule(frozenset(), None),
+    "api:v1_schema": Rule(frozenset(), None),
+    "api:tokens": Rule(READERS, READERS),
+    "api:schema": Rule(READERS, None),
+    "api:docs": Rule(READERS, None),
     # The admin site: its own login page for everyone outside the admin group.
     "admin:index": Rule(ADMINS, ADMINS),
 }
@@ -85,8 +97,20 @@ EXPECTED: dict[str, Rule] = {
 # (tests/foundation/test_roles.py covers users); the crawler walks its index.
 SKIPPED_NAMESPACES = ("admin:",)
 # Answer 401 without the bearer token, whoever is logged in; tested with the
-# token in tests/economics/test_metrics.py.
-TOKEN_AUTH = frozenset({"metrics"})
+# token in tests/economics/test_metrics.py and tests/api/.
+TOKEN_AUTH = frozenset(
+    {
+        "metrics",
+        "api:unit_costs",
+        "api:baselines",
+        "api:spend",
+        "api:idle",
+        "api:budgets",
+        "api:alert_events",
+        "api:alerts_active",
+        "api:v1_schema",
+    }
+)
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,146 @@
+"""Query parameters: declared once as DRF serializers (drf-spectacular writes
+them into the schema), refused with the field and the value named, as every
+input of the product (costapp/validation.py)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import serializers
+from rest_framework.exceptions import APIException
+
+from costapp.costs.selectors import BASES, DEFAULT_BASIS
+from costapp.models.economics import GRAINS, SCOPES
+from costapp.validation import MAX_DATE, MIN_DATE, shown
+
+DEFAULT_DAYS = 30
+MAX_DAYS = {"day": 366, "hour": 31}
+# Spend allocates the bill on read: a quarter at most per request.
+MAX_SPEND_DAYS = 93
+NAME_PATTERN = r"^[A-Za-z0-9_.:/@-]{1,100}$"
+
+
+class InvalidQuery(APIException):
+    status_code = 400
+    default_code = "invalid"
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        super().__init__(detail="invalid query parameters")
+        self.errors = errors
+
+
+def named(raw: Any, errors: dict[str, Any]) -> dict[str, list[str]]:
+    """Serializer errors as ``field='value': reason``."""
+    out: dict[str, list[str]] = {}
+    for field, reasons in errors.items():
+        value = raw.get(field) if hasattr(raw, "get") else None
+        items = reasons if isinstance(reasons, list) else [reasons]
+        out[field] = [f"{field}={shown(value)}: {r}" for r in items]
+    return out
+
+
+def validated(
+    serializer_class: type[serializers.Serializer], request: Any
+) -> dict[str, Any]:
+    params = request.query_params
+    serializer = serializer_class(data=params)
+    known = set(serializer.fields) | {"page", "page_size"}
+    errors: dict[str, list[str]] = {}
+    for key in params:
+        if key not in known:
+            errors[key[:80]] = [
+                f"{shown(key)}: not a parameter here; known: {', '.join(sorted(known))}"
+            ]
+        elif len(params.getlist(key)) > 1:
+            errors[key] = [
+                f"{key}: given {len(params.getlist(key))} times; once at most"
+            ]
+    if not serializer.is_valid():
+        errors.update(named(params, serializer.errors))
+    if errors:
+        raise InvalidQuery(errors)
+    return dict(serializer.validated_data)
+
+
+class BoundedDate(serializers.DateField):
+    """A UTC day between 2000-01-01 and 2100-12-31."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("input_formats", ["%Y-%m-%d"])
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, value: Any) -> date:
+        day: date = super().to_internal_value(value)
+        if not MIN_DATE <= day <= MAX_DATE:
+            raise serializers.ValidationError(
+                f"is outside {MIN_DATE.isoformat()}..{MAX_DATE.isoformat()}"
+            )
+        return day
+
+
+class Window(serializers.Serializer):
+    start = BoundedDate(
+        help_text="First UTC day (YYYY-MM-DD); default: 30 days before end."
+    )
+    end = BoundedDate(
+        help_text="UTC day after the last one (exclusive); default: tomorrow."
+    )
+
+    max_days = 366
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        end = attrs.get("end") or timezone.now().date() + timedelta(days=1)
+        start = attrs.get("start") or end - timedelta(days=DEFAULT_DAYS)
+        limit = self.max_days_for(attrs)
+        if start >= end:
+            raise serializers.ValidationError(
+                {"end": f"must be after start={start.isoformat()}"}
+            )
+        if (end - start).days > limit:
+            raise serializers.ValidationError(
+                {"end": f"the window {start.isoformat()}..{end.isoformat()} is "
+                        f"{(end - start).days} days; at most {limit}"}
+            )  # fmt: skip
+        attrs["start"], attrs["end"] = start, end
+        return attrs
+
+    def max_days_for(self, attrs: dict[str, Any]) -> int:
+        return self.max_days
+
+
+class FigureQuery(Window):
+    scope = serializers.ChoiceField(
+        choices=[s for s, _ in SCOPES], default="deployment"
+    )
+    name = serializers.RegexField(
+        NAME_PATTERN, required=False, help_text="One series (deployment, pool, team)."
+    )
+    grain = serializers.ChoiceField(choices=[g for g, _ in GRAINS], default="day")
+    currency = serializers.RegexField(r"^[A-Z]{3}$", required=False)
+
+    def max_days_for(self, attrs: dict[str, Any]) -> int:
+        return MAX_DAYS[attrs.get("grain", "day")]
+
+
+class PoolQuery(Window):
+    pool = serializers.RegexField(NAME_PATTERN, required=False)
+
+
+class SpendQuery(Window):
+    deployment = serializers.RegexField(
+        NAME_PATTERN, required=False,
+        help_text="One deployment, or __idle__ / __unallocated__.",
+    )  # fmt: skip
+    basis = serializers.ChoiceField(choices=list(BASES), default=DEFAULT_BASIS)
+    max_days = MAX_SPEND_DAYS
+
+
+class EventQuery(Window):
+    rule = serializers.CharField(max_length=100, required=False)
+    scope_name = serializers.CharField(max_length=200, required=False)
+    kind = serializers.ChoiceField(
+        choices=["firing", "repeat", "resolved"], required=False
+    )

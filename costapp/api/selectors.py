@@ -1,0 +1,204 @@
+"""Reads for the API, through the areas' selectors and the stored figures.
+
+Nothing here computes a figure of its own: unit costs, baselines and idle
+dollars are the stored ``UnitCostFigure`` rows; spend is the bills area's
+allocation and reconciliation; budgets are economics' statuses.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+
+from django.db.models import OuterRef, QuerySet, Subquery
+
+from analytics.allocation import IDLE, UNALLOCATED
+from costapp.costs.selectors import (
+    Basis,
+    allocation_days,
+    bill_days,
+    reconciliation_rows,
+    utc_day_start,
+)
+from costapp.economics.figures import budget_statuses_read
+from costapp.models import AlertEvent, AlertState, UnitCostFigure
+
+# The rate card is priced in US dollars (the bills area's reconciliation and
+# billed_deployment_days read it so); bills carry their own currency.
+PROVISIONAL_CURRENCY = "USD"
+
+
+def figures_list(
+    *,
+    scope: str,
+    grain: str,
+    start: date,
+    end: date,
+    name: str | None = None,
+    currency: str | None = None,
+) -> QuerySet[UnitCostFigure]:
+    rows = UnitCostFigure.objects.filter(
+        scope=scope,
+        grain=grain,
+        period_start__gte=utc_day_start(start),
+        period_start__lt=utc_day_start(end),
+    )
+    if name is not None:
+        rows = rows.filter(name=name)
+    if currency is not None:
+        rows = rows.filter(currency=currency)
+    return rows.order_by("name", "currency", "period_start", "pk")
+
+
+def pool_idle_list(
+    *, start: date, end: date, pool: str | None = None
+) -> QuerySet[UnitCostFigure]:
+    """Idle dollars per pool and UTC day as stored (the pool's ``__idle__``
+    share of the bill; null before the day is billed)."""
+    return figures_list(scope="pool", grain="day", start=start, end=end, name=pool)
+
+
+@dataclass(frozen=True)
+class SpendRow:
+    day: date
+    deployment: str
+    pool: str
+    kind: str  # deployment, idle, unallocated
+    currency: str
+    status: str  # final, estimated, provisional
+    bill: Decimal | None
+    provisional: Decimal | None
+    gpu_hours: Decimal | None
+
+
+def spend_days(
+    *, start: date, end: date, basis: Basis, deployment: str | None = None
+) -> list[SpendRow]:
+    """Per UTC day and deployment: the allocated bill beside the provisional
+    cost; each pool's ``__idle__`` and the ``__unallocated__`` remainder as
+    rows of their own, so the bills of a day sum to its bill."""
+    status: dict[tuple[date, str], str] = {}
+    for b in bill_days(start, end, basis):
+        key = (b.day, b.currency)
+        if b.estimated or status.get(key) == "estimated":
+            status[key] = "estimated"
+        else:
+            status[key] = "final"
+    rows: list[SpendRow] = []
+    for r in reconciliation_rows(start, end, basis):
+        billed = r.billed is not None
+        rows.append(
+            SpendRow(
+                day=r.day,
+                deployment=r.deployment,
+                pool="",
+                kind="deployment",
+                currency=PROVISIONAL_CURRENCY,
+                status=status.get((r.day, PROVISIONAL_CURRENCY), "final")
+                if billed
+                else "provisional",
+                bill=r.billed,
+                provisional=r.provisional,
+                gpu_hours=r.gpu_hours,
+            )
+        )
+    overheads: dict[tuple[date, str, str, str], Decimal] = defaultdict(Decimal)
+    for (_account, day, currency), allocation in allocation_days(
+        start, end, basis
+    ).items():
+        for share in allocation.shares:
+            if share.target == IDLE:
+                overheads[(day, IDLE, share.pool, currency)] += share.amount
+            elif share.target == UNALLOCATED:
+                overheads[(day, UNALLOCATED, "", currency)] += share.amount
+    for (day, target, pool, currency), amount in overheads.items():
+        rows.append(
+            SpendRow(
+                day=day,
+                deployment=target,
+                pool=pool,
+                kind="idle" if target == IDLE else "unallocated",
+                currency=currency,
+                status=status.get((day, currency), "final"),
+                bill=amount,
+                provisional=None,
+                gpu_hours=None,
+            )
+        )
+    if deployment is not None:
+        rows = [r for r in rows if r.deployment == deployment]
+    rows.sort(key=lambda r: (r.day, r.kind != "deployment", r.deployment, r.pool))
+    return rows
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    scope: str
+    name: str
+    currency: str
+    monthly_amount: Decimal
+    month: date | None
+    as_of: date | None
+    spent_to_date: float | None
+    spent_share: float | None
+    forecast: float | None
+    forecast_lower: float | None
+    forecast_upper: float | None
+    runs_out_on: date | None
+
+
+def budgets_list(*, today: date) -> list[BudgetRow]:
+    out = []
+    for s in budget_statuses_read(today=today):
+        b, fc = s.budget, s.forecast
+        burn = fc.budget_burn_date if fc is not None else None
+        out.append(
+            BudgetRow(
+                scope=b.scope,
+                name=b.name,
+                currency=b.currency,
+                monthly_amount=b.monthly_amount,
+                month=fc.month.date() if fc is not None else None,
+                as_of=fc.as_of.date() if fc is not None else None,
+                spent_to_date=fc.to_date if fc is not None else None,
+                spent_share=s.spent_share,
+                forecast=fc.point if fc is not None else None,
+                forecast_lower=fc.lower if fc is not None else None,
+                forecast_upper=fc.upper if fc is not None else None,
+                runs_out_on=burn.date() if burn is not None else None,
+            )
+        )
+    return out
+
+
+def alert_events_list(
+    *,
+    start: date,
+    end: date,
+    rule: str | None = None,
+    scope_name: str | None = None,
+    kind: str | None = None,
+) -> QuerySet[AlertEvent]:
+    events = AlertEvent.objects.select_related("rule").filter(
+        data_time__gte=utc_day_start(start), data_time__lt=utc_day_start(end)
+    )
+    if rule is not None:
+        events = events.filter(rule__name=rule)
+    if scope_name is not None:
+        events = events.filter(scope_name=scope_name)
+    if kind is not None:
+        events = events.filter(kind=kind)
+    currency = UnitCostFigure.objects.filter(pk=OuterRef("figure_id")).values(
+        "currency"
+    )[:1]
+    return events.annotate(currency=Subquery(currency)).order_by("-data_time", "-pk")
+
+
+def active_alerts_list() -> QuerySet[AlertState]:
+    return (
+        AlertState.objects.select_related("rule")
+        .filter(state__in=["pending", "firing"])
+        .order_by("rule__name", "scope_name")
+    )

@@ -1,0 +1,28 @@
+"""The schema and the docs page for a logged-in reader."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from tests.api.conftest import TokenFor
+from tests.api.helpers import api_get
+from tests.support.users import user_in
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_docs_page_lists_every_operation_from_the_served_schema(
+    token_for: TokenFor,
+) -> None:
+    client = Client()
+    client.force_login(user_in("reader", "finance"))
+    schema = client.get("/api/schema/").json()
+    assert schema == api_get("/api/v1/schema/", token_for("finance")).json()
+    paths = sorted(schema["paths"])
+    assert len(paths) == 7
+    page = client.get("/api/docs/").content.decode()
+    for path in paths:
+        assert f'data-operation="GET {path}"' in page
+    # Bounds are written out where a reader sees them.
+    assert "1..1000" in page and "costapp.view_alertrule" in page

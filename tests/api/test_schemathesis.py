@@ -1,0 +1,110 @@
+"""schemathesis against the served schema: the app on a loopback port over
+the demo fleet, a token in the header; no 5xx and nothing outside the schema
+(status codes, content types, headers, bodies)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import time_machine
+
+from costapp.api.tokens import api_token_create
+from costapp.economics.services import unit_costs_recompute
+from costapp.models import AlertEvent, AlertRule, AlertState, Budget
+from tests.support.demo_data import demo_load
+from tests.support.users import user_in
+
+END = datetime(2026, 11, 30, tzinfo=UTC)
+CHECKS = ",".join(
+    (
+        "not_a_server_error",
+        "status_code_conformance",
+        "content_type_conformance",
+        "response_headers_conformance",
+        "response_schema_conformance",
+    )
+)
+
+
+def seed() -> str:
+    demo_load(end=END, days=8)
+    unit_costs_recompute(now=END)
+    Budget.objects.create(scope="fleet", name="fleet", monthly_amount=Decimal("90000"))
+    rule = AlertRule.objects.create(
+        name="up", metric="cost_per_1k_requests", grain="day", ratio=1.2
+    )
+    AlertEvent.objects.create(
+        rule=rule, scope_name="chat", kind="firing", data_time=END - timedelta(days=2),
+        value=1.5, baseline=1.0, created_at=END - timedelta(days=1),
+    )  # fmt: skip
+    AlertState.objects.create(rule=rule, scope_name="chat", state="firing", since=END)
+    user = user_in("schemathesis", "tech lead")
+    return api_token_create(
+        user=user, name="st", scopes=["api"], expires_at=END + timedelta(days=30)
+    ).secret
+
+
+@pytest.mark.integration
+def test_schemathesis_finds_no_server_error_and_no_schema_violation(
+    transactional_db: None, live_server: Any, tmp_path: Path
+) -> None:
+    with time_machine.travel(END + timedelta(hours=6), tick=True):
+        secret = seed()
+        schema_url = f"{live_server.url}/api/v1/schema/"
+        auth = f"Authorization: Bearer {secret}"
+        # The schema is served to the token, and it covers every endpoint.
+        schema = requests.get(
+            schema_url, headers={"Authorization": f"Bearer {secret}"}, timeout=30
+        ).json()
+        assert sorted(schema["paths"]) == [
+            "/api/v1/alerts/active/", "/api/v1/alerts/events/", "/api/v1/baselines/",
+            "/api/v1/budgets/", "/api/v1/idle/", "/api/v1/spend/",
+            "/api/v1/unit-costs/",
+        ]  # fmt: skip
+        run = subprocess.run(
+            [
+                str(Path(sys.executable).with_name("schemathesis")),
+                "run",
+                schema_url,
+                "-H",
+                auth,
+                "--checks",
+                CHECKS,
+                "--phases",
+                "coverage,fuzzing",
+                "--max-examples",
+                "10",
+                "--seed",
+                "12",
+                "--workers",
+                "1",
+                "--request-timeout",
+                "30",
+                "--generation-database",
+                "none",
+                "--no-color",
+                "--report",
+                "junit",
+                "--report-dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            cwd=tmp_path,
+            env={**os.environ, "SCHEMATHESIS_HOOKS": ""},
+        )
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-6000:]
+    # Both phases ran every operation (the coverage phase's boundary and
+    # invalid values, then random ones).
+    assert output.count("✅ 7 passed") == 2, output[-3000:]
+    assert "No issues found" in output, output[-3000:]
