@@ -206,8 +206,11 @@ def _paid_inputs(
                 slot.amount += s.amount
             elif s.how in ("pool", "idle") and s.pool in pools:
                 slot = out[("pool", s.pool, day, cur)]
-            elif s.how == "direct" and s.target in solo and q is not None:
+            elif s.how == "direct" and s.target in solo:
                 slot = out[("deployment", s.target, day, cur)]
+                slot.estimated |= est
+                if q is None:  # not an instance-hour line (storage, a credit)
+                    continue
                 per = gpus.get(solo_gpus.get(s.target, ""))
                 total = line_total[s.line_key]
                 frac = (
