@@ -192,7 +192,11 @@ def headroom_days(
         out["complete"] & ~out["unknown"]
     )
     out["estimate"] = np.where(out["calibrated"], "calibrated", "roofline")
-    out["underestimated_hours"] = out["underestimated_hours"].astype(int)
+    # After a scrape gap the counters' jump lands in one hour and looks like a
+    # load no replica could carry: an incomplete day flags nothing.
+    out["underestimated_hours"] = (
+        out["underestimated_hours"].where(out["complete"], 0).astype(int)
+    )
     return out.drop(columns=["calibrated", "gpu_unknown", "unknown"])
 
 

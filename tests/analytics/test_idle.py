@@ -149,8 +149,10 @@ def test_load_above_the_predicted_capacity_says_the_model_underestimates() -> No
 
 
 def test_a_day_with_a_scrape_gap_or_unknown_gpu_seconds_has_no_headroom() -> None:
-    gap = headroom_days(_hours([3.5] * 18)).iloc[0]
+    # 18 hours of rows, the first after the gap carrying its counters' jump.
+    gap = headroom_days(_hours([40.0] + [3.5] * 17)).iloc[0]
     assert not gap["complete"] and np.isnan(gap["headroom_gpu_hours"])
+    assert gap["underestimated_hours"] == 0  # the jump is not the model's fault
     unknown = _hours([3.5] * 24)
     unknown.loc[5, "gpu_hours"] = np.nan
     out = headroom_days(unknown).iloc[0]
