@@ -182,6 +182,7 @@ def idle_row_context(r: IdleRow) -> dict[str, Any]:
         "headroom_raw": "" if r.headroom_amount is None else str(r.headroom_amount),
         "headroom_missing": r.headroom_missing,
         "method": _methods(r.methods),
+        "method_short": ", ".join(r.methods) or fmt.MISSING,
         "roofline": "roofline" in r.methods,
         "underestimated_days": r.underestimated_days,
         "capacity": fmt.number(r.capacity_per_replica, 2),

@@ -299,3 +299,22 @@ def test_the_recompute_command_writes_idle_figures(world: w.World) -> None:
     assert IdleFigure.objects.filter(scope="pool", name="p", kind="paid").count() == (
         w.BILLED_DAYS
     )
+
+
+def test_the_deployment_card_shows_its_headroom_and_its_pools_paid_idle(
+    idle_world: w.World,
+) -> None:
+    from costapp.economics.idle_selectors import idle_cards_read
+
+    start, end = day(0), day(w.DAYS)
+    (solo,) = idle_cards_read(start=start, end=end, deployment=idle_world.solo)
+    assert Decimal(solo["paid_raw"]) == Decimal("4.8")
+    (pool_paid,) = sql(
+        "select sum(amount) from costapp_idlefigure where scope = 'pool' and"
+        " kind = 'paid' and day >= %s and day < %s", start, end,
+    )[0]  # fmt: skip
+    (member,) = idle_cards_read(start=start, end=end, deployment=idle_world.a)
+    assert Decimal(member["paid_raw"]) == pool_paid
+    assert member["headroom_raw"] == "" and member["title"].endswith(
+        "(paid idle: pool p)"
+    )
