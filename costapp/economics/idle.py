@@ -10,8 +10,9 @@ and series) and writes ``IdleFigure`` rows per deployment or pool and UTC day:
   minus its measured GPU-hours, priced at those lines' own cost per paid
   GPU-hour (``analytics.idle.paid_idle``).
 - ``headroom``: per deployment, each hour's serving GPU-hours that the
-  capacity model says were not needed at the target utilisation
-  (``analytics.idle.headroom_days``), priced at the day's stored direct cost
+  capacity model says were not needed at the deployment's target utilisation
+  (``Deployment.target_utilisation``, from the fleet file, default 70%;
+  ``analytics.idle.headroom_days``), priced at the day's stored direct cost
   per GPU-hour; per pool, the sum of its members.
 
 The arithmetic is in ``analytics.idle``; this module reads, shapes and writes.
@@ -35,12 +36,7 @@ from django.db.models import Max, Q
 from analytics.allocation import IDLE
 from analytics.capacity import engine as capacity_engine
 from analytics.capacity.errors import CapacityError
-from analytics.idle import (
-    TARGET_UTILISATION,
-    at_rate,
-    headroom_days,
-    paid_idle,
-)
+from analytics.idle import at_rate, headroom_days, paid_idle
 from costapp.catalog import LIST_PRICES
 from costapp.models import (
     Calibration,
@@ -328,7 +324,7 @@ def _headroom_rows(
     hours: pd.DataFrame,
     start: date,
     now: datetime,
-    target: float,
+    target: float | None,
 ) -> tuple[list[IdleFigure], pd.DataFrame]:
     """Headroom per deployment-day; returns the figures and the per-day
     completeness of telemetry (which the paid kind also needs)."""
@@ -356,7 +352,11 @@ def _headroom_rows(
     h["calibrated"] = h["deployment"].map(
         {n: c.method == "calibrated" for n, c in caps.items()}
     )
-    days = headroom_days(h, target_utilisation=target)
+    targets = {
+        d.name: d.target_utilisation if target is None else target for d in deployments
+    }
+    h["target_utilisation"] = h["deployment"].map(targets)
+    days = headroom_days(h)
     figures = UnitCostFigure.objects.filter(
         scope="deployment", grain="day",
         name__in=[d.name for d in deployments],
@@ -395,7 +395,8 @@ def _headroom_rows(
                 gpu_hours=_opt(r["headroom_gpu_hours"]), amount=_money(r["amount"]),
                 method=r["estimate"], flags=flags,
                 capacity_per_replica=cap.requests_per_s if cap else None,
-                target_utilisation=target, note=note[:300], computed_at=now,
+                target_utilisation=targets[r["deployment"]], note=note[:300],
+                computed_at=now,
             )
         )  # fmt: skip
     complete = days[["deployment", "day", "gpu_hours", "complete"]]
@@ -440,11 +441,12 @@ def idle_figures_recompute(
     since: date | None = None,
     series: Iterable[str] | None = None,
     basis: str = "amortized",
-    target_utilisation: float = TARGET_UTILISATION,
+    target_utilisation: float | None = None,
 ) -> IdleResult:
     """Recompute and store both kinds of idle for ``series`` (deployment
     names, with their pool siblings and pools) from ``since`` on; ``None``
-    means every deployment and every day."""
+    means every deployment and every day. Headroom is measured against each
+    deployment's ``target_utilisation`` unless one is given for all."""
     from costapp.economics.inputs import series_siblings
 
     fleet = Deployment.objects.select_related("pool").order_by("name")

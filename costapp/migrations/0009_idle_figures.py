@@ -10,6 +10,11 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
+        migrations.AddField(
+            model_name='deployment',
+            name='target_utilisation',
+            field=models.FloatField(default=0.7),
+        ),
         migrations.CreateModel(
             name='IdleFigure',
             fields=[

@@ -183,6 +183,33 @@ def test_headroom_is_the_unneeded_share_of_each_hour_at_70_percent(
     assert float(f.amount) == pytest.approx(expected * 0.8, abs=1e-9)  # type: ignore[arg-type]
 
 
+def test_headroom_at_a_declared_50_percent_target_keeps_more_replicas_needed(
+    idle_world: w.World,
+) -> None:
+    at_70 = figure("deployment", "solo", PLAIN_DAY, "headroom")
+    Deployment.objects.filter(name="solo").update(target_utilisation=0.5)
+    idle_figures_recompute(now=TODAY)
+    cap = _capacity()
+    f = figure("deployment", "solo", PLAIN_DAY, "headroom")
+    assert f.target_utilisation == 0.5 and f.method == "roofline"
+    rows = _hour_rows(PLAIN_DAY)
+    expected = sum(
+        max(0.0, 1 - load / (replicas * cap * 0.5)) * gpu
+        for load, replicas, gpu in rows
+    )
+    assert f.gpu_hours == pytest.approx(expected, rel=1e-9)
+    assert float(f.amount) == pytest.approx(expected * 0.8, abs=1e-9)  # type: ignore[arg-type]
+    # No hour is clipped (solo's load is far below its capacity), so the
+    # stricter target costs each hour load / (replicas x cap) x (1/0.5 - 1/0.7)
+    # of its GPU-hours.
+    assert all(load < replicas * cap * 0.5 for load, replicas, _ in rows)
+    lost = sum(load / (r * cap) * (1 / 0.5 - 1 / 0.7) * g for load, r, g in rows)
+    assert lost > 0
+    assert at_70.gpu_hours - f.gpu_hours == pytest.approx(lost, rel=1e-9)  # type: ignore[operator]
+    # The other deployments keep the default.
+    assert figure("deployment", "b", PLAIN_DAY, "headroom").target_utilisation == 0.7
+
+
 def test_load_above_the_predicted_capacity_is_flagged_and_claims_no_headroom(
     idle_world: w.World,
 ) -> None:
