@@ -6,12 +6,14 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 
 from analytics.capacity import engine
@@ -57,8 +59,7 @@ def sql(query: str, *params: object) -> list[tuple[object, ...]]:
         return list(cursor.fetchall())
 
 
-@pytest.fixture
-def idle_world(world: w.World) -> w.World:
+def _prepare(world: w.World) -> None:
     # solo runs a catalogued model on its L4, and its bill says how many
     # instance-hours it paid (one g6.xlarge: one GPU).
     Deployment.objects.filter(name="solo").update(
@@ -84,7 +85,33 @@ def idle_world(world: w.World) -> w.World:
     ).update(requests_stop=1_000_000.0)
     unit_costs_recompute(now=TODAY)
     idle_figures_recompute(now=TODAY)
-    return world
+
+
+@pytest.fixture(scope="module")
+def _built(django_db_setup: None, django_db_blocker: Any) -> Iterator[w.World]:
+    """The world and its figures, built once for the module (it takes ~15 s)
+    inside a transaction rolled back after the module's last test. Each test
+    runs in a savepoint within it (the ``db`` fixture's atomic nests), so what
+    one test changes is undone before the next: the tests stay independent
+    of each other and of their order, as ``TestCase.setUpTestData`` keeps
+    them."""
+    with django_db_blocker.unblock():
+        outer = transaction.atomic()
+        outer.__enter__()
+    try:
+        with django_db_blocker.unblock():
+            world = w.build_world()
+            _prepare(world)
+        yield world
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            outer.__exit__(None, None, None)
+
+
+@pytest.fixture
+def idle_world(_built: w.World, db: None) -> w.World:
+    return _built
 
 
 def figure(scope: str, name: str, n: int, kind: str) -> IdleFigure:
@@ -378,7 +405,8 @@ def test_an_incremental_recompute_after_a_late_hour_equals_a_full_one(
     assert _snapshot() == incremental
 
 
-def test_the_recompute_command_writes_idle_figures(world: w.World) -> None:
+def test_the_recompute_command_writes_idle_figures(idle_world: w.World) -> None:
+    IdleFigure.objects.all().delete()
     call_command("unit_costs_recompute")
     assert IdleFigure.objects.filter(scope="pool", name="p", kind="paid").count() == (
         w.BILLED_DAYS
