@@ -24,6 +24,7 @@ from analytics.allocation import IDLE
 from analytics.capacity.errors import InvalidInput
 
 TARGET_UTILISATION = 0.7
+UNDERESTIMATES = "model underestimates"
 
 
 def _num(frame: pd.DataFrame, name: str, *, required: bool = True) -> np.ndarray:
@@ -123,10 +124,91 @@ def headroom(
         usable = replicas * cap * target
         share = np.where(usable > 0, np.clip(1.0 - load / usable, 0.0, 1.0), np.nan)
         needed = np.where(cap > 0, load / (cap * target), np.nan)
+    # The load is above what the model says the replicas carry at all: the
+    # model is wrong (too low), not the fleet short of headroom. No headroom
+    # is claimed, and the row says why (also where the model predicts 0).
+    under = load > replicas * cap
+    share = np.where(under, 0.0, share)
+    # No replica up: nothing paid for serving, so no headroom (not unknown).
+    share = np.where((replicas == 0) & (load == 0), 0.0, share)
     out = pd.DataFrame(index=frame.index)
     out["needed_replicas"] = needed
     out["headroom_share"] = share
     out["headroom_cost"] = share * cost
     out["estimate"] = np.where(calibrated, "calibrated", "roofline")
-    out["note"] = np.where(load > replicas * cap, "model underestimates", "")
+    out["note"] = np.where(under, UNDERESTIMATES, "")
     return out
+
+
+def headroom_days(
+    hours: pd.DataFrame,
+    *,
+    keys: tuple[str, ...] = ("deployment", "day"),
+    target_utilisation: float = TARGET_UTILISATION,
+    hours_per_day: int = 24,
+) -> pd.DataFrame:
+    """Headroom GPU-hours per day from hourly rows.
+
+    ``hours`` columns: ``keys``, ``gpu_hours`` (measured that hour, NaN where
+    unknown), ``replicas``, ``load`` (finished requests/s over the hour),
+    ``capacity_per_replica``, ``calibrated`` and optionally
+    ``target_utilisation``. Each hour's headroom share (``headroom``) weighs
+    that hour's GPU-hours, so a night at one replica and a peak at six count
+    for what each paid.
+
+    Returns ``keys, hours, gpu_hours, headroom_gpu_hours, underestimated_hours,
+    estimate, complete``. A day with fewer than ``hours_per_day`` rows or any
+    unknown input is not complete and its ``headroom_gpu_hours`` is NaN
+    (a scrape gap is not headroom); ``underestimated_hours`` counts hours whose
+    load exceeded the predicted capacity, which are left out of the headroom
+    (0 there) rather than made negative.
+    """
+    for name in (*keys, "gpu_hours"):
+        if name not in hours.columns:
+            raise InvalidInput(name, None, "column is required")
+    gpu = _num(hours, "gpu_hours")
+    h = headroom(hours.assign(cost=gpu), target_utilisation=target_utilisation)
+    f = pd.DataFrame({k: hours[k].to_numpy() for k in keys}, index=hours.index)
+    f["gpu_hours"] = gpu
+    f["headroom_gpu_hours"] = h["headroom_cost"].to_numpy(float)
+    f["under"] = (h["note"] == UNDERESTIMATES).to_numpy()
+    f["calibrated"] = (h["estimate"] == "calibrated").to_numpy()
+    f["gpu_unknown"] = ~np.isfinite(gpu)
+    f["unknown"] = ~np.isfinite(f["headroom_gpu_hours"].to_numpy(float))
+    out = f.groupby(list(keys), as_index=False, sort=True).agg(
+        hours=("gpu_hours", "size"),
+        gpu_hours=("gpu_hours", "sum"),
+        headroom_gpu_hours=("headroom_gpu_hours", "sum"),
+        underestimated_hours=("under", "sum"),
+        calibrated=("calibrated", "all"),
+        gpu_unknown=("gpu_unknown", "any"),
+        unknown=("unknown", "any"),
+    )
+    # Complete: every hour of the day has a row with known GPU-seconds (what
+    # paid idle needs too); headroom also needs every hour's capacity.
+    out["complete"] = (out["hours"] >= hours_per_day) & ~out["gpu_unknown"]
+    out["gpu_hours"] = out["gpu_hours"].where(~out["gpu_unknown"])
+    out["headroom_gpu_hours"] = out["headroom_gpu_hours"].where(
+        out["complete"] & ~out["unknown"]
+    )
+    out["estimate"] = np.where(out["calibrated"], "calibrated", "roofline")
+    # After a scrape gap the counters' jump lands in one hour and looks like a
+    # load no replica could carry: an incomplete day flags nothing.
+    out["underestimated_hours"] = (
+        out["underestimated_hours"].where(out["complete"], 0).astype(int)
+    )
+    return out.drop(columns=["calibrated", "gpu_unknown", "unknown"])
+
+
+def at_rate(
+    idle_gpu_hours: pd.Series, cost: pd.Series, gpu_hours: pd.Series
+) -> pd.Series:
+    """Idle GPU-hours in dollars at the period's own cost per GPU-hour
+    (``cost / gpu_hours``); NaN where that rate is unknown."""
+    idle = pd.to_numeric(idle_gpu_hours, errors="coerce").to_numpy(float)
+    c = pd.to_numeric(cost, errors="coerce").to_numpy(float)
+    g = pd.to_numeric(gpu_hours, errors="coerce").to_numpy(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where(g > 0, c / g, np.nan)
+    out = np.where(idle == 0, 0.0, idle * rate)
+    return pd.Series(out, index=idle_gpu_hours.index)

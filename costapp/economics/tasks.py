@@ -8,6 +8,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from costapp.alerts.tasks import alert_rules_evaluate_task
+from costapp.economics.idle import idle_figures_recompute
 from costapp.economics.inputs import run_changes
 from costapp.economics.services import unit_costs_recompute
 from costapp.models import IngestRun
@@ -24,6 +25,8 @@ def unit_costs_recompute_task(run_id: int) -> int | None:
         return None
     since, series = run_changes(run)
     result = unit_costs_recompute(now=timezone.now(), since=since, series=series)
+    # Idle prices headroom at the day figures just written: after them.
+    idle_figures_recompute(now=timezone.now(), since=since, series=series)
     # Pipeline order: ingest -> figures -> alerts (tasks import tasks that way
     # only). The recompute has committed its figures when it returns.
     alert_rules_evaluate_task.delay()
@@ -34,7 +37,9 @@ def unit_costs_recompute_task(run_id: int) -> int | None:
 def unit_costs_recompute_all_task() -> int:
     """Beat: the full recompute, so nothing an incremental one missed (a
     fleet file edit, a rate card entered by hand) stays stale for long."""
-    return unit_costs_recompute(now=timezone.now()).rows_written
+    rows = unit_costs_recompute(now=timezone.now()).rows_written
+    idle_figures_recompute(now=timezone.now())
+    return rows
 
 
 def unit_costs_recompute_queue(run_id: int) -> None:

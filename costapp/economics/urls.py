@@ -16,4 +16,5 @@ app_name = "economics"
 urlpatterns = [
     path("explain/<int:figure_id>/", views.explanation, name="explanation"),
     path("budgets/", views.budgets, name="budgets"),
+    path("idle/", views.idle, name="idle"),
 ]

@@ -20,6 +20,11 @@ from costapp.economics.figures import (
     scope_windows_read,
 )
 from costapp.economics.forms import BudgetForm, EconomicsWindowForm
+from costapp.economics.idle_selectors import (
+    idle_cards_read,
+    idle_page_rows,
+    idle_rows_read,
+)
 from costapp.economics.selectors import overview_read
 from costapp.economics.services import budget_upsert
 from costapp.models.economics import FLEET
@@ -111,6 +116,7 @@ def overview(request: HttpRequest) -> HttpResponse:
             "pools": [
                 present.pool_row(p) for p in pool_idle_read(start=start, end=end)
             ],
+            "idle_cards": idle_cards_read(start=start, end=end),
             "flags": [present.flag_row(r) for r in flags],
             "figure": charts.cost_per_1k_daily(data.days),
             "provisional": "provisional" in data.basis,
@@ -221,5 +227,26 @@ def budgets(request: HttpRequest) -> HttpResponse:
             if fleet
             else None,
             "can_write": request.user.has_perm("costapp.add_budget"),
+        },
+    )
+
+
+@requires("costapp.view_overview")
+def idle(request: HttpRequest) -> HttpResponse:
+    """Idle in dollars, both kinds, per pool and deployment over a window."""
+    form = EconomicsWindowForm(request.GET or None, today=fmt.display_today())
+    if form.is_bound and not form.is_valid():
+        return render(request, "economics/idle.html", {"form": form})
+    window = form.window()
+    rows = idle_rows_read(start=window.start, end=window.end)
+    return render(
+        request,
+        "economics/idle.html",
+        {
+            "form": form,
+            "start": window.start,
+            "end": window.end,
+            "rows": idle_page_rows(rows),
+            "idle_cards": idle_cards_read(start=window.start, end=window.end),
         },
     )

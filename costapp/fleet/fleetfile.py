@@ -45,6 +45,7 @@ DEPLOYMENT_FIELDS = (
     "cost_rules",
     "pool",
     "slo",
+    "target_utilisation",
 )
 
 
@@ -183,6 +184,7 @@ def _deployment_values(
         "pool": pools[entry["pool"]] if entry.get("pool") else None,
         "slo_ttft_p95_ms": slo.get("ttft_p95_ms"),
         "slo_itl_p95_ms": slo.get("itl_p95_ms"),
+        "target_utilisation": float(entry.get("target_utilisation", 0.7)),
     }
 
 

@@ -141,6 +141,17 @@ def _positive_int(value: Any, field: str) -> list[Problem]:
     return []
 
 
+def _share(value: Any, field: str) -> list[Problem]:
+    """A fraction in (0, 1]; ``1.5`` and ``70`` (a percentage) are refused."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 < value <= 1
+    ):
+        return [(field, f"{value!r} must be a number in (0, 1], e.g. 0.7 for 70%")]
+    return []
+
+
 def deployment_problems(
     entry: Mapping[str, Any], *, pools: Mapping[str, str] | None
 ) -> list[Problem]:
@@ -190,6 +201,8 @@ def deployment_problems(
         if problem is not None:
             problems.append((field, problem))
     problems += cost_rules_problems(entry.get("cost_rules"))
+    if "target_utilisation" in entry:
+        problems += _share(entry["target_utilisation"], "target_utilisation")
     pool = entry.get("pool")
     if pool and pools is not None:
         if pool not in pools:

@@ -121,3 +121,58 @@ class Budget(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} {self.name} {self.monthly_amount} {self.currency}/month"
+
+
+# --- idle in dollars (issue 9): written by economics.idle.idle_figures_recompute ---
+
+IDLE_KINDS = [
+    ("paid", "paid, no replica used it"),
+    ("headroom", "serving below capacity at the target utilisation"),
+]
+IDLE_METHODS = [
+    ("bill", "from the allocated bill"),
+    ("roofline", "roofline capacity, uncalibrated"),
+    ("calibrated", "calibrated capacity"),
+]
+IDLE_NATURAL_KEY = ("scope", "name", "day", "kind", "currency")
+
+
+class IdleFigure(models.Model):
+    """Idle GPU-hours and their dollars per deployment or pool and UTC day.
+
+    ``paid``: GPU-hours paid that no replica used (a pool's ``__idle__``; for
+    a deployment outside pools, billed instance GPU-hours minus measured).
+    ``headroom``: serving GPU-hours the capacity model says were not needed at
+    the target utilisation. NULL is unknown (a scrape gap, no capacity
+    model), never 0; ``note`` says why.
+    """
+
+    scope = models.CharField(max_length=16, choices=SCOPES[:2])
+    name = models.CharField(max_length=100)
+    day = models.DateField()  # UTC
+    kind = models.CharField(max_length=8, choices=IDLE_KINDS)
+    currency = models.CharField(max_length=3, default="USD")
+    gpu_hours = models.FloatField(null=True, blank=True)
+    amount = money_field(null=True, blank=True)
+    method = models.CharField(max_length=12, choices=IDLE_METHODS)
+    # ["model_underestimates"], ["estimated_bill"], ...
+    flags = models.JSONField(default=list, blank=True)
+    # Headroom: capacity per replica (requests/s within the SLA) and target.
+    capacity_per_replica = models.FloatField(null=True, blank=True)
+    target_utilisation = models.FloatField(null=True, blank=True)
+    note = models.CharField(max_length=300, blank=True)
+    computed_at = models.DateTimeField()
+
+    NATURAL_KEY = IDLE_NATURAL_KEY
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=list(IDLE_NATURAL_KEY), name="idlefigure_natural_key"
+            )
+        ]
+        indexes = [models.Index(fields=["day", "kind"])]
+        ordering = ["scope", "name", "day", "kind"]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.name} {self.day} {self.kind}"

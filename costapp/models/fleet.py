@@ -65,6 +65,9 @@ class Deployment(models.Model):
     # Unit-cost SLA inputs used by capacity what-ifs and headroom.
     slo_ttft_p95_ms = models.PositiveIntegerField(null=True, blank=True)
     slo_itl_p95_ms = models.PositiveIntegerField(null=True, blank=True)
+    # Share of the predicted capacity a replica should run at; headroom is
+    # what serving leaves below it (analytics.idle.TARGET_UTILISATION).
+    target_utilisation = models.FloatField(default=0.7)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -44,6 +44,7 @@ EXPECTED: dict[str, Rule] = {
     "overview": Rule(READERS, None),
     "economics:explanation": Rule(READERS, None),
     "economics:budgets": Rule(READERS, LEADS),
+    "economics:idle": Rule(READERS, None),
     # Token-authenticated for Prometheus: no session opens it (TOKEN_AUTH).
     "metrics": Rule(frozenset(), None),
     "fleet:deployments": Rule(LEADS, None),

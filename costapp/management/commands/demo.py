@@ -14,6 +14,7 @@ from django.db import transaction
 from costapp.alerts.evaluation import alert_rules_evaluate
 from costapp.alerts.fleetfile import alert_rules_load
 from costapp.alerts.tasks import deliveries_queue
+from costapp.economics.idle import idle_figures_recompute
 from costapp.economics.services import unit_costs_recompute
 from costapp.fleet.demo_setup import (
     DEMO_FLEET,
@@ -74,6 +75,7 @@ class Command(BaseCommand):
         if not done or options["force"] or not UnitCostFigure.objects.exists():
             # The story (incident, holiday) is told through the stored figures.
             result = unit_costs_recompute(now=datetime.now(UTC))
+            idle_figures_recompute(now=datetime.now(UTC))
             self.stdout.write(
                 f"unit costs: {result.rows_written} figures, {result.flagged} flagged"
             )

@@ -7,6 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from costapp.economics.idle import idle_figures_recompute
 from costapp.economics.services import unit_costs_recompute
 
 
@@ -39,8 +40,12 @@ class Command(BaseCommand):
         result = unit_costs_recompute(
             now=timezone.now(), since=since, series=options["deployments"]
         )
+        idle = idle_figures_recompute(
+            now=timezone.now(), since=since, series=options["deployments"]
+        )
         self.stdout.write(
             f"unit costs: {result.rows_written} figures written "
             f"({result.flagged} flagged), {result.rows_deleted} replaced, "
-            f"in {time.perf_counter() - started:.1f} s"
+            f"in {time.perf_counter() - started:.1f} s; idle: {idle.rows_written} "
+            "figures written"
         )

@@ -1,0 +1,267 @@
+"""Reads of idle in dollars (``IdleFigure``, written by ``economics.idle``)
+and their strings for the templates: the idle page, the overview's card and
+the deployment page's card read the same figures the same way."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q
+
+from costapp import formatting as fmt
+from costapp.economics.idle import UNDERESTIMATES
+from costapp.models import Deployment
+from costapp.models.economics import IdleFigure
+
+# --- reads -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IdleRow:
+    """One deployment or pool over a window, one currency."""
+
+    scope: str
+    name: str
+    currency: str
+    team: str
+    pool: str
+    paid_gpu_hours: float | None
+    paid_amount: Decimal | None
+    paid_days: int
+    paid_missing: int
+    headroom_gpu_hours: float | None
+    headroom_amount: Decimal | None
+    headroom_days: int
+    headroom_missing: int
+    methods: tuple[str, ...]
+    underestimated_days: int
+    capacity_per_replica: float | None
+    notes: tuple[str, ...]
+
+
+def _window_q(start: date, end: date) -> Q:
+    return Q(day__gte=start, day__lt=end)
+
+
+def idle_rows_read(
+    *, start: date, end: date, scopes: tuple[str, ...] = ("pool", "deployment"),
+    names: Iterable[str] | None = None,
+) -> list[IdleRow]:  # fmt: skip
+    """Both kinds summed over the window's days, per series and currency. A
+    sum over days some of which are unknown counts only the known ones and
+    says how many are missing; none known is ``None``."""
+    qs = IdleFigure.objects.filter(_window_q(start, end), scope__in=scopes)
+    if names is not None:
+        qs = qs.filter(name__in=list(names))
+    meta = {d.name: (d.team, d.pool.name if d.pool else "")
+            for d in Deployment.objects.select_related("pool")}  # fmt: skip
+    acc: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for f in qs.order_by("scope", "name", "day"):
+        a = acc.setdefault(
+            (f.scope, f.name, f.currency),
+            {"paid_h": None, "paid_a": None, "paid_n": 0, "paid_m": 0,
+             "head_h": None, "head_a": None, "head_n": 0, "head_m": 0,
+             "methods": set(), "under": 0, "cap": None, "notes": set()},
+        )  # fmt: skip
+        p = "paid" if f.kind == "paid" else "head"
+        a[f"{p}_n"] += 1
+        if f.gpu_hours is None or f.amount is None:
+            a[f"{p}_m"] += 1
+        else:
+            a[f"{p}_h"] = (a[f"{p}_h"] or 0.0) + f.gpu_hours
+            a[f"{p}_a"] = (a[f"{p}_a"] or Decimal(0)) + f.amount
+        if f.kind == "headroom":
+            a["methods"].add(f.method)
+            a["under"] += int(UNDERESTIMATES in (f.flags or []))
+            if f.capacity_per_replica is not None:
+                a["cap"] = f.capacity_per_replica
+        if f.note and f.kind == "headroom" and f.note.startswith("no capacity"):
+            a["notes"].add(f.note)
+    out = []
+    for (scope, name, cur), a in sorted(acc.items()):
+        team, pool = meta.get(name, ("", "")) if scope == "deployment" else ("", name)
+        out.append(
+            IdleRow(
+                scope=scope, name=name, currency=cur, team=team, pool=pool,
+                paid_gpu_hours=a["paid_h"], paid_amount=a["paid_a"],
+                paid_days=a["paid_n"], paid_missing=a["paid_m"],
+                headroom_gpu_hours=a["head_h"], headroom_amount=a["head_a"],
+                headroom_days=a["head_n"], headroom_missing=a["head_m"],
+                methods=tuple(sorted(a["methods"])), underestimated_days=a["under"],
+                capacity_per_replica=a["cap"], notes=tuple(sorted(a["notes"])),
+            )
+        )  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
+class IdleTotal:
+    """The fleet's idle over a window in one currency: paid (pools and
+    deployments outside pools) and headroom (deployments)."""
+
+    currency: str
+    paid_amount: Decimal | None
+    paid_gpu_hours: float | None
+    headroom_amount: Decimal | None
+    headroom_gpu_hours: float | None
+    missing_days: int
+    methods: tuple[str, ...]
+    underestimated_days: int
+
+
+def idle_totals_read(
+    *, start: date, end: date, names: Iterable[str] | None = None
+) -> list[IdleTotal]:
+    """Totals per currency. Paid idle counts pools and deployments outside
+    pools (a pool member has none of its own); headroom counts deployments
+    only (pool rows are the sum of theirs)."""
+    rows = idle_rows_read(start=start, end=end, names=names)
+    by: dict[str, list[IdleRow]] = defaultdict(list)
+    for r in rows:
+        by[r.currency].append(r)
+
+    def add(values: list[Any]) -> Any:
+        known = [v for v in values if v is not None]
+        return sum(known[1:], known[0]) if known else None
+
+    out = []
+    for cur, rs in sorted(by.items()):
+        paid = [r for r in rs if r.scope == "pool" or (r.scope == "deployment"
+                                                        and not r.pool)]  # fmt: skip
+        head = [r for r in rs if r.scope == "deployment"]
+        out.append(
+            IdleTotal(
+                currency=cur,
+                paid_amount=add([r.paid_amount for r in paid]),
+                paid_gpu_hours=add([r.paid_gpu_hours for r in paid]),
+                headroom_amount=add([r.headroom_amount for r in head]),
+                headroom_gpu_hours=add([r.headroom_gpu_hours for r in head]),
+                missing_days=sum(r.paid_missing for r in paid)
+                + sum(r.headroom_missing for r in head),
+                methods=tuple(sorted({m for r in head for m in r.methods})),
+                underestimated_days=sum(r.underestimated_days for r in head),
+            )
+        )
+    return out
+
+
+# --- for templates (strings only; shared by the idle page, the overview card
+# and the deployment page's card) --------------------------------------------------
+
+METHOD_LABELS = {
+    "roofline": "roofline estimate (uncalibrated)",
+    "calibrated": "calibrated",
+    "bill": "allocated bill",
+}
+
+
+def _methods(methods: Iterable[str]) -> str:
+    found = [METHOD_LABELS.get(m, m) for m in methods]
+    return ", ".join(found) if found else fmt.MISSING
+
+
+def idle_row_context(r: IdleRow) -> dict[str, Any]:
+    return {
+        "scope": r.scope,
+        "name": r.name,
+        "team": r.team,
+        "pool": r.pool,
+        "currency": r.currency,
+        "paid_gpu_hours": fmt.number(r.paid_gpu_hours),
+        "paid": fmt.money(r.paid_amount, r.currency),
+        "paid_raw": "" if r.paid_amount is None else str(r.paid_amount),
+        "paid_missing": r.paid_missing,
+        "paid_none": r.paid_days == 0,
+        "headroom_gpu_hours": fmt.number(r.headroom_gpu_hours),
+        "headroom": fmt.money(r.headroom_amount, r.currency),
+        "headroom_raw": "" if r.headroom_amount is None else str(r.headroom_amount),
+        "headroom_missing": r.headroom_missing,
+        "method": _methods(r.methods),
+        "method_short": ", ".join(r.methods) or fmt.MISSING,
+        "roofline": "roofline" in r.methods,
+        "underestimated_days": r.underestimated_days,
+        "capacity": fmt.number(r.capacity_per_replica, 2),
+        "notes": "; ".join(r.notes),
+    }
+
+
+def idle_page_rows(rows: list[IdleRow]) -> list[dict[str, Any]]:
+    """Pools, each followed by its members, then deployments outside pools."""
+    pools = [r for r in rows if r.scope == "pool"]
+    deps = [r for r in rows if r.scope == "deployment"]
+    out = []
+    for p in pools:
+        out.append(idle_row_context(p) | {"member": False})
+        out += [idle_row_context(d) | {"member": True}
+                for d in deps if d.pool == p.name and d.currency == p.currency]  # fmt: skip
+    seen = {(d["name"], d["currency"]) for d in out if d["scope"] == "deployment"}
+    out += [idle_row_context(d) | {"member": False}
+            for d in deps if (d.name, d.currency) not in seen]  # fmt: skip
+    return out
+
+
+def idle_total_context(t: IdleTotal, title: str) -> dict[str, Any]:
+    return {
+        "title": title,
+        "currency": t.currency,
+        "paid": fmt.money(t.paid_amount, t.currency),
+        "paid_raw": "" if t.paid_amount is None else str(t.paid_amount),
+        "paid_gpu_hours": fmt.number(t.paid_gpu_hours),
+        "headroom": fmt.money(t.headroom_amount, t.currency),
+        "headroom_raw": "" if t.headroom_amount is None else str(t.headroom_amount),
+        "headroom_gpu_hours": fmt.number(t.headroom_gpu_hours),
+        "method": _methods(t.methods),
+        "roofline": "roofline" in t.methods,
+        "underestimated_days": t.underestimated_days,
+        "missing_days": t.missing_days,
+    }
+
+
+def idle_cards_read(
+    *, start: date, end: date, deployment: Deployment | None = None
+) -> list[dict[str, Any]]:
+    """The idle card's context (``templates/economics/_idle_card.html``): the
+    fleet's totals, or one deployment's (its pool's paid idle where it runs
+    in one: a member has no paid idle of its own)."""
+    if deployment is None:
+        return [
+            idle_total_context(t, "Fleet")
+            for t in idle_totals_read(start=start, end=end)
+        ]
+    own = idle_rows_read(start=start, end=end, scopes=("deployment",),
+                         names=[deployment.name])  # fmt: skip
+    pool = (
+        idle_rows_read(
+            start=start, end=end, scopes=("pool",), names=[deployment.pool.name]
+        )
+        if deployment.pool is not None
+        else []
+    )
+    cards = []
+    for r in own or pool:
+        paid_from = next((p for p in pool if p.currency == r.currency), None)
+        src = paid_from if deployment.pool is not None else r
+        t = IdleTotal(
+            currency=r.currency,
+            paid_amount=src.paid_amount if src else None,
+            paid_gpu_hours=src.paid_gpu_hours if src else None,
+            headroom_amount=r.headroom_amount if r.scope == "deployment" else None,
+            headroom_gpu_hours=r.headroom_gpu_hours
+            if r.scope == "deployment"
+            else None,
+            missing_days=(src.paid_missing if src else 0) + r.headroom_missing,
+            methods=r.methods,
+            underestimated_days=r.underestimated_days,
+        )
+        title = (
+            f"{deployment.name} (paid idle: pool {deployment.pool.name})"
+            if deployment.pool is not None
+            else deployment.name
+        )
+        cards.append(idle_total_context(t, title))
+    return cards
