@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "axes",
     "csp",
+    "django_filters",
     "costapp.apps.CostappConfig",
 ]
 
