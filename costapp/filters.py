@@ -181,6 +181,14 @@ class FleetFilter(django_filters.FilterSet):
         super().__init__(data, queryset=Deployment.objects.order_by("name"))
         self.today, self.max_days, self.default_preset = today, max_days, default_preset
 
+    def filter_queryset(self, queryset: Any) -> Any:
+        # The form also holds the window (and a page's own fields): only the
+        # declared filters narrow the fleet.
+        for name, value in self.form.cleaned_data.items():
+            if name in self.filters:
+                queryset = self.filters[name].filter(queryset, value)
+        return queryset
+
     @property
     def form(self) -> forms.Form:
         if not hasattr(self, "_form"):
