@@ -15,9 +15,10 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
+from typing import Any
 
 from analytics.allocation import IDLE, UNALLOCATED
-from costapp.costs.exports import ESTIMATED, PROVISIONAL, Export, ExportSpec
+from costapp.costs.exports import ESTIMATED, FINAL, PROVISIONAL, Export, ExportSpec
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import (
     Basis,
@@ -287,3 +288,60 @@ def bill_lines_read(
     ]
     rows.sort(key=lambda r: (-abs(r.amount), r.line.pk))
     return rows[:limit], len(rows)
+
+
+def day_chart(b: Breakdown, currency: str = "USD") -> dict[str, Any]:
+    """The bill per UTC day (final and estimated days apart) beside the rate
+    card's provisional cost, as plotly figure JSON. Days without a bill have
+    no bar (missing, not zero)."""
+    days = sorted((d for d in b.days if d.currency == currency), key=lambda d: d.day)
+    hover = (
+        f"%{{x|%Y-%m-%d}} UTC: %{{y:,.2f}} {currency}<extra>%{{fullData.name}}</extra>"
+    )
+
+    def bars(status: str, name: str, color: str) -> dict[str, Any]:
+        picked = [d for d in days if d.status == status and d.bill is not None]
+        return {
+            "type": "bar",
+            "name": name,
+            "x": [d.day.isoformat() for d in picked],
+            "y": [float(d.bill or 0) for d in picked],
+            "marker": {"color": color},
+            "hovertemplate": hover,
+        }
+
+    provisional = [d for d in days if d.provisional is not None]
+    data = [
+        bars(FINAL, "bill (final)", "#2563eb"),
+        bars(ESTIMATED, "bill (estimated)", "#f59e0b"),
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "provisional (rate card x GPU-hours)",
+            "x": [d.day.isoformat() for d in provisional],
+            "y": [float(d.provisional or 0) for d in provisional],
+            "line": {"color": "#475569", "width": 2, "dash": "dot"},
+            "marker": {"size": 4},
+            "hovertemplate": hover,
+        },
+    ]
+    title = "Bill per UTC day" + (" allocated to the selection" if b.scoped else "")
+    layout = {
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "font": {"family": 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif'},
+        "margin": {"l": 72, "r": 16, "t": 44, "b": 40},
+        "height": 300,
+        "barmode": "overlay",
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.18},
+        "xaxis": {"type": "date", "title": {"text": "UTC day"}, "gridcolor": "#eef2f7"},
+        "yaxis": {
+            "title": {"text": f"{currency} per day"},
+            "tickformat": ",.0f",
+            "rangemode": "tozero",
+            "gridcolor": "#eef2f7",
+        },
+        "plot_bgcolor": "#fff",
+        "paper_bgcolor": "#fff",
+    }
+    return {"data": data, "layout": layout}

@@ -23,6 +23,7 @@ from costapp.costs.breakdown import (
     bill_lines_iter,
     bill_lines_read,
     breakdown_read,
+    day_chart,
 )
 from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
 from costapp.costs.exports import QUANTUM, Export, ExportSpec
@@ -183,6 +184,7 @@ def breakdown(request: HttpRequest) -> HttpResponse:
             **ctx,
             "exports": _export_links(w),
             "b": data,
+            "day_figure": day_chart(data),
             "dimensions": [
                 (label, data.dimensions[key]) for key, label in DIMENSIONS.items()
             ],
