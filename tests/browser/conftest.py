@@ -79,9 +79,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
     db = tmp / "demo.sqlite3"
     port = free_port()
     env = _env(db, tmp)
+    command = [PYTHON, "manage.py", "demo", "--serve", "--port", str(port)]
     proc = subprocess.Popen(
-        [PYTHON, "manage.py", "demo", "--serve"]
-        + ["--port", str(port), "--days", str(DAYS)],
+        [*command, "--days", str(DAYS)],
         cwd=ROOT,
         env=env,
         stdout=subprocess.PIPE,

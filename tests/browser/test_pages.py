@@ -28,7 +28,7 @@ WIDTHS = (1440, 1024)
 READER_NAV = {"/", "/economics/budgets/", "/costs/", "/costs/breakdown/"} | {
     "/costs/reconciliation/"
 }
-LEAD_NAV = READER_NAV | {"/fleet/", "/telemetry/", "/capacity/", "/alerts/rules/"}
+LEAD_NAV = READER_NAV | {"/fleet/", "/telemetry/", "/capacity/", "/alerts/"}
 NAV = {"finance": READER_NAV, "tech lead": LEAD_NAV, "admin": LEAD_NAV | {"/admin/"}}
 # Links inside pages that open a page of another kind; one of each is walked.
 DETAIL = [
@@ -122,6 +122,11 @@ def _console(d: Any, page: str) -> list[str]:
     return problems
 
 
+# The telemetry pages' tables overflow today (issue 12, the telemetry page is
+# another helper's change): their width is checked by its own strict xfail.
+WIDE_ELSEWHERE = ("/telemetry/",)
+
+
 def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
     problems: list[str] = []
     d.set_window_size(WIDTHS[0], 1000)
@@ -146,8 +151,15 @@ def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
             )
             if wide[0] <= wide[1]:
                 break
-        if wide[0] > wide[1]:
+        if wide[0] > wide[1] and not page.startswith(WIDE_ELSEWHERE):
             problems.append(f"{page} at {width} px scrolls sideways: {wide}")
+        # Nor does a table overflow its card on the breakdown page.
+        inner = d.execute_script(
+            "return [...document.querySelectorAll('.breakdown-grid .card')]"
+            ".filter(c => c.scrollWidth > c.clientWidth).length"
+        )
+        if inner:
+            problems.append(f"{page} at {width} px: {inner} table(s) overflow")
     problems += _console(d, page)
     return problems
 
@@ -184,6 +196,28 @@ def test_every_page_of_the_role_draws_fits_and_logs_nothing(
                 queue.append(path)
     assert len(seen) >= len(NAV[role]) - (role == "admin"), seen
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the telemetry tables overflow at 1024/1440 px until the telemetry "
+    "page of issue 12 lands; then remove this marker",
+)
+def test_the_telemetry_pages_fit_the_screen(demo: Demo, drivers: Any) -> None:
+    d = drivers["tech lead"]
+    problems = []
+    for page in ("/telemetry/", "/telemetry/chat/"):
+        _open(d, demo.url + page)
+        for width in WIDTHS:
+            d.set_window_size(width, 1000)
+            time.sleep(0.3)
+            wide = d.execute_script(
+                "return [document.documentElement.scrollWidth, window.innerWidth]"
+            )
+            if wide[0] > wide[1]:
+                problems.append(f"{page} at {width} px: {wide}")
+    d.set_window_size(1440, 1000)
+    assert not problems, problems
 
 
 # -- figures --------------------------------------------------------------------
@@ -354,6 +388,19 @@ def test_the_breakdown_plots_the_bill_the_rows_hold_and_follows_the_filters(
     first = date.fromisoformat(shown.get_attribute("data-start"))
     end = date.fromisoformat(shown.get_attribute("data-end"))
     assert (end - first).days == 7 and "last 7 days" in shown.text
+    (week,) = _rows(
+        demo,
+        "SELECT SUM(amortized_cost) FROM costapp_costline"
+        " WHERE substr(period_start, 1, 10) BETWEEN ? AND ?",
+        first.isoformat(),
+        (end - timedelta(days=1)).isoformat(),
+    )[0]
+    kpi = d.find_element(By.CSS_SELECTOR, ".kpi .value").text
+    assert kpi == f"${float(week):,.2f}"
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / "breakdown.png"
+    d.save_screenshot(str(shot))
+    assert shot.stat().st_size < 300_000
     _open(d, demo.url + "/costs/breakdown/?preset=30d")
     _wait_drawn(d, "breakdown 30d")
     shown = d.find_element(By.ID, "window-shown")
