@@ -248,7 +248,8 @@ class Filters:
         if self.team:
             parts.append(f"team {self.team}")
         if self.picked:
-            parts.append("deployments " + ", ".join(self.picked))
+            noun = "deployment" if len(self.picked) == 1 else "deployments"
+            parts.append(f"{noun} " + ", ".join(self.picked))
         if not parts:
             return "the whole fleet"
         text = "; ".join(parts)
@@ -342,6 +343,10 @@ def filters_read(
         team = d.get("team") or ""
         scoped = tuple(fs.qs.values_list("name", flat=True)) if team or picked else None
         own = {k: v for k, v in d.items() if k not in FILTER_FIELDS}
+        # The form shows the days a preset stands for (cleaning is done).
+        shown = data.copy() if hasattr(data, "copy") else dict(data)
+        shown["start"], shown["end"] = d["start"].isoformat(), d["end"].isoformat()
+        fs.form.data = shown
         return Filters(
             start=d["start"],
             end=d["end"],
