@@ -42,6 +42,7 @@ from costapp.filters import Filters, filters_read
 from costapp.formatting import money
 from costapp.models import IngestRun
 from costapp.tasks import ingest_runs_queue
+from costapp.validation import shown
 
 RECONCILIATION_COLUMNS = [
     "date",
@@ -145,9 +146,19 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
 
 def _export(request: HttpRequest) -> Export | HttpResponse:
     form = ExportForm(request.GET)
-    if not form.is_valid():
+    # An export reconciles to the whole bill of its window: a team or
+    # deployment filter is refused, never silently dropped.
+    narrowed = [
+        f"{name}={shown(request.GET.get(name))}: an export covers the whole bill "
+        "of its window (split it with by=team or by=deployment)"
+        for name in ("team", "deployment")
+        if request.GET.get(name)
+    ]
+    if narrowed or not form.is_valid():
         return HttpResponse(
-            "; ".join(form.messages()), status=400, content_type="text/plain"
+            "; ".join(narrowed or form.messages()),
+            status=400,
+            content_type="text/plain",
         )
     w = form.cleaned_data
     return Export(

@@ -175,3 +175,14 @@ def test_the_overview_table_keeps_the_chosen_deployments(month: None) -> None:
     )
     assert float(requests) == 7 * 24 * 31
     assert date(2026, 12, 1) - timedelta(days=7) == date(2026, 11, 24)
+
+
+@time_machine.travel(NOW, tick=False)
+def test_an_export_refuses_a_team_rather_than_dropping_it(month: None) -> None:
+    client = lead()
+    for url in ("/costs/export.csv", "/costs/export.zip", "/costs/export-summary.csv"):
+        response = client.get(url, {"month": "2026-11", "team": "search"})
+        assert response.status_code == 400, url
+        assert response.content.decode().startswith("team='search': an export covers")
+    whole = client.get("/costs/export.csv", {"month": "2026-11"})
+    assert whole.status_code == 200
