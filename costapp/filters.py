@@ -109,12 +109,19 @@ class WindowForm(NamedForm):
     today: date | None = None
     max_days: int = MAX_DAYS
     default_preset: str = DEFAULT_PRESET
+    # A page's own default window (start, end, label) for a query that names
+    # no days: the overview's 90 days before today.
+    default_window: tuple[date, date, str] | None = None
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if self.errors:
             return data
         has_dates = bool(data.get("start") or data.get("end"))
+        if not (data.get("preset") or has_dates) and self.default_window:
+            data["start"], data["end"], data["label"] = self.default_window
+            data["preset"] = "custom"
+            return data
         preset = data.get("preset") or ("custom" if has_dates else self.default_preset)
         data["preset"] = preset
         if preset != "custom":
@@ -177,9 +184,11 @@ class FleetFilter(django_filters.FilterSet):
         today: date | None = None,
         max_days: int = MAX_DAYS,
         default_preset: str = DEFAULT_PRESET,
+        default: tuple[date, date, str] | None = None,
     ) -> None:
         super().__init__(data, queryset=Deployment.objects.order_by("name"))
         self.today, self.max_days, self.default_preset = today, max_days, default_preset
+        self.default = default
 
     def filter_queryset(self, queryset: Any) -> Any:
         # The form also holds the window (and a page's own fields): only the
@@ -195,6 +204,7 @@ class FleetFilter(django_filters.FilterSet):
             made = super().form
             made.today, made.max_days = self.today, self.max_days  # type: ignore[attr-defined]
             made.default_preset = self.default_preset  # type: ignore[attr-defined]
+            made.default_window = self.default  # type: ignore[attr-defined]
             if len(self.data.getlist("deployment") if self.data else ()) > MAX_PICKED:
                 made.add_error(None, f"deployment: more than {MAX_PICKED} named")
         return self._form
@@ -333,6 +343,7 @@ def filters_read(
         today=today,
         max_days=max_days,
         default_preset=default_preset,
+        default=default,
     )
     shown_page = [page_form[name] for name in page_fields] if page_form else []
     page_data = dict(page_form.cleaned_data) if page_form and page_form.is_bound else {}
@@ -342,7 +353,7 @@ def filters_read(
         picked = tuple(d.get("deployment") or ())
         team = d.get("team") or ""
         scoped = tuple(fs.qs.values_list("name", flat=True)) if team or picked else None
-        own = {k: v for k, v in d.items() if k not in FILTER_FIELDS}
+        own = {k: v for k, v in d.items() if k not in (*FILTER_FIELDS, "label")}
         # The form shows the days a preset stands for (cleaning is done).
         shown = data.copy() if hasattr(data, "copy") else dict(data)
         shown["start"], shown["end"] = d["start"].isoformat(), d["end"].isoformat()
@@ -351,7 +362,7 @@ def filters_read(
             start=d["start"],
             end=d["end"],
             preset=d["preset"],
-            preset_label=PRESETS[d["preset"]],
+            preset_label=d.get("label") or PRESETS[d["preset"]],
             team=team,
             picked=picked,
             deployments=scoped,

@@ -52,9 +52,12 @@ def _economics_filters(
     if form.is_bound and not form.is_valid():
         return form, filters_read({}, **page)  # type: ignore[arg-type]
     window = form.window()
-    if preset == "custom" and form.is_bound:
+    named_days = "start" in request.GET or "end" in request.GET
+    if preset == "custom" and form.is_bound and named_days:
         query["start"], query["end"] = window.start.isoformat(), window.end.isoformat()
-    default = (window.start, window.end, DEFAULT_LABEL)
+    days = (window.end - window.start).days
+    label = DEFAULT_LABEL if window.grain == "day" else f"the last {days} days"
+    default = (window.start, window.end, label)
     filters = filters_read(
         query,
         default=default,

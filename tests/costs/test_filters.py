@@ -164,6 +164,12 @@ def test_the_overview_table_keeps_the_chosen_deployments(month: None) -> None:
     assert set(rows.findall(whole)) == {"chat", "code", "embed"}
     assert set(rows.findall(one)) == {"chat", "embed"}
     assert "deployments chat, embed" in one
+    # A team alone keeps the overview's own default window, and says so.
+    default = client.get("/", {"team": "assistant"}).content.decode()
+    assert (
+        "<strong>2026-09-11</strong> to <strong>2026-12-09</strong> (the 90 days"
+        in (default)
+    )
     team = client.get("/", {**query, "team": "assistant"}).content.decode()
     assert set(rows.findall(team)) == {"chat"}
     # The window runs to 2026-12-01 (exclusive): the table's last 7 days are
