@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "csp",
     "rest_framework",
     "drf_spectacular",
+    "django_filters",
     "costapp.apps.CostappConfig",
 ]
 

@@ -6,8 +6,9 @@ figures and writes nothing, so a rule can be tuned before anyone is paged.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.db.models import QuerySet
 
@@ -113,9 +114,21 @@ def notification_log(
     channel_id: int | None = None,
     rule_id: int | None = None,
     status: str | None = None,
+    start: date | None = None,
+    end: date | None = None,
+    scope_names: Collection[str] | None = None,
     limit: int = 200,
 ) -> list[Delivery]:
+    """Deliveries, latest first; ``start``/``end`` (UTC days, end exclusive)
+    on when they were created, ``scope_names`` on their events' series (a
+    team or deployment name)."""
     rows = Delivery.objects.select_related("channel").prefetch_related("events__rule")
+    if start is not None:
+        rows = rows.filter(created_at__gte=datetime.combine(start, time(), UTC))
+    if end is not None:
+        rows = rows.filter(created_at__lt=datetime.combine(end, time(), UTC))
+    if scope_names is not None:
+        rows = rows.filter(events__scope_name__in=list(scope_names)).distinct()
     if channel_id:
         rows = rows.filter(channel_id=channel_id)
     if rule_id:

@@ -13,6 +13,7 @@ from django.utils import timezone
 from costapp.access import requires
 from costapp.alerts import selectors, services
 from costapp.alerts.forms import AlertRuleForm, ChannelForm, SilenceForm
+from costapp.filters import filters_read
 from costapp.models import AlertRule, Channel, Delivery
 from costapp.validation import InvalidInput
 
@@ -214,11 +215,18 @@ def log(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
     if status not in {s for s, _ in Delivery.STATUSES}:
         status = None
+    filters = filters_read(request.GET)
+    names = None
+    if filters.deployments is not None:
+        names = [*filters.deployments, *([filters.team] if filters.team else [])]
     return render(
         request,
         "alerts/log.html",
         {
-            "deliveries": selectors.notification_log(status=status),
+            "deliveries": selectors.notification_log(
+                status=status, start=filters.start, end=filters.end, scope_names=names
+            ),
+            "filters": filters,
             "status": status,
             "statuses": [s for s, _ in Delivery.STATUSES],
         },

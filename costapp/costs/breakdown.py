@@ -11,15 +11,23 @@ Amounts in different currencies are never added: every slice has one.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
+from typing import Any
 
 from analytics.allocation import IDLE, UNALLOCATED
-from costapp.costs.exports import ESTIMATED, PROVISIONAL, Export, ExportSpec
+from costapp.costs.exports import ESTIMATED, FINAL, PROVISIONAL, Export, ExportSpec
 from costapp.costs.rates import rate_book
-from costapp.costs.selectors import Basis, _lines, line_amount, usage_days
+from costapp.costs.selectors import (
+    Basis,
+    _lines,
+    allocation_days,
+    deployments_in_scope,
+    line_amount,
+    usage_days,
+)
 from costapp.formatting import MISSING, money, percent
 from costapp.models import CostLine, Deployment
 
@@ -94,6 +102,7 @@ class Breakdown:
     provisional_days: list[date]
     idle: list[Slice]
     unallocated: list[Slice]
+    scoped: bool = False  # only the bill allocated to the chosen deployments
 
     @property
     def totals_text(self) -> list[str]:
@@ -122,21 +131,47 @@ def _slices(
     return out
 
 
-def breakdown_read(*, start: date, end: date, basis: Basis) -> Breakdown:
+def _add_line(
+    sums: dict[str, dict[tuple[str, str], Decimal]], line: CostLine, amount: Decimal
+) -> None:
+    c = line.currency
+    sums["service"][(c, line.service or "(no service)")] += amount
+    sums["usage_type"][(c, line.usage_type or "(no usage type)")] += amount
+    tag = f"{line.tag_key}={line.tag_value}" if line.tag_key else UNTAGGED
+    sums["tag"][(c, tag)] += amount
+
+
+def breakdown_read(
+    *,
+    start: date,
+    end: date,
+    basis: Basis,
+    team: str = "",
+    deployments: Collection[str] | None = None,
+) -> Breakdown:
     """The window's bill by each dimension, and day by day beside the rate
-    card (``end`` exclusive, UTC days)."""
+    card (``end`` exclusive, UTC days). With ``team``/``deployments``: only
+    the part of the bill allocated to those deployments (each bill line's
+    share of it by service, usage type and tag); idle and unallocated are
+    nobody's and drop out."""
+    scope = deployments_in_scope(team=team, deployments=deployments)
     totals: dict[str, Decimal] = defaultdict(Decimal)
     sums: dict[str, dict[tuple[str, str], Decimal]] = {
         k: defaultdict(Decimal) for k in DIMENSIONS
     }
-    for line in _lines(start, end):
-        amount = line_amount(line, basis)
-        c = line.currency
-        totals[c] += amount
-        sums["service"][(c, line.service or "(no service)")] += amount
-        sums["usage_type"][(c, line.usage_type or "(no usage type)")] += amount
-        tag = f"{line.tag_key}={line.tag_value}" if line.tag_key else UNTAGGED
-        sums["tag"][(c, tag)] += amount
+    if scope is None:
+        for line in _lines(start, end):
+            amount = line_amount(line, basis)
+            totals[line.currency] += amount
+            _add_line(sums, line, amount)
+    else:
+        lines = {str(x.pk): x for x in _lines(start, end)}
+        for allocation in allocation_days(start, end, basis).values():
+            for share in allocation.shares:
+                if share.target in scope:
+                    line = lines[share.line_key]
+                    totals[line.currency] += share.amount
+                    _add_line(sums, line, share.amount)
     teams = dict(Deployment.objects.values_list("name", "team"))
     day_bill: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
     day_allocated: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
@@ -161,6 +196,9 @@ def breakdown_read(*, start: date, end: date, basis: Basis) -> Breakdown:
             status[(day, c)] = r["status"]
         if amount is None:
             continue
+        if scope is not None and target not in scope:
+            day_bill.setdefault((day, c), Decimal(0))
+            continue
         day_bill[(day, c)] += amount
         if target == IDLE:
             sums["pool"][(c, f"{r['pool']}/{IDLE}")] += amount
@@ -175,7 +213,7 @@ def breakdown_read(*, start: date, end: date, basis: Basis) -> Breakdown:
         sums["deployment"][(c, target)] += amount
         sums["team"][(c, teams.get(target) or NO_TEAM)] += amount
         sums["pool"][(c, r["pool"] or NO_POOL)] += amount
-    provisional = _provisional_by_day(start, end)
+    provisional = _provisional_by_day(start, end, scope)
     days = []
     for key in sorted(set(status) | set(provisional), reverse=True):
         day, c = key
@@ -200,15 +238,21 @@ def breakdown_read(*, start: date, end: date, basis: Basis) -> Breakdown:
         provisional_days=sorted(provisional_days),
         idle=[s for s in all_slices["pool"] if s.name.endswith(f"/{IDLE}")],
         unallocated=[s for s in all_slices["deployment"] if s.name == UNALLOCATED],
+        scoped=scope is not None,
     )
 
 
-def _provisional_by_day(start: date, end: date) -> dict[tuple[date, str], Decimal]:
-    """Rate card x measured GPU-hours per UTC day, deployments with a card."""
+def _provisional_by_day(
+    start: date, end: date, scope: set[str] | None = None
+) -> dict[tuple[date, str], Decimal]:
+    """Rate card x measured GPU-hours per UTC day, deployments with a card
+    (those in ``scope``, if given)."""
     book = rate_book()
     fleet = {d.name: d for d in Deployment.objects.select_related("pool")}
     out: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
     for (name, day), use in usage_days(start, end).items():
+        if scope is not None and name not in scope:
+            continue
         dep = fleet.get(name)
         rate = book.for_deployment(dep, day) if dep is not None else None
         if rate is not None:
@@ -244,3 +288,60 @@ def bill_lines_read(
     ]
     rows.sort(key=lambda r: (-abs(r.amount), r.line.pk))
     return rows[:limit], len(rows)
+
+
+def day_chart(b: Breakdown, currency: str = "USD") -> dict[str, Any]:
+    """The bill per UTC day (final and estimated days apart) beside the rate
+    card's provisional cost, as plotly figure JSON. Days without a bill have
+    no bar (missing, not zero)."""
+    days = sorted((d for d in b.days if d.currency == currency), key=lambda d: d.day)
+    hover = (
+        f"%{{x|%Y-%m-%d}} UTC: %{{y:,.2f}} {currency}<extra>%{{fullData.name}}</extra>"
+    )
+
+    def bars(status: str, name: str, color: str) -> dict[str, Any]:
+        picked = [d for d in days if d.status == status and d.bill is not None]
+        return {
+            "type": "bar",
+            "name": name,
+            "x": [d.day.isoformat() for d in picked],
+            "y": [float(d.bill or 0) for d in picked],
+            "marker": {"color": color},
+            "hovertemplate": hover,
+        }
+
+    provisional = [d for d in days if d.provisional is not None]
+    data = [
+        bars(FINAL, "bill (final)", "#2563eb"),
+        bars(ESTIMATED, "bill (estimated)", "#f59e0b"),
+        {
+            "type": "scatter",
+            "mode": "lines+markers",
+            "name": "provisional (rate card x GPU-hours)",
+            "x": [d.day.isoformat() for d in provisional],
+            "y": [float(d.provisional or 0) for d in provisional],
+            "line": {"color": "#475569", "width": 2, "dash": "dot"},
+            "marker": {"size": 4},
+            "hovertemplate": hover,
+        },
+    ]
+    title = "Bill per UTC day" + (" allocated to the selection" if b.scoped else "")
+    layout = {
+        "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
+        "font": {"family": 'system-ui, -apple-system, "Segoe UI", Roboto, sans-serif'},
+        "margin": {"l": 72, "r": 16, "t": 44, "b": 40},
+        "height": 300,
+        "barmode": "overlay",
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.18},
+        "xaxis": {"type": "date", "title": {"text": "UTC day"}, "gridcolor": "#eef2f7"},
+        "yaxis": {
+            "title": {"text": f"{currency} per day"},
+            "tickformat": ",.0f",
+            "rangemode": "tozero",
+            "gridcolor": "#eef2f7",
+        },
+        "plot_bgcolor": "#fff",
+        "paper_bgcolor": "#fff",
+    }
+    return {"data": data, "layout": layout}

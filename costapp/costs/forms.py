@@ -2,49 +2,41 @@
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django import forms
-from django.utils import timezone
 
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
 from costapp.costs.services import BillsError, focus_name_check, focus_uri_check
-from costapp.forms import NamedErrors
+from costapp.filters import (
+    DEFAULT_PRESET,
+    MAX_DAYS,
+    PRESETS,
+    BoundedDateField,
+    NamedForm,
+    WindowForm,
+    preset_window,
+)
 from costapp.validation import InvalidInput, account_id_in, date_in, shown, text_in
 
-MAX_DAYS = 3 * 366
+__all__ = [
+    "DEFAULT_PRESET",
+    "MAX_DAYS",
+    "PRESETS",
+    "BackfillForm",
+    "BillLinesForm",
+    "BoundedDateField",
+    "ExportForm",
+    "FocusImportForm",
+    "RangeForm",
+    "default_window",
+    "preset_window",
+]
 
 
-class BoundedDateField(forms.DateField):
-    """An ISO date within costapp's supported range (2000-01-01..2100-12-31);
-    the error names the field and the value, so ``0001-01-01`` or
-    ``2026-13-45`` is a message, never an overflow further down."""
-
-    widget = forms.DateInput({"type": "date"})
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.name = ""
-
-    def to_python(self, value: Any) -> date | None:
-        if value in self.empty_values:
-            return None
-        try:
-            return date_in(
-                value.strip() if isinstance(value, str) else value,
-                field=self.name or "date",
-            )
-        except InvalidInput as exc:
-            raise forms.ValidationError(str(exc), code="invalid") from None
-
-
-class _Named(NamedErrors, forms.Form):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name, field in self.fields.items():
-            if isinstance(field, BoundedDateField):
-                field.name = name
+class _Named(NamedForm):
+    pass
 
 
 def default_window() -> dict[str, Any]:
@@ -125,65 +117,18 @@ class FocusImportForm(_Named):
         return data
 
 
-PRESETS = {
-    "7d": "last 7 days",
-    "30d": "last 30 days",
-    "90d": "last 90 days",
-    "mtd": "month to date",
-    "last_month": "last month",
-    "custom": "custom",
-}
-DEFAULT_PRESET = "30d"
+class RangeForm(WindowForm):
+    """A date range by preset or custom days (``costapp.filters.WindowForm``)
+    and a cost basis; lives in the URL so a link shows the same window."""
 
-
-def preset_window(preset: str, today: date) -> tuple[date, date]:
-    """UTC days [start, end) of a preset; the rolling ones include today."""
-    tomorrow = today + timedelta(days=1)
-    if preset == "mtd":
-        return today.replace(day=1), tomorrow
-    if preset == "last_month":
-        first = today.replace(day=1)
-        return (first - timedelta(days=1)).replace(day=1), first
-    days = {"7d": 7, "30d": 30, "90d": 90}[preset]
-    return tomorrow - timedelta(days=days), tomorrow
-
-
-class RangeForm(_Named):
-    """A date range by preset or custom days, and a cost basis; lives in the
-    URL so a link shows the same window. ``start``/``end`` without a preset
-    mean custom."""
-
-    preset = forms.ChoiceField(choices=list(PRESETS.items()), required=False)
-    start = BoundedDateField(required=False)
-    end = BoundedDateField(required=False, label="End (exclusive)")
-    basis = forms.ChoiceField(choices=list(BASES.items()), required=False)
+    basis = forms.ChoiceField(
+        choices=list(BASES.items()), required=False, label="Cost basis"
+    )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
-        if self.errors:
-            return data
-        preset = data.get("preset") or (
-            "custom" if data.get("start") or data.get("end") else DEFAULT_PRESET
-        )
-        data["preset"] = preset
-        data["basis"] = data.get("basis") or DEFAULT_BASIS
-        if preset != "custom":
-            data["start"], data["end"] = preset_window(preset, timezone.now().date())
-            return data
-        for name in ("start", "end"):
-            if not data.get(name):
-                raise forms.ValidationError(
-                    f"{name}='': a custom range needs a start and an end"
-                )
-        if data["end"] <= data["start"]:
-            raise forms.ValidationError(
-                f"end={data['end'].isoformat()!r}: must be after start {data['start']}"
-            )
-        if (data["end"] - data["start"]).days > MAX_DAYS:
-            raise forms.ValidationError(
-                f"end={data['end'].isoformat()!r}: the window from "
-                f"{data['start']} is longer than {MAX_DAYS} days"
-            )
+        if not self.errors:
+            data["basis"] = data.get("basis") or DEFAULT_BASIS
         return data
 
 

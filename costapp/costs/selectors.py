@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
@@ -72,6 +72,21 @@ def line_amount(line: CostLine, basis: Basis) -> Decimal:
     return value if value is not None else Decimal(0)
 
 
+def deployments_in_scope(
+    *, team: str = "", deployments: Collection[str] | None = None
+) -> set[str] | None:
+    """The deployments a reader's ``team=``/``deployments=`` leave in scope;
+    None when neither is given (the whole fleet, idle and unallocated too)."""
+    if not team and deployments is None:
+        return None
+    qs = Deployment.objects.all()
+    if team:
+        qs = qs.filter(team=team)
+    if deployments is not None:
+        qs = qs.filter(name__in=list(deployments))
+    return set(qs.values_list("name", flat=True))
+
+
 def utc_day_start(day: date) -> datetime:
     return datetime.combine(day, time(), tzinfo=UTC)
 
@@ -112,11 +127,31 @@ class BillDay:
     estimated: bool
     sources: tuple[str, ...]
     review_lines: int = 0  # lines flagged above the plausibility threshold
+    # The part allocated to the deployments in scope (None: no filter).
+    selected: Decimal | None = None
 
 
-def bill_days(start: date, end: date, basis: Basis) -> list[BillDay]:
+def bill_days(
+    start: date,
+    end: date,
+    basis: Basis,
+    *,
+    team: str = "",
+    deployments: Collection[str] | None = None,
+) -> list[BillDay]:
     """Per UTC day, account and currency: the bill total and whether any of
-    its lines is still estimated."""
+    its lines is still estimated. With ``team``/``deployments``, ``selected``
+    is the part of the day's bill allocated to those deployments."""
+    scope = deployments_in_scope(team=team, deployments=deployments)
+    shares: dict[tuple[date, str, str], Decimal] = {}
+    if scope is not None:
+        for (account, day, cur), allocation in allocation_days(
+            start, end, basis
+        ).items():
+            shares[(day, account, cur)] = sum(
+                (s.amount for s in allocation.shares if s.target in scope),
+                Decimal(0),
+            )
     acc: dict[tuple[date, str, str], dict[str, Any]] = {}
     for line in _lines(start, end):
         key = (line.period_start.date(), line.account_id, line.currency)
@@ -145,6 +180,9 @@ def bill_days(start: date, end: date, basis: Basis) -> list[BillDay]:
             s["estimated"],
             tuple(sorted(s["src"])),
             s["review"],
+            shares.get((day, account, currency), Decimal(0))
+            if scope is not None
+            else None,
         )
         for (day, account, currency), s in sorted(acc.items(), reverse=True)
     ]
@@ -407,22 +445,28 @@ class ReconciliationRow:
 
 
 def reconciliation_rows(
-    start: date, end: date, basis: Basis = DEFAULT_BASIS
+    start: date,
+    end: date,
+    basis: Basis = DEFAULT_BASIS,
+    *,
+    team: str = "",
+    deployments: Collection[str] | None = None,
 ) -> list[ReconciliationRow]:
     """Per deployment and day: provisional (measured GPU-hours x the rate card
     that day; pool deployments priced at their pool's node type) beside the
     bill's allocated cost and the difference. Days without a bill carry the
-    provisional figure only."""
+    provisional figure only. ``team``/``deployments`` keep those rows only."""
+    scope = deployments_in_scope(team=team, deployments=deployments)
     usage = usage_days(start, end)
     billed = billed_deployment_days(start, end, basis)
     bill_dates = {b.day for b in bill_days(start, end, basis)}
     book = rate_book()
-    deployments = {d.name: d for d in Deployment.objects.select_related("pool")}
+    fleet = {d.name: d for d in Deployment.objects.select_related("pool")}
     keys = sorted(set(usage) | set(billed), key=lambda k: (k[1], k[0]), reverse=True)
     rows = []
     for name, day in keys:
-        d = deployments.get(name)
-        if d is None:
+        d = fleet.get(name)
+        if d is None or (scope is not None and name not in scope):
             continue
         found = book.for_deployment(d, day)
         rate = found[0] if found is not None else None
@@ -496,11 +540,20 @@ def previous_month_estimated(today: date) -> bool:
     ).exists()
 
 
-def bill_total(start: date, end: date, basis: Basis) -> dict[str, Decimal]:
-    """Currency -> total, for sanity checks and the export footer."""
+def bill_total(
+    start: date,
+    end: date,
+    basis: Basis,
+    *,
+    team: str = "",
+    deployments: Collection[str] | None = None,
+) -> dict[str, Decimal]:
+    """Currency -> total, for sanity checks and the export footer; with
+    ``team``/``deployments`` the part allocated to those deployments."""
     out: dict[str, Decimal] = {}
-    for b in bill_days(start, end, basis):
-        out[b.currency] = out.get(b.currency, Decimal(0)) + b.total
+    for b in bill_days(start, end, basis, team=team, deployments=deployments):
+        value = b.total if b.selected is None else b.selected
+        out[b.currency] = out.get(b.currency, Decimal(0)) + value
     return out
 
 

@@ -23,24 +23,26 @@ from costapp.costs.breakdown import (
     bill_lines_iter,
     bill_lines_read,
     breakdown_read,
+    day_chart,
 )
 from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
 from costapp.costs.exports import QUANTUM, Export, ExportSpec
 from costapp.costs.forms import (
-    DEFAULT_PRESET,
     PRESETS,
     BackfillForm,
     BillLinesForm,
     ExportForm,
     FocusImportForm,
     RangeForm,
-    default_window,
 )
 from costapp.costs.tasks import focus_import_task
 from costapp.costs.uploads import upload_refused
 from costapp.csv_export import csv_lines
+from costapp.filters import Filters, filters_read
+from costapp.formatting import money
 from costapp.models import IngestRun
 from costapp.tasks import ingest_runs_queue
+from costapp.validation import shown
 
 RECONCILIATION_COLUMNS = [
     "date",
@@ -55,39 +57,34 @@ RECONCILIATION_COLUMNS = [
 ]
 
 
-def _window(request: HttpRequest) -> tuple[RangeForm, dict[str, Any], list[str]]:
-    """(form to show, window shown, errors). A refused filter names the field
-    and the value; the page then shows the default window, says so, and its
-    form shows that window rather than the refused values."""
-    if not request.GET:
-        return RangeForm(initial={"preset": DEFAULT_PRESET}), default_window(), []
-    form = RangeForm(request.GET)
-    if form.is_valid():
-        return form, form.cleaned_data, []
-    shown = default_window()
-    errors = [
-        *form.messages(),
-        f"showing the default window {shown['start']} to {shown['end']} "
-        f"(exclusive; {PRESETS[shown['preset']]}, "
-        f"{selectors.BASES[shown['basis']]}) instead",
-    ]
-    initial = {**shown, "preset": "custom"}
-    return RangeForm(initial=initial), shown, errors
+def _window(request: HttpRequest) -> Filters:
+    """The page's window, cost basis, team and deployments from the URL
+    (``costapp.filters``). A refused filter names the field and the value;
+    the page then shows the default window, says so, and its form shows that
+    window rather than the refused values."""
+    return filters_read(request.GET, form=RangeForm)
 
 
-def _window_context(w: dict[str, Any]) -> dict[str, Any]:
-    """What every costs page says about the window it shows."""
+def _window_context(f: Filters) -> dict[str, Any]:
+    """What every costs page says about the window and scope it shows."""
+    basis = f.page.get("basis") or selectors.DEFAULT_BASIS
+    w = {"start": f.start, "end": f.end, "preset": f.preset, "basis": basis}
     return {
+        "filters": f,
         "window": w,
-        "last_day": w["end"] - timedelta(days=1),
+        "last_day": f.last_day,
         "presets": PRESETS,
-        "preset_label": PRESETS[w["preset"]],
-        "basis_label": selectors.BASES[w["basis"]],
+        "preset_label": f.preset_label,
+        "basis_label": selectors.BASES[basis],
+        "window_errors": f.errors,
+        "scope_query": urlencode(f.params(window=False)),
     }
 
 
 def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
     base = {"start": w["start"], "end": w["end"], "basis": w["basis"]}
+    # Exports cover the whole bill of the window (they reconcile to it), so
+    # they carry the window and basis but never a team or deployment filter.
     out = []
     for fmt, grain, by in (
         ("csv", "day", "deployment"),
@@ -103,19 +100,27 @@ def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
 
 @requires("costapp.view_bills")
 def bills(request: HttpRequest) -> HttpResponse:
-    form, w, errors = _window(request)
-    days = selectors.bill_days(w["start"], w["end"], w["basis"])
+    f = _window(request)
+    ctx = _window_context(f)
+    w = ctx["window"]
+    days = selectors.bill_days(w["start"], w["end"], w["basis"], **f.scope)
+    totals: dict[str, Decimal] = {}
+    selected: dict[str, Decimal] = {}
+    for d in days:
+        totals[d.currency] = totals.get(d.currency, Decimal(0)) + d.total
+        if d.selected is not None:
+            selected[d.currency] = selected.get(d.currency, Decimal(0)) + d.selected
     return render(
         request,
         "costs/bills.html",
         {
-            **_window_context(w),
-            "form": form,
-            "window_errors": errors,
+            **ctx,
             "days": days,
             "estimated_days": sorted({d.day for d in days if d.estimated}),
             "review_lines": sum(d.review_lines for d in days),
-            "totals": selectors.bill_total(w["start"], w["end"], w["basis"]),
+            "totals": totals,
+            "totals_text": [(c, money(v, c)) for c, v in sorted(totals.items())],
+            "selected_text": [(c, money(v, c)) for c, v in sorted(selected.items())],
             "runs": selectors.recent_runs(),
             "exports": _export_links(w),
         },
@@ -124,24 +129,36 @@ def bills(request: HttpRequest) -> HttpResponse:
 
 @requires("costapp.view_bills")
 def reconciliation(request: HttpRequest) -> HttpResponse:
-    form, w, errors = _window(request)
+    f = _window(request)
+    ctx = _window_context(f)
+    w = ctx["window"]
     return render(
         request,
         "costs/reconciliation.html",
         {
-            **_window_context(w),
-            "form": form,
-            "window_errors": errors,
-            "rows": selectors.reconciliation_rows(w["start"], w["end"], w["basis"]),
+            **ctx,
+            "rows": selectors.reconciliation_rows(
+                w["start"], w["end"], w["basis"], **f.scope
+            ),
         },
     )
 
 
 def _export(request: HttpRequest) -> Export | HttpResponse:
     form = ExportForm(request.GET)
-    if not form.is_valid():
+    # An export reconciles to the whole bill of its window: a team or
+    # deployment filter is refused, never silently dropped.
+    narrowed = [
+        f"{name}={shown(request.GET.get(name))}: an export covers the whole bill "
+        "of its window (split it with by=team or by=deployment)"
+        for name in ("team", "deployment")
+        if request.GET.get(name)
+    ]
+    if narrowed or not form.is_valid():
         return HttpResponse(
-            "; ".join(form.messages()), status=400, content_type="text/plain"
+            "; ".join(narrowed or form.messages()),
+            status=400,
+            content_type="text/plain",
         )
     w = form.cleaned_data
     return Export(
@@ -167,17 +184,18 @@ def _attachment(response: HttpResponseBase, name: str) -> HttpResponseBase:
 
 @requires("costapp.view_bills")
 def breakdown(request: HttpRequest) -> HttpResponse:
-    form, w, errors = _window(request)
-    data = breakdown_read(start=w["start"], end=w["end"], basis=w["basis"])
+    f = _window(request)
+    ctx = _window_context(f)
+    w = ctx["window"]
+    data = breakdown_read(start=w["start"], end=w["end"], basis=w["basis"], **f.scope)
     return render(
         request,
         "costs/breakdown.html",
         {
-            **_window_context(w),
-            "form": form,
-            "window_errors": errors,
+            **ctx,
             "exports": _export_links(w),
             "b": data,
+            "day_figure": day_chart(data),
             "dimensions": [
                 (label, data.dimensions[key]) for key, label in DIMENSIONS.items()
             ],
@@ -302,10 +320,11 @@ def export_summary(request: HttpRequest) -> HttpResponseBase:
 
 @requires("costapp.export_bills")
 def reconciliation_export(request: HttpRequest) -> HttpResponseBase:
-    _form, w, errors = _window(request)
-    if errors:
-        return HttpResponse("; ".join(errors), status=400, content_type="text/plain")
-    rows = selectors.reconciliation_rows(w["start"], w["end"], w["basis"])
+    f = _window(request)
+    if f.errors:
+        return HttpResponse("; ".join(f.errors), status=400, content_type="text/plain")
+    w = _window_context(f)["window"]
+    rows = selectors.reconciliation_rows(w["start"], w["end"], w["basis"], **f.scope)
     lines = csv_lines(
         RECONCILIATION_COLUMNS,
         (

@@ -269,11 +269,22 @@ class PoolIdle:
     idle_share: float
 
 
-def pool_idle_read(*, start: date, end: date) -> list[PoolIdle]:
+def pool_idle_read(
+    *, start: date, end: date, deployments: Iterable[str] | None = None
+) -> list[PoolIdle]:
     """Idle dollars per pool in the window (billed days), from the stored
-    pool figures."""
+    pool figures; with ``deployments``, only the pools they belong to."""
+    names = None
+    if deployments is not None:
+        names = sorted(
+            set(
+                Deployment.objects.filter(name__in=list(deployments))
+                .exclude(pool=None)
+                .values_list("pool__name", flat=True)
+            )
+        )
     out = []
-    for w in scope_windows_read(scope="pool", start=start, end=end):
+    for w in scope_windows_read(scope="pool", start=start, end=end, names=names):
         billed = [r for r in w.figures if r.idle_cost is not None]
         frame = figures_frame(billed)
         idle = float(frame["idle_cost"].sum()) if len(frame) else float("nan")

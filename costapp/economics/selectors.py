@@ -28,7 +28,7 @@ from analytics.unit_costs import (
     window_totals,
 )
 from costapp.costs.rates import rate_book
-from costapp.costs.selectors import billed_deployment_days
+from costapp.costs.selectors import billed_deployment_days, deployments_in_scope
 from costapp.models import (
     Deployment,
     DeploymentHour,
@@ -228,13 +228,26 @@ class Overview:
     basis: set[str]
 
 
-def overview_read(*, today: date, days: int = 90) -> Overview:
-    """Everything the overview shows, for the ``days`` days before ``today``."""
+def overview_read(
+    *,
+    today: date,
+    days: int = 90,
+    team: str = "",
+    deployments: Iterable[str] | None = None,
+) -> Overview:
+    """Everything the overview shows, for the ``days`` days before ``today``;
+    ``team``/``deployments`` keep those deployments only."""
     end = today
     start = end - timedelta(days=days)
+    scope = deployments_in_scope(
+        team=team, deployments=None if deployments is None else list(deployments)
+    )
     frame = deployment_days_frame(
         deployment_days_read(
-            start=start, end=end, billed=billed_deployment_days(start, end)
+            start=start,
+            end=end,
+            deployments=scope,
+            billed=billed_deployment_days(start, end),
         )
     )
     last7 = frame[frame["day"] >= end - timedelta(days=7)]
@@ -265,7 +278,10 @@ def overview_read(*, today: date, days: int = 90) -> Overview:
     week = totals_by_deployment(last7, sum_columns=sums).set_index("deployment")
     base = totals_by_deployment(base28).set_index("deployment")
     summaries = []
-    for dep in Deployment.objects.order_by("name"):
+    fleet = Deployment.objects.order_by("name")
+    if scope is not None:
+        fleet = fleet.filter(name__in=scope)
+    for dep in fleet:
         w = week.loc[dep.name] if dep.name in week.index else None
         b = base.loc[dep.name] if dep.name in base.index else None
         nan = float("nan")

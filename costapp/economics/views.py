@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import date
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -19,7 +20,7 @@ from costapp.economics.figures import (
     pool_idle_read,
     scope_windows_read,
 )
-from costapp.economics.forms import BudgetForm, EconomicsWindowForm
+from costapp.economics.forms import MAX_DAYS, BudgetForm, EconomicsWindowForm
 from costapp.economics.idle_selectors import (
     idle_cards_read,
     idle_page_rows,
@@ -27,6 +28,7 @@ from costapp.economics.idle_selectors import (
 )
 from costapp.economics.selectors import overview_read
 from costapp.economics.services import budget_upsert
+from costapp.filters import Filters, filters_read
 from costapp.models.economics import FLEET
 
 _KPI_FORMAT: dict[str, Callable[[float], str]] = {
@@ -36,17 +38,64 @@ _KPI_FORMAT: dict[str, Callable[[float], str]] = {
 }
 
 
+DEFAULT_LABEL = "the 90 days before today"
+
+
+def _economics_filters(
+    request: HttpRequest, today: date
+) -> tuple[EconomicsWindowForm, Filters]:
+    """The shared filter (window preset, team, deployments) and the economics
+    form (grain, clock), from one query string. Custom days are the economics
+    form's (it bounds them per grain); a preset replaces them."""
+    query = request.GET.copy()
+    preset = query.get("preset") or "custom"
+    if preset != "custom":
+        query.pop("start", None)
+        query.pop("end", None)
+    form = EconomicsWindowForm(query or None, today=today)
+    page = {"page_form": form, "page_fields": ("grain", "clock"), "today": today}
+    if form.is_bound and not form.is_valid():
+        return form, filters_read({}, **page)  # type: ignore[arg-type]
+    window = form.window()
+    named_days = "start" in request.GET or "end" in request.GET
+    if preset == "custom" and form.is_bound and named_days:
+        query["start"], query["end"] = window.start.isoformat(), window.end.isoformat()
+    days = (window.end - window.start).days
+    label = DEFAULT_LABEL if window.grain == "day" else f"the last {days} days"
+    default = (window.start, window.end, label)
+    filters = filters_read(
+        query,
+        default=default,
+        max_days=MAX_DAYS.get(window.grain, max(MAX_DAYS.values())),
+        **page,  # type: ignore[arg-type]
+    )
+    return form, filters
+
+
+def _series(filters: Filters) -> tuple[str, list[str] | None, str]:
+    """(scope, names, label) of the unit-cost series a scoped page charts:
+    the team's stored figures, the chosen deployments', or the fleet's."""
+    if filters.picked or (filters.team and filters.deployments == ()):
+        return "deployment", list(filters.deployments or ()), "Chosen deployments"
+    if filters.team:
+        return "team", [filters.team], f"Team {filters.team}"
+    return "fleet", None, "Fleet"
+
+
 @requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
     today = fmt.display_today()
-    form = EconomicsWindowForm(request.GET or None, today=today)
+    form, filters = _economics_filters(request, today)
     if form.is_bound and not form.is_valid():
-        return render(request, "economics/overview.html", {"form": form})
+        return render(
+            request, "economics/overview.html", {"form": form, "filters": filters}
+        )
     window = form.window()
-    start, end, grain = window.start, window.end, window.grain
-    data = overview_read(today=end, days=(end - start).days)
+    start, end, grain = filters.start, filters.end, window.grain
+    data = overview_read(today=end, days=(end - start).days, **filters.scope)
+    scope, names, series = _series(filters)
     fleet = scope_windows_read(
-        scope="fleet", start=start, end=end, grain=grain, clock=window.clock
+        scope=scope, names=names, start=start, end=end, grain=grain, clock=window.clock
     )
     kpis = [
         {
@@ -63,7 +112,9 @@ def overview(request: HttpRequest) -> HttpResponse:
     ]
     stored = {
         w.name: w
-        for w in scope_windows_read(scope="deployment", start=start, end=end)
+        for w in scope_windows_read(
+            scope="deployment", start=start, end=end, names=filters.deployments
+        )
         if w.currency == "USD"
     }
     rows = []
@@ -91,12 +142,19 @@ def overview(request: HttpRequest) -> HttpResponse:
                 "truncation_raw": repr(s.truncation_share),
             }
         )
-    flags = flagged_read(start=start, end=end, grain=grain)
+    flag_names = (
+        None
+        if filters.deployments is None
+        else [*filters.deployments, *([filters.team] if filters.team else [])]
+    )
+    flags = flagged_read(start=start, end=end, grain=grain, names=flag_names)
     return render(
         request,
         "economics/overview.html",
         {
             "form": form,
+            "filters": filters,
+            "series": series,
             "start": start,
             "end": end,
             "grain": grain,
@@ -106,7 +164,9 @@ def overview(request: HttpRequest) -> HttpResponse:
             "fleet_figures": {
                 f"{w.name}-{w.currency}": charts.baseline_band(
                     w.figures,
-                    title=f"Fleet {w.currency} per 1k requests (fully loaded), "
+                    title=f"{series if scope != 'deployment' else w.name} "
+                    f"{w.currency} per 1k requests"
+                    f"{' (fully loaded)' if scope != 'deployment' else ''}, "
                     f"by {grain}, against its baseline",
                     currency=w.currency,
                 )
@@ -114,7 +174,10 @@ def overview(request: HttpRequest) -> HttpResponse:
             },
             "fleet_keys": [f"{w.name}-{w.currency}" for w in fleet],
             "pools": [
-                present.pool_row(p) for p in pool_idle_read(start=start, end=end)
+                present.pool_row(p)
+                for p in pool_idle_read(
+                    start=start, end=end, deployments=filters.deployments
+                )
             ],
             "idle_cards": idle_cards_read(start=start, end=end),
             "flags": [present.flag_row(r) for r in flags],
@@ -133,10 +196,18 @@ def explanation(request: HttpRequest, figure_id: int) -> HttpResponse:
         raise Http404("no such figure")
     f = found.figure
     cur = f.currency
+    # The filter bar sends to the overview; here it narrows the members.
+    filters = filters_read(request.GET, today=fmt.display_today())
+    members = [
+        m
+        for m in found.members
+        if filters.deployments is None or m.name in filters.deployments
+    ]
     return render(
         request,
         "economics/explanation.html",
         {
+            "filters": filters,
             "f": present.flag_row(f),
             "figure": f,
             "parts": [
@@ -162,8 +233,7 @@ def explanation(request: HttpRequest, figure_id: int) -> HttpResponse:
             "replicas": fmt.number(f.replicas),
             "idle": fmt.money(f.idle_cost, cur),
             "members": [
-                present.flag_row(m) | {"cost": fmt.money(m.cost, cur)}
-                for m in found.members
+                present.flag_row(m) | {"cost": fmt.money(m.cost, cur)} for m in members
             ],
             "deployment_page": f.scope == "deployment",
         },
@@ -172,7 +242,10 @@ def explanation(request: HttpRequest, figure_id: int) -> HttpResponse:
 
 @requires("costapp.view_budget", write="costapp.add_budget")
 def budgets(request: HttpRequest) -> HttpResponse:
-    today = fmt.display_today()
+    # Budgets are monthly: the page shows the month of the window's last day,
+    # as of that day (today at the latest).
+    filters = filters_read(request.GET, default_preset="mtd")
+    today = min(fmt.display_today(), filters.last_day)
     form = BudgetForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -183,10 +256,21 @@ def budgets(request: HttpRequest) -> HttpResponse:
         messages.success(request, f"budget for {data['scope']} {data['name']} saved")
         return redirect("economics:budgets")
     statuses = budget_statuses_read(today=today)
-    fleet = month_forecast_read(scope="fleet", name=FLEET, currency="USD", today=today)
+    scope, names, series = _series(filters)
+    forecast_name = names[0] if names and len(names) == 1 else FLEET
+    if forecast_name == FLEET:
+        scope, series = "fleet", "Fleet"
+    fleet = month_forecast_read(
+        scope=scope, name=forecast_name, currency="USD", today=today
+    )
     rows = []
     for s in statuses:
         b, fc = s.budget, s.forecast
+        if filters.deployments is not None and not (
+            (b.scope == "team" and b.name == filters.team)
+            or (b.scope == "deployment" and b.name in filters.deployments)
+        ):
+            continue
         cur = b.currency
         rows.append(
             {
@@ -213,6 +297,9 @@ def budgets(request: HttpRequest) -> HttpResponse:
         "economics/budgets.html",
         {
             "form": form,
+            "filters": filters,
+            "series": series,
+            "as_of": today,
             "rows": rows,
             "fleet": {
                 "month": fleet.month.strftime("%B %Y"),

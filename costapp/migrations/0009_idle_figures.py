@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('costapp', '0007_alerts'),
+        ('costapp', '0008_api_tokens'),
     ]
 
     operations = [
