@@ -76,7 +76,7 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         "chat", "NVIDIA H100 80GB HBM3", 4, 4.0, "", "p5.48xlarge", "p5-chat",
         peak_rps=30.0, capacity_rps=3.0, min_replicas=3, max_replicas=24,
         prompt_mean=1800, gen_mean=450, p_length=0.035, p_abort=0.01,
-        ttft_s=0.18, itl_s=0.016, kv_tokens=911_952, fb_total_mib=81559,
+        ttft_s=0.18, itl_s=0.016, kv_tokens=852_352, fb_total_mib=81559,
         host_prefix="ip-10-0-1-",
     ),
     DemoDeployment(
@@ -88,7 +88,7 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         prompt_mean=3200, gen_mean=260, p_length=0.06, p_abort=0.005,
         # bf16 KV (vLLM's default), so the headline what-if, fp8 KV, can be
         # tried on the demo: half the bytes per token, twice the pool.
-        ttft_s=0.45, itl_s=0.022, kv_tokens=197_632, fb_total_mib=46068,
+        ttft_s=0.45, itl_s=0.022, kv_tokens=194_448, fb_total_mib=46068,
         host_prefix="ip-10-0-2-", kv_dtype="auto",
         itl_curve=SUMMARIZE_ITL_CURVE,
     ),
@@ -96,7 +96,7 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         "classify", "NVIDIA L4", 1, 1.0, "", "g6.xlarge", None,
         peak_rps=22.0, capacity_rps=7.0, min_replicas=2, max_replicas=8,
         prompt_mean=420, gen_mean=6, p_length=0.002, p_abort=0.002,
-        ttft_s=0.08, itl_s=0.018, kv_tokens=242_416, fb_total_mib=23034,
+        ttft_s=0.08, itl_s=0.018, kv_tokens=235_152, fb_total_mib=23034,
         host_prefix="ip-10-0-4-",
     ),
     DemoDeployment(
@@ -104,7 +104,7 @@ DEPLOYMENTS: tuple[DemoDeployment, ...] = (
         "p4de.24xlarge", "a100-mig",
         peak_rps=8.0, capacity_rps=1.6, min_replicas=2, max_replicas=8,
         prompt_mean=2600, gen_mean=120, p_length=0.02, p_abort=0.03,
-        ttft_s=0.22, itl_s=0.026, kv_tokens=752_608, fb_total_mib=40192,
+        ttft_s=0.22, itl_s=0.026, kv_tokens=735_376, fb_total_mib=40192,
         host_prefix="ip-10-0-3-",
     ),
     DemoDeployment(
