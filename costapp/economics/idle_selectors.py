@@ -48,6 +48,21 @@ def _window_q(start: date, end: date) -> Q:
     return Q(day__gte=start, day__lt=end)
 
 
+def idle_series_names(deployments: Iterable[str] | None) -> list[str] | None:
+    """The idle series a deployment filter keeps: the deployments and the
+    pools they run in (a pool member's paid idle is its pool's). ``None``
+    (no filter) keeps every series."""
+    if deployments is None:
+        return None
+    names = list(deployments)
+    pools = (
+        Deployment.objects.filter(name__in=names, pool__isnull=False)
+        .values_list("pool__name", flat=True)
+        .distinct()
+    )
+    return [*names, *pools]
+
+
 def idle_rows_read(
     *, start: date, end: date, scopes: tuple[str, ...] = ("pool", "deployment"),
     names: Iterable[str] | None = None,

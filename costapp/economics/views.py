@@ -25,6 +25,7 @@ from costapp.economics.idle_selectors import (
     idle_cards_read,
     idle_page_rows,
     idle_rows_read,
+    idle_series_names,
 )
 from costapp.economics.selectors import overview_read
 from costapp.economics.services import budget_upsert
@@ -320,20 +321,26 @@ def budgets(request: HttpRequest) -> HttpResponse:
 
 @requires("costapp.view_overview")
 def idle(request: HttpRequest) -> HttpResponse:
-    """Idle in dollars, both kinds, per pool and deployment over a window."""
-    form = EconomicsWindowForm(request.GET or None, today=fmt.display_today())
+    """Idle in dollars, both kinds, per pool and deployment over a window,
+    narrowed by the shared filter (a chosen deployment brings its pool)."""
+    form, filters = _economics_filters(request, fmt.display_today())
     if form.is_bound and not form.is_valid():
-        return render(request, "economics/idle.html", {"form": form})
-    window = form.window()
-    rows = idle_rows_read(start=window.start, end=window.end)
+        return render(
+            request, "economics/idle.html", {"form": form, "filters": filters}
+        )
+    start, end = filters.start, filters.end
+    rows = idle_rows_read(
+        start=start, end=end, names=idle_series_names(filters.deployments)
+    )
     return render(
         request,
         "economics/idle.html",
         {
             "form": form,
-            "start": window.start,
-            "end": window.end,
+            "filters": filters,
+            "start": start,
+            "end": end,
             "rows": idle_page_rows(rows),
-            "idle_cards": idle_cards_read(start=window.start, end=window.end),
+            "idle_cards": idle_cards_read(start=start, end=end),
         },
     )
