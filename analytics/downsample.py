@@ -107,12 +107,19 @@ def _group(grid: Grid, times: object) -> tuple[npt.NDArray, npt.NDArray]:
     return index, keep
 
 
-def sums(grid: Grid, times: object, values: pd.DataFrame) -> pd.DataFrame:
+def sums(
+    grid: Grid, times: object, values: pd.DataFrame, *, strict: bool = False
+) -> pd.DataFrame:
     """Amounts and counts summed per bucket; NaN where a bucket has no value
-    (no row, or only missing ones), never 0."""
+    (no row, or only missing ones), never 0. ``strict``: one missing value
+    makes its bucket's sum missing (GPU-seconds: a partial sum would read as
+    an efficiency gain)."""
     index, keep = _group(grid, times)
     frame = values.reset_index(drop=True).loc[keep].astype(float)
-    out = frame.groupby(index[keep]).sum(min_count=1)
+    grouped = frame.groupby(index[keep])
+    out = grouped.sum(min_count=1)
+    if strict:
+        out = out.mask(grouped.count() < grouped.size().to_numpy()[:, None])
     return out.reindex(range(grid.count)).set_axis(grid.starts)
 
 

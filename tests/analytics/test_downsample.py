@@ -64,6 +64,14 @@ def test_amounts_sum_per_bucket_and_an_empty_bucket_is_missing_not_zero() -> Non
     assert out["cost"].tolist()[0] == 1.5
 
 
+def test_a_strict_sum_is_missing_when_any_hour_is() -> None:
+    grid = Grid(pd.Timestamp(T0), pd.Timedelta(hours=2), 2)
+    frame = pd.DataFrame({"gpu_seconds": [3600.0, np.nan, 100.0, 200.0]})
+    out = sums(grid, hours(4), frame, strict=True)
+    assert math.isnan(out["gpu_seconds"].iloc[0])
+    assert out["gpu_seconds"].iloc[1] == 300.0
+
+
 def test_rows_outside_the_grid_are_left_out() -> None:
     grid = Grid(pd.Timestamp(T0), pd.Timedelta(hours=1), 2)
     out = sums(grid, [T0 - H, T0, T0 + 5 * H], pd.DataFrame({"x": [1.0, 2.0, 4.0]}))
