@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from django.db.models import Avg, FloatField, Func, Value
+from django.db.models.functions import Floor
 
 from analytics.downsample import (
     MAX_POINTS,
@@ -85,6 +88,34 @@ def _hours_frame(
     return frame
 
 
+@dataclass(frozen=True)
+class Raw:
+    """The stored rows of one deployment and window, read once and bucketed
+    on as many grids as a page needs."""
+
+    start: datetime
+    end: datetime
+    hours: pd.DataFrame
+    # metric -> (hours, bounds, cumulative counts, sums)
+    histograms: dict[str, tuple[list, list, list, list]]
+
+
+def raw_read(deployment: Deployment, *, start: datetime, end: datetime) -> Raw:
+    rows = HistogramHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end, metric__in=LATENCY
+    ).values_list("metric", "hour", "bounds", "cumulative_counts", "total_sum")
+    histograms: dict[str, tuple[list, list, list, list]] = {
+        m: ([], [], [], []) for m in LATENCY
+    }
+    for metric, hour, bounds, counts, total in rows:
+        into = histograms[metric]
+        into[0].append(hour)
+        into[1].append(bounds)
+        into[2].append(counts)
+        into[3].append(total)
+    return Raw(start, end, _hours_frame(deployment, start, end), histograms)
+
+
 def series_read(
     deployment: Deployment,
     *,
@@ -92,11 +123,17 @@ def series_read(
     end: datetime,
     grid: Grid | None = None,
     max_points: int = MAX_POINTS,
-    quantiles: Sequence[float] = (0.5, 0.95, 0.99),
 ) -> Series:
-    """Every figure the telemetry charts and tables draw, bucketed."""
-    grid = grid or grid_for(start, end, max_points=max_points)
-    h = _hours_frame(deployment, start, end)
+    """Every figure the telemetry charts draw, bucketed (at most
+    ``max_points`` buckets unless ``grid`` is given)."""
+    raw = raw_read(deployment, start=start, end=end)
+    return series_bucket(raw, grid or grid_for(start, end, max_points=max_points))
+
+
+def series_bucket(
+    raw: Raw, grid: Grid, quantiles: Sequence[float] = (0.5, 0.95, 0.99)
+) -> Series:
+    h = raw.hours
     t = h["hour"]
     requests = h["requests_stop"] + h["requests_length"]
     tokens = h["prompt_tokens"] + h["generation_tokens"]
@@ -136,36 +173,16 @@ def series_read(
         g = gauge(grid, t, h[f"{name}_mean"], h[f"{name}_max"])
         frame[f"{name}_mean"] = g["mean"]
         frame[f"{name}_max"] = g["max"]
-    latency = _latency(deployment, start, end, grid, quantiles)
+    latency: dict[str, pd.DataFrame] = {}
+    for metric, (times, bounds, counts, totals) in raw.histograms.items():
+        q = histogram_quantiles(grid, times, bounds, counts, quantiles)
+        q["sum"] = sums(grid, times, pd.DataFrame({"s": totals}))["s"]
+        latency[metric] = q
     measured = {c for c in frame.columns if frame[c].notna().any()}
     measured |= {m for m, q in latency.items() if q["count"].notna().any()}
     if not len(h) or h["preemptions"].isna().all():
         measured.discard("preemptions")
     return Series(grid=grid, frame=frame, latency=latency, measured=frozenset(measured))
-
-
-def _latency(
-    deployment: Deployment,
-    start: datetime,
-    end: datetime,
-    grid: Grid,
-    quantiles: Sequence[float],
-) -> dict[str, pd.DataFrame]:
-    rows = HistogramHour.objects.filter(
-        deployment=deployment, hour__gte=start, hour__lt=end, metric__in=LATENCY
-    ).values_list("metric", "hour", "bounds", "cumulative_counts", "total_sum")
-    by_metric: dict[str, list[tuple]] = {m: [] for m in LATENCY}
-    for metric, hour, bounds, counts, total in rows:
-        by_metric[metric].append((hour, bounds, counts, total))
-    out: dict[str, pd.DataFrame] = {}
-    for metric, items in by_metric.items():
-        times = [i[0] for i in items]
-        q = histogram_quantiles(
-            grid, times, [i[1] for i in items], [i[2] for i in items], quantiles
-        )
-        q["sum"] = sums(grid, times, pd.DataFrame({"s": [i[3] for i in items]}))["s"]
-        out[metric] = q
-    return out
 
 
 def phase_share(series: Series) -> tuple[pd.DataFrame, str]:
@@ -204,30 +221,54 @@ class DeviceGrid:
 DEVICE_LAYERS = ("gr_engine_active_mean", "dram_active_mean", "gpu_util_mean")
 
 
+class _Epoch(Func):
+    """Seconds since 1970 of a timestamp, in PostgreSQL and SQLite."""
+
+    output_field = FloatField()
+    template = "EXTRACT(EPOCH FROM %(expressions)s)"
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        # '%%%%s' is strftime's '%s' once Python and the driver unescape it.
+        return self.as_sql(
+            compiler,
+            connection,
+            template="CAST(strftime('%%%%s', %(expressions)s) AS REAL)",
+            **extra,
+        )
+
+
+DEVICE_KEYS = ("hostname", "gpu_index", "gpu_instance_id", "gpu_uuid", "mig_profile")
+
+
 def device_grid_read(
     deployment: Deployment, *, start: datetime, end: datetime
 ) -> DeviceGrid:
-    rows = list(
-        DeviceHour.objects.filter(
-            deployment=deployment, hour__gte=start, hour__lt=end
-        ).values_list(
-            "hostname", "gpu_index", "gpu_uuid", "mig_profile", "gpu_instance_id",
-            "hour", *DEVICE_LAYERS,
-        )
-    )  # fmt: skip
+    """Means per device and bucket, averaged by the database (a row per device
+    and hour of 90 days of ``chat`` is 86,000 rows; the cells are 7,000)."""
+    rows = DeviceHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end
+    )
     keys = sorted(
-        {(r[0], r[1], r[4], r[2], r[3]) for r in rows},
+        set(rows.values_list(*DEVICE_KEYS).distinct()),
         key=lambda k: (k[0], k[1], k[2].zfill(4), k[3]),
     )
     label = {k: _device_label(k[0], k[1], k[4], k[2]) for k in keys}
     names = [label[k] for k in keys]
     columns = max_columns_for(len(names), max_cells=HEATMAP_CELLS)
     grid = grid_for(start, end, max_points=columns)
-    rows_of = [label[(r[0], r[1], r[4], r[2], r[3])] for r in rows]
-    times = [r[5] for r in rows]
+    width = grid.width.total_seconds()
+    origin = grid.origin.timestamp()
+    cells = list(
+        rows.annotate(bucket=Floor((_Epoch("hour") - Value(origin)) / Value(width)))
+        .values(*DEVICE_KEYS, "bucket")
+        .annotate(**{f: Avg(f) for f in DEVICE_LAYERS})
+        .order_by()
+    )
+    rows_of = [label[tuple(c[k] for k in DEVICE_KEYS)] for c in cells]
+    times = [grid.origin + grid.width * int(c["bucket"]) for c in cells]
     layers: dict[str, np.ndarray] = {}
-    for i, field in enumerate(DEVICE_LAYERS):
-        values = [np.nan if r[6 + i] is None else r[6 + i] for r in rows]
+    for field in DEVICE_LAYERS:
+        values = [np.nan if c[field] is None else c[field] for c in cells]
         _, matrix = heatmap(grid, times, rows_of, values, order=names)
         layers[field] = matrix
     measured = frozenset(f for f, m in layers.items() if np.isfinite(m).any())

@@ -10,6 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from analytics.downsample import grid_for
 from costapp.access import requires
 from costapp.models import Deployment
 from costapp.tasks import ingest_runs_queue
@@ -63,11 +64,10 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=name)
     start, end, notes = WindowForm(request.GET).window(selectors.default_window(dep))
     tz = settings.DISPLAY_TIME_ZONE
-    chart_series = series.series_read(dep, start=start, end=end)
+    raw = series.raw_read(dep, start=start, end=end)  # read once, bucket twice
+    chart_series = series.series_bucket(raw, grid_for(start, end))
     phase, phase_source = series.phase_share(chart_series)
-    table = series.series_read(
-        dep, start=start, end=end, grid=series.table_grid(start, end)
-    )
+    table = series.series_bucket(raw, series.table_grid(start, end))
     rows = series.table_rows(table)
     figures = {
         "traffic": charts.traffic(chart_series, tz=tz),
