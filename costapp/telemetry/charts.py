@@ -217,7 +217,7 @@ def latency_breakdown(
         ):
             traces.append(
                 _line(f"{label} share", x, values(phase[col]), 3, PALETTE[2 + j],
-                      "%{y:.1%}", stackgroup="phase", line={"width": 0.5})
+                      "%{y:.1%}")
             )  # fmt: skip
         layout["annotations"].append(
             {"text": phase_source, "xref": "x domain", "yref": "y4 domain", "x": 0,
@@ -325,8 +325,8 @@ def gpu_heatmap(grid: DeviceGrid, *, tz: str) -> dict[str, Any]:
         "title": {"text": "GPU utilisation per GPU / MIG instance", "x": 0,
                   "xanchor": "left", "font": {"size": 15}},
         "font": FONT,
-        "margin": {"l": 220, "r": 16, "t": 80, "b": 48},
-        "height": max(260, min(900, 120 + 14 * rows)),
+        "margin": {"l": 220, "r": 16, "t": 96, "b": 48},
+        "height": max(280, min(640, 140 + 8 * rows)),
         "plot_bgcolor": "#f8fafc",
         "paper_bgcolor": "#fff",
         "xaxis": {"type": "date", "title": {
@@ -371,9 +371,9 @@ def gpu_heatmap(grid: DeviceGrid, *, tz: str) -> dict[str, Any]:
         {
             "type": "buttons",
             "direction": "right",
-            "x": 0,
+            "x": 1,
             "y": 1.02,
-            "xanchor": "left",
+            "xanchor": "right",
             "yanchor": "bottom",
             "showactive": True,
             "buttons": [
@@ -389,8 +389,8 @@ def gpu_heatmap(grid: DeviceGrid, *, tz: str) -> dict[str, Any]:
     if "gpu_util_mean" not in grid.measured:
         layout["annotations"].append(
             {"text": "GPU_UTIL not reported (MIG instances do not have it)",
-             "xref": "paper", "yref": "paper", "x": 1, "y": 1.02,
-             "xanchor": "right", "yanchor": "bottom", "showarrow": False,
+             "xref": "paper", "yref": "paper", "x": 0, "y": 1.02,
+             "xanchor": "left", "yanchor": "bottom", "showarrow": False,
              "font": {"size": 11, "color": "#64748b"}}
         )  # fmt: skip
     return compact({"data": traces, "layout": layout})

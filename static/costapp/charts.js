@@ -18,6 +18,11 @@
     document.querySelectorAll("[data-figure]").forEach(function (el) {
       var fig = figureFrom(el.dataset.figure, el.dataset.figureKey);
       if (!fig) return;
+      // A figure taller than the default keeps its height when plotly
+      // resizes it with the window (it follows the container's height).
+      if (fig.layout && fig.layout.height) {
+        el.style.height = fig.layout.height + "px";
+      }
       // A time axis shared by every trace is sent once (fig.x).
       if (fig.x) {
         fig.data.forEach(function (trace) {
