@@ -62,13 +62,20 @@ def _panels(
     n = len(axes)
     gap = 0.06
     height = (1.0 - gap * (n - 1)) / n
+    total = 170 + 170 * n
+    top, bottom = 44, 110
     layout: dict[str, Any] = {
         "title": {"text": title, "x": 0, "xanchor": "left", "font": {"size": 15}},
         "font": FONT,
-        "margin": {"l": 72, "r": 16, "t": 44, "b": 48},
-        "height": 150 + 170 * n,
+        "margin": {"l": 72, "r": 16, "t": top, "b": bottom},
+        "height": total,
         "hovermode": "x unified",
-        "legend": {"orientation": "h", "y": -0.08, "yanchor": "top"},
+        # Below the time axis and its title (paper units: 58 px down).
+        "legend": {
+            "orientation": "h",
+            "y": -58 / (total - top - bottom),
+            "yanchor": "top",
+        },
         "plot_bgcolor": "#fff",
         "paper_bgcolor": "#fff",
         "xaxis": {
