@@ -88,10 +88,10 @@ def _panels(
         "shapes": [],
     }
     for i, axis in enumerate(axes):
-        top = 1.0 - i * (height + gap)
+        upper = 1.0 - i * (height + gap)
         name = "yaxis" if i == 0 else f"yaxis{i + 1}"
         layout[name] = {
-            "domain": [max(top - height, 0.0), top],
+            "domain": [max(upper - height, 0.0), upper],
             "anchor": "x",
             "gridcolor": GRID,
             "rangemode": "tozero",
