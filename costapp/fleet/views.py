@@ -1,15 +1,27 @@
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 
 from costapp import formatting as fmt
 from costapp.access import requires
+from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_window
+from costapp.costs.selectors import BASES, billed_deployment_days
 from costapp.economics import charts, present
-from costapp.economics.figures import deployment_economics_read
-from costapp.economics.selectors import deployment_detail_read
+from costapp.economics.figures import deployment_economics_read, figures_read
+from costapp.economics.selectors import (
+    deployment_days_frame,
+    deployment_days_read,
+    utc_midnight,
+)
 from costapp.models import Deployment
-from costapp.telemetry.selectors import latency_daily_percentiles
+from costapp.telemetry import charts as telemetry_charts
+from costapp.telemetry.series import device_grid_read, phase_share, series_read
 
 
 @requires("costapp.view_fleet")
@@ -18,34 +30,99 @@ def deployment_list(request: HttpRequest) -> HttpResponse:
     return render(request, "fleet/deployment_list.html", {"deployments": deployments})
 
 
+def _range(request: HttpRequest) -> tuple[RangeForm, dict[str, Any], list[str]]:
+    """(form to show, window shown, errors): the bills pages' range form; a
+    refused value is named and the default window shown instead."""
+    if not request.GET:
+        return RangeForm(initial={"preset": DEFAULT_PRESET}), default_window(), []
+    form = RangeForm(request.GET)
+    if form.is_valid():
+        return form, form.cleaned_data, []
+    shown = default_window()
+    errors = [
+        *form.messages(),
+        f"showing the default window {shown['start']} to {shown['end']} "
+        f"(exclusive; {PRESETS[shown['preset']]}) instead",
+    ]
+    return RangeForm(initial={**shown, "preset": "custom"}), shown, errors
+
+
 @requires("costapp.view_fleet")
 def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     deployment = get_object_or_404(Deployment.objects.select_related("pool"), name=name)
-    detail = deployment_detail_read(deployment, today=fmt.display_today())
-    start, end = detail.start, detail.end
-    ttft = latency_daily_percentiles(deployment, start=start, end=end, metric="ttft")
-    itl = latency_daily_percentiles(deployment, start=start, end=end, metric="itl")
+    form, w, errors = _range(request)
+    start, end, basis = w["start"], w["end"], w["basis"]
+    lower, upper = utc_midnight(start), utc_midnight(end)
+    tz = settings.DISPLAY_TIME_ZONE
+    days = deployment_days_frame(
+        deployment_days_read(
+            start=start,
+            end=end,
+            deployments=[deployment.name],
+            billed=billed_deployment_days(start, end, basis),
+        )
+    )
+    series = series_read(deployment, start=lower, end=upper)
+    phase, phase_source = phase_share(series)
     economics = deployment_economics_read(deployment, start=start, end=end)
+    figure_rows = figures_read(
+        scope="deployment", names=[deployment.name], start=start, end=end
+    )
+    currency = economics.window.currency if economics.window else "USD"
+    links = {
+        r.pk: reverse("economics:explanation", args=[r.pk])
+        for r in figure_rows
+        if r.flag
+    }
     figures = {
-        "baseline": charts.baseline_band(
-            economics.window.figures if economics.window else [],
-            title="$ per 1k requests against its EWMA baseline (band), daily",
+        "cost": telemetry_charts.cost_view(
+            [r for r in figure_rows if r.currency == currency],
+            currency=currency,
+            links=links,
         ),
-        "unit-costs": charts.unit_costs_daily(detail.days),
-        "requests": charts.requests_by_reason_daily(detail.days),
-        "capacity": charts.capacity_daily(detail.days),
-        "latency": charts.latency_daily(ttft, itl),
+        "heatmap": telemetry_charts.gpu_heatmap(
+            device_grid_read(deployment, start=lower, end=upper), tz=tz
+        ),
+        "latency": telemetry_charts.latency_breakdown(
+            series,
+            phase=phase,
+            phase_source=phase_source,
+            tz=tz,
+            slo_ttft_ms=deployment.slo_ttft_p95_ms,
+            slo_itl_ms=deployment.slo_itl_p95_ms,
+        ),
+        "kv": telemetry_charts.kv_cache(series, tz=tz),
+        "requests": charts.requests_by_reason_daily(days),
+        "capacity": charts.capacity_daily(days),
     }
     return render(
         request,
         "fleet/deployment_detail.html",
         {
             "d": deployment,
-            "start": detail.start,
-            "end": detail.end,
+            "form": form,
+            "window": w,
+            "window_errors": errors,
+            "presets": PRESETS,
+            "preset_label": PRESETS[w["preset"]],
+            "basis_label": BASES[basis],
+            "start": start,
+            "end": end,
+            "last_day": end - timedelta(days=1),
             "figures": figures,
-            "has_data": not detail.days.empty,
+            "has_data": not days.empty or not series.empty,
             "economics": present.deployment_context(economics),
+            "estimated_days": [
+                r.period_start.strftime("%Y-%m-%d")
+                for r in figure_rows
+                if r.clock == "estimated"
+            ],
+            "provisional_days": [
+                r.period_start.strftime("%Y-%m-%d")
+                for r in figure_rows
+                if r.clock == "provisional"
+            ],
+            "display_tz": tz,
             "slo_ttft": fmt.number(deployment.slo_ttft_p95_ms, 0)
             if deployment.slo_ttft_p95_ms
             else None,

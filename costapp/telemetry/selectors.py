@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
 from django.db.models import Avg, Count, Max, Min, QuerySet, Sum
@@ -26,29 +26,19 @@ def telemetry_runs(limit: int = 30) -> QuerySet[IngestRun]:
     return IngestRun.objects.filter(source="prometheus").order_by("-created_at")[:limit]
 
 
-def default_window(
-    deployment: Deployment, hours: int = 48
-) -> tuple[datetime, datetime]:
-    """The last ``hours`` hours that hold data (not "now": backfills are old)."""
+def default_window(deployment: Deployment, days: int = 2) -> tuple[datetime, datetime]:
+    """The last ``days`` UTC days that hold data (not "now": backfills are
+    old), whole days so the window is one the form can ask for again."""
     last = DeploymentHour.objects.filter(deployment=deployment).aggregate(Max("hour"))[
         "hour__max"
     ]
     if last is None:
         from django.utils import timezone
 
-        last = timezone.now().replace(minute=0, second=0, microsecond=0)
-    end = last + timedelta(hours=1)
-    return end - timedelta(hours=hours), end
-
-
-@dataclass(frozen=True)
-class HourRow:
-    hour: datetime
-    row: DeploymentHour
-    requests: float
-    prefix_hit_rate: float | None
-    tokens_per_gpu_second: float | None
-    latency: dict[str, dict[str, float | None]] = field(default_factory=dict)
+        last = timezone.now()
+    last = last.astimezone(UTC)
+    end = datetime.combine(last.date() + timedelta(days=1), time(0), tzinfo=UTC)
+    return end - timedelta(days=days), end
 
 
 def _percentiles(items: list[tuple[list, list]]) -> dict[str, float | None]:
@@ -62,49 +52,18 @@ def _percentiles(items: list[tuple[list, list]]) -> dict[str, float | None]:
     }
 
 
-def deployment_hours(
+def window_latency(
     deployment: Deployment, start: datetime, end: datetime
-) -> tuple[list[HourRow], dict[str, dict[str, float | None]]]:
-    """Hourly rows with derived figures, and percentiles over the whole window
-    (from buckets summed over the hours, never from averaged percentiles)."""
-    rows = list(
-        DeploymentHour.objects.filter(
-            deployment=deployment, hour__gte=start, hour__lt=end
-        ).order_by("hour")
-    )
-    hist: dict[tuple[datetime, str], HistogramHour] = {}
+) -> dict[str, dict[str, float | None]]:
+    """Percentiles over the whole window, from buckets summed over its hours
+    (never from averaged percentiles)."""
     per_metric: dict[str, list[tuple[list, list]]] = defaultdict(list)
-    for hh in HistogramHour.objects.filter(
+    rows = HistogramHour.objects.filter(
         deployment=deployment, hour__gte=start, hour__lt=end
-    ):
-        hist[(hh.hour, hh.metric)] = hh
-        per_metric[hh.metric].append((hh.bounds, hh.cumulative_counts))
-    out = []
-    for r in rows:
-        requests = r.requests_stop + r.requests_length
-        hit_rate = (
-            r.prefix_cache_hits / r.prefix_cache_queries
-            if r.prefix_cache_queries and r.prefix_cache_hits is not None
-            else None
-        )
-        tokens = r.prompt_tokens + r.generation_tokens
-        latency = {}
-        for metric in LATENCY_METRICS:
-            one = hist.get((r.hour, metric))
-            if one is not None:
-                latency[metric] = _percentiles([(one.bounds, one.cumulative_counts)])
-        out.append(
-            HourRow(
-                hour=r.hour,
-                row=r,
-                requests=requests,
-                prefix_hit_rate=hit_rate,
-                tokens_per_gpu_second=tokens / r.gpu_seconds if r.gpu_seconds else None,
-                latency=latency,
-            )
-        )
-    window = {m: _percentiles(per_metric[m]) for m in LATENCY_METRICS if per_metric[m]}
-    return out, window
+    ).values_list("metric", "bounds", "cumulative_counts")
+    for metric, bounds, counts in rows.iterator():
+        per_metric[metric].append((bounds, counts))
+    return {m: _percentiles(per_metric[m]) for m in LATENCY_METRICS if per_metric[m]}
 
 
 @dataclass(frozen=True)

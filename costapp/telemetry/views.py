@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
+from analytics.downsample import grid_for
 from costapp.access import requires
 from costapp.models import Deployment
 from costapp.tasks import ingest_runs_queue
-from costapp.telemetry import selectors, services
-from costapp.telemetry.forms import PROMETHEUS_MISSING, BackfillForm, WindowForm
+from costapp.telemetry import charts, selectors, series, services
+from costapp.telemetry.forms import (
+    PAGE_MAX_DAYS,
+    PROMETHEUS_MISSING,
+    BackfillForm,
+    WindowForm,
+)
 
 
 @requires("costapp.view_fleet", write="costapp.run_backfill")
@@ -55,7 +63,24 @@ def index(request: HttpRequest) -> HttpResponse:
 def deployment(request: HttpRequest, name: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=name)
     start, end, notes = WindowForm(request.GET).window(selectors.default_window(dep))
-    hours, window_latency = selectors.deployment_hours(dep, start, end)
+    tz = settings.DISPLAY_TIME_ZONE
+    raw = series.raw_read(dep, start=start, end=end)  # read once, bucket twice
+    chart_series = series.series_bucket(raw, grid_for(start, end))
+    phase, phase_source = series.phase_share(chart_series)
+    table = series.series_bucket(raw, series.table_grid(start, end))
+    rows = series.table_rows(table)
+    figures = {
+        "traffic": charts.traffic(chart_series, tz=tz),
+        "latency": charts.latency_breakdown(
+            chart_series,
+            phase=phase,
+            phase_source=phase_source,
+            tz=tz,
+            slo_ttft_ms=dep.slo_ttft_p95_ms,
+            slo_itl_ms=dep.slo_itl_p95_ms,
+        ),
+        "kv": charts.kv_cache(chart_series, tz=tz),
+    }
     return render(
         request,
         "telemetry/deployment.html",
@@ -63,10 +88,18 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
             "deployment": dep,
             "start": start,
             "end": end,
+            "last_day": end - timedelta(days=1),
             "notes": notes,
-            "hours": hours,
-            "gpu_unknown": sum(1 for h in hours if h.row.gpu_seconds is None),
-            "window_latency": window_latency,
+            "max_days": PAGE_MAX_DAYS,
+            "rows": rows,
+            "table_hourly": table.grid.width < timedelta(days=1),
+            "table_width": charts.width_label(table.grid.width),
+            "chart_width": charts.width_label(chart_series.grid.width),
+            "hours_total": sum(r["hours"] for r in rows),
+            "gpu_unknown": sum(r["gpu_unknown"] for r in rows),
+            "figures": figures,
+            "has_hours": not chart_series.empty,
+            "window_latency": selectors.window_latency(dep, start, end),
             "devices": selectors.device_summary(dep, start, end),
             "discovery": selectors.discovery(dep),
         },

@@ -332,30 +332,94 @@ def test_the_overview_plots_and_tabulates_what_the_database_holds(
     assert shot.stat().st_size < 300_000
 
 
-def test_the_deployment_page_draws_its_four_charts(
+DEPLOYMENT_CHARTS = ("cost", "heatmap", "latency", "kv", "requests", "capacity")
+
+
+def test_the_deployment_page_draws_the_four_views_of_its_telemetry(
     server: DemoServer, browser: object
 ) -> None:
     d = browser
     _login(d, server)
-    d.get(server.url + "/fleet/chat/")  # type: ignore[attr-defined]
+    d.get(server.url + "/fleet/chat/?preset=30d")  # type: ignore[attr-defined]
     wait_for(
         lambda: d.execute_script(  # type: ignore[attr-defined]
-            "return ['unit-costs','requests','capacity','latency'].every(k => {"
+            "return arguments[0].every(k => {"
             "var e = document.getElementById('chart-' + k);"
             "return e && e.data && e.data.length > 0 && e.querySelector('.main-svg');"
-            "});"
+            "});",
+            list(DEPLOYMENT_CHARTS),
         ),
-        timeout=30,
+        timeout=60,
         what="the deployment charts",
     )
-    latency = d.execute_script(  # type: ignore[attr-defined]
-        "return document.getElementById('chart-latency').data.map("
-        "t => ({name: t.name, y: Array.from(t.y)}));"
+    plotted = d.execute_script(  # type: ignore[attr-defined]
+        "var out = {}; arguments[0].forEach(k => { out[k] = "
+        "document.getElementById('chart-' + k).data.map(t => ({name: t.name, "
+        "type: t.type, yaxis: t.yaxis || 'y', x: Array.from(t.x || []), "
+        "y: Array.from(t.y || []), z: t.z ? t.z.map(r => Array.from(r)) : null}));"
+        "}); return out;",
+        list(DEPLOYMENT_CHARTS),
     )
-    p95 = next(t for t in latency if t["name"] == "ITL p95")["y"]
+    for key, traces in plotted.items():
+        for t in traces:
+            assert len(t["x"]) <= 2000, (key, t["name"])
+    latency = {t["name"]: t for t in plotted["latency"]}
+    p95 = latency["ITL p95"]["y"]
     assert all(v is None or (0 < v < 1000 and not math.isnan(v)) for v in p95)
+    assert latency["TTFT p95"]["yaxis"] != latency["ITL p95"]["yaxis"]
+    # KV panel: preemptions per hour as stored (30 days: no aggregation).
+    con = sqlite3.connect(server.db)
+    stored = dict(
+        con.execute(
+            "SELECT strftime('%Y-%m-%d %H:00', h.hour), h.preemptions "
+            "FROM costapp_deploymenthour h JOIN costapp_deployment d "
+            "ON d.id = h.deployment_id WHERE d.name = 'chat'"
+        ).fetchall()
+    )
+    con.close()
+    preemptions = next(t for t in plotted["kv"] if t["name"] == "preemptions")
+    checked = 0
+    for x, y in zip(preemptions["x"], preemptions["y"], strict=True):
+        if x in stored:
+            assert y == pytest.approx(stored[x], rel=1e-6), x
+            checked += 1
+        else:
+            assert y is None, x
+    assert checked >= 24 * (DAYS - 2)
+    # A GPU the autoscaler removed, or the scrape gap: a blank cell, not 0.
+    heat = plotted["heatmap"][0]
+    assert heat["type"] == "heatmap"
+    assert any(v is None for row in heat["z"] for v in row)
+    assert all(v is None or 0 <= v <= 1 for row in heat["z"] for v in row)
+    for width in (1024, 1440):
+        d.set_window_size(width, 1000)  # type: ignore[attr-defined]
+        wait_for(
+            lambda: d.execute_script(  # type: ignore[attr-defined]
+                "return document.documentElement.scrollWidth <= "
+                "document.documentElement.clientWidth;"
+            ),
+            timeout=10,
+            what=f"no sideways scroll at {width} px",
+        )
+    d.set_window_size(1400, 1500)  # type: ignore[attr-defined]
+    # Plotly redraws a responsive chart a moment after the window resizes.
+    wait_for(
+        lambda: d.execute_script(  # type: ignore[attr-defined]
+            "return Array.from(document.querySelectorAll('.plot')).every(e => {"
+            "var s = e.querySelector('.main-svg');"
+            "return s && Math.abs(s.getBoundingClientRect().width - e.clientWidth)"
+            " < 2;});"
+        ),
+        timeout=20,
+        what="the charts redrawn at 1400 px",
+    )
+    d.execute_script(  # type: ignore[attr-defined]
+        "document.getElementById('chart-heatmap').scrollIntoView();"
+        "window.scrollBy(0, -60);"
+    )
     shot = SCREENSHOTS / "deployment.png"
     d.save_screenshot(str(shot))  # type: ignore[attr-defined]
+    d.set_window_size(1400, 1000)  # type: ignore[attr-defined]
     assert shot.stat().st_size < 300_000
 
 

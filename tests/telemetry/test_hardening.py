@@ -412,13 +412,13 @@ def test_a_backfill_over_the_step_budget_is_refused_until_confirmed(
             "end=&#x27;2024-03-04&#x27;: not after start 2024-03-05",
         ),
         (
-            "start=2024-01-01&end=2024-03-07",
-            "This page shows at most 31 days at once: showing 2024-02-05 .. "
-            "2024-03-07 of 2024-01-01 .. 2024-03-07.",
+            "start=2015-01-01&end=2024-03-07",
+            "A window is at most 1098 days: showing 2021-03-05 .. "
+            "2024-03-07 of 2015-01-01 .. 2024-03-07.",
         ),
     ],
 )
-def test_the_deployment_page_names_a_refused_or_capped_window(
+def test_the_deployment_page_names_a_refused_or_bounded_window(
     lead: Client, query: str, message: str
 ) -> None:
     dep = deployment()
@@ -427,16 +427,29 @@ def test_the_deployment_page_names_a_refused_or_capped_window(
     assert response.status_code == 200
     page = response.content.decode()
     assert message in page
-    assert "at most 31 days at once" in page
+    assert "long windows are aggregated, not cut" in page
 
 
-def test_the_deployment_page_shows_at_most_31_days_of_hours_and_a_row_per_gpu(
+def test_a_window_longer_than_31_days_is_shown_whole_not_capped(
+    lead: Client,
+) -> None:
+    dep = deployment()
+    DeploymentHour.objects.create(deployment=dep, hour=at(T0), gpu_seconds=3600.0)
+    page = lead.get(
+        f"/telemetry/chat-v1/?start={at(T0 - 60 * DAY).date()}&end={at(T0 + DAY).date()}"
+    ).content.decode()
+    assert f"Showing UTC days <strong>{at(T0 - 60 * DAY).date()}</strong>" in page
+    assert "at most 31 days" not in page
+
+
+def test_a_40_day_window_tabulates_days_not_hours_and_a_row_per_gpu(
     lead: Client,
 ) -> None:
     dep = deployment()
     DeploymentHour.objects.bulk_create(
         DeploymentHour(deployment=dep, hour=at(T0 + h * HOUR), gpu_seconds=3600.0)
         for h in range(40 * 24)
+        if h != 5  # one hour without a row: its day has 23 hours, not a 0
     )
     DeviceHour.objects.bulk_create(
         DeviceHour(
@@ -454,13 +467,18 @@ def test_the_deployment_page_shows_at_most_31_days_of_hours_and_a_row_per_gpu(
     page = lead.get(
         f"/telemetry/chat-v1/?start={at(T0).date()}&end={at(T0 + 40 * DAY).date()}"
     ).content.decode()
-    assert page.count('<td class="num">3,600</td>') == 31 * 24
+    hours = page[page.index('id="hours"') : page.index('id="devices"')]
+    # A row per UTC day, its GPU-seconds summed: 39 x 86,400 and one of 23 h.
+    assert hours.count("<tr>") == 1 + 40
+    assert hours.count('<td class="num">86,400</td>') == 39
+    assert '<td class="num">82,800</td>' in hours
+    assert '<td class="num">23</td>' in hours
     # GPUs: one row each over the window (not one per GPU and hour).
     devices = page[page.index('id="devices"') :]
     assert devices.count("<td>node-b</td>") == 2
-    assert devices.count('<td class="num">744</td>') == 2  # hours seen
+    assert devices.count('<td class="num">960</td>') == 2  # hours seen
     assert '<td class="num">101.0</td>' in devices  # GPU 1's mean power
-    assert '<td class="num">267,840,000</td>' in devices  # 744 h x 360 kJ
+    assert '<td class="num">345,600,000</td>' in devices  # 960 h x 360 kJ
 
 
 def test_the_fleet_file_and_the_admin_refuse_the_injected_selector_with_field_and_value(

@@ -1,0 +1,314 @@
+"""Reads of stored telemetry as chart series, aggregated on the server.
+
+Rows are read once per window and handed to ``analytics.downsample``, so no
+trace of any chart holds more than ``MAX_POINTS`` points however long the
+window: counts summed, rates as ratios of sums, percentiles from summed bucket
+increases, gauges as mean with a max band. A bucket (or heatmap cell) nothing
+was measured in is NaN, which charts draw as a gap, never as 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from django.db.models import Avg, FloatField, Func, Value
+from django.db.models.functions import Floor
+
+from analytics.downsample import (
+    MAX_POINTS,
+    Grid,
+    gauge,
+    grid_for,
+    heatmap,
+    histogram_quantiles,
+    max_columns_for,
+    ratio_of_sums,
+    sums,
+)
+from costapp.models import Deployment, DeploymentHour, DeviceHour, HistogramHour
+
+LATENCY = ("ttft", "itl", "e2e", "prefill", "decode")
+# A heatmap layer holds at most this many cells: 96 GPUs over 90 days would
+# otherwise be 200,000 numbers per layer.
+HEATMAP_CELLS = 24_000
+
+HOUR_FIELDS = (
+    "hour", "requests_stop", "requests_length", "requests_aborted",
+    "prompt_tokens", "generation_tokens", "replicas_mean", "replicas_max",
+    "gpu_seconds", "kv_cache_usage_mean", "kv_cache_usage_max", "running_mean",
+    "running_max", "waiting_mean", "waiting_max", "preemptions",
+    "prefix_cache_queries", "prefix_cache_hits", "counts_exact",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Series:
+    """One deployment's telemetry over a window, bucketed on ``grid``.
+
+    ``frame`` is indexed by bucket start (UTC) with one column per figure;
+    ``hours`` counts the stored hours in each bucket (0: nothing measured).
+    """
+
+    grid: Grid
+    frame: pd.DataFrame
+    latency: dict[str, pd.DataFrame]  # metric -> p50, p95, p99, count
+    measured: frozenset[str]  # figures with at least one stored value
+
+    @property
+    def empty(self) -> bool:
+        return bool((self.frame["hours"] == 0).all()) if len(self.frame) else True
+
+
+TABLE_ROWS = 100
+
+
+def table_grid(start: datetime, end: datetime) -> Grid:
+    """The telemetry page's table: hours up to four days, UTC days up to
+    ``TABLE_ROWS`` days, whole groups of days beyond (never every hour of a
+    long window)."""
+    if end - start <= pd.Timedelta(days=4):
+        return grid_for(start, end, max_points=96)
+    return grid_for(start, end, step=pd.Timedelta(days=1), max_points=TABLE_ROWS)
+
+
+def _hours_frame(
+    deployment: Deployment, start: datetime, end: datetime
+) -> pd.DataFrame:
+    rows = DeploymentHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end
+    ).values_list(*HOUR_FIELDS)
+    frame = pd.DataFrame.from_records(list(rows), columns=list(HOUR_FIELDS))
+    numeric = [c for c in HOUR_FIELDS if c not in ("hour", "counts_exact")]
+    frame[numeric] = frame[numeric].astype(float)
+    return frame
+
+
+@dataclass(frozen=True)
+class Raw:
+    """The stored rows of one deployment and window, read once and bucketed
+    on as many grids as a page needs."""
+
+    start: datetime
+    end: datetime
+    hours: pd.DataFrame
+    # metric -> (hours, bounds, cumulative counts, sums)
+    histograms: dict[str, tuple[list, list, list, list]]
+
+
+def raw_read(deployment: Deployment, *, start: datetime, end: datetime) -> Raw:
+    rows = HistogramHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end, metric__in=LATENCY
+    ).values_list("metric", "hour", "bounds", "cumulative_counts", "total_sum")
+    histograms: dict[str, tuple[list, list, list, list]] = {
+        m: ([], [], [], []) for m in LATENCY
+    }
+    for metric, hour, bounds, counts, total in rows:
+        into = histograms[metric]
+        into[0].append(hour)
+        into[1].append(bounds)
+        into[2].append(counts)
+        into[3].append(total)
+    return Raw(start, end, _hours_frame(deployment, start, end), histograms)
+
+
+def series_read(
+    deployment: Deployment,
+    *,
+    start: datetime,
+    end: datetime,
+    grid: Grid | None = None,
+    max_points: int = MAX_POINTS,
+) -> Series:
+    """Every figure the telemetry charts draw, bucketed (at most
+    ``max_points`` buckets unless ``grid`` is given)."""
+    raw = raw_read(deployment, start=start, end=end)
+    return series_bucket(raw, grid or grid_for(start, end, max_points=max_points))
+
+
+def series_bucket(
+    raw: Raw, grid: Grid, quantiles: Sequence[float] = (0.5, 0.95, 0.99)
+) -> Series:
+    h = raw.hours
+    t = h["hour"]
+    requests = h["requests_stop"] + h["requests_length"]
+    tokens = h["prompt_tokens"] + h["generation_tokens"]
+    counted = sums(
+        grid,
+        t,
+        pd.DataFrame(
+            {
+                "requests": requests,
+                "requests_stop": h["requests_stop"],
+                "requests_length": h["requests_length"],
+                "requests_aborted": h["requests_aborted"],
+                "prompt_tokens": h["prompt_tokens"],
+                "generation_tokens": h["generation_tokens"],
+                "preemptions": h["preemptions"],
+                "hours": np.ones(len(h)),
+                "extrapolated": (~h["counts_exact"].astype(bool)).astype(float),
+            }
+        ),
+    )
+    gpu = sums(grid, t, h[["gpu_seconds"]], strict=True)
+    frame = counted.assign(
+        hours=counted["hours"].fillna(0.0),
+        gpu_seconds=gpu["gpu_seconds"],
+        gpu_unknown=sums(
+            grid, t, pd.DataFrame({"u": h["gpu_seconds"].isna().astype(float)})
+        )["u"],
+        prefix_hit_rate=ratio_of_sums(
+            grid, t, h["prefix_cache_hits"], h["prefix_cache_queries"]
+        ),
+        preemptions_per_1k=ratio_of_sums(
+            grid, t, h["preemptions"], requests, scale=1000.0
+        ),
+        tokens_per_gpu_second=ratio_of_sums(grid, t, tokens, h["gpu_seconds"]),
+    )
+    for name in ("replicas", "kv_cache_usage", "running", "waiting"):
+        g = gauge(grid, t, h[f"{name}_mean"], h[f"{name}_max"])
+        frame[f"{name}_mean"] = g["mean"]
+        frame[f"{name}_max"] = g["max"]
+    latency: dict[str, pd.DataFrame] = {}
+    for metric, (times, bounds, counts, totals) in raw.histograms.items():
+        q = histogram_quantiles(grid, times, bounds, counts, quantiles)
+        q["sum"] = sums(grid, times, pd.DataFrame({"s": totals}))["s"]
+        latency[metric] = q
+    measured = {c for c in frame.columns if frame[c].notna().any()}
+    measured |= {m for m, q in latency.items() if q["count"].notna().any()}
+    if not len(h) or h["preemptions"].isna().all():
+        measured.discard("preemptions")
+    return Series(grid=grid, frame=frame, latency=latency, measured=frozenset(measured))
+
+
+def phase_share(series: Series) -> tuple[pd.DataFrame, str]:
+    """Share of request time in prefill and in decode per bucket, and where it
+    came from: vLLM's prefill and decode histograms where stored, else the time
+    to first token (queue + prefill) against the rest of end-to-end time."""
+    lat = series.latency
+    if "prefill" in series.measured and "decode" in series.measured:
+        first, rest = lat["prefill"]["sum"], lat["decode"]["sum"]
+        source = "prefill and decode time histograms"
+    elif "ttft" in series.measured and "e2e" in series.measured:
+        first = lat["ttft"]["sum"]
+        rest = (lat["e2e"]["sum"] - first).clip(lower=0)
+        source = (
+            "prefill/decode histograms not measured: time to first token "
+            "(queue + prefill) against the rest of end-to-end time"
+        )
+    else:
+        empty = pd.Series(np.nan, index=series.grid.starts)
+        return pd.DataFrame({"prefill": empty, "decode": empty}), ""
+    total = first + rest
+    share = first / total.where(total > 0)
+    return pd.DataFrame({"prefill": share, "decode": 1 - share}), source
+
+
+@dataclass(frozen=True)
+class DeviceGrid:
+    """GPU or MIG instance x time: one matrix per DCGM gauge (NaN: blank)."""
+
+    grid: Grid
+    devices: list[str]
+    layers: dict[str, np.ndarray]  # field -> devices x buckets
+    measured: frozenset[str]
+
+
+DEVICE_LAYERS = ("gr_engine_active_mean", "dram_active_mean", "gpu_util_mean")
+
+
+class _Epoch(Func):
+    """Seconds since 1970 of a timestamp, in PostgreSQL and SQLite."""
+
+    output_field = FloatField()
+    template = "EXTRACT(EPOCH FROM %(expressions)s)"
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        # '%%%%s' is strftime's '%s' once Python and the driver unescape it.
+        return self.as_sql(
+            compiler,
+            connection,
+            template="CAST(strftime('%%%%s', %(expressions)s) AS REAL)",
+            **extra,
+        )
+
+
+DEVICE_KEYS = ("hostname", "gpu_index", "gpu_instance_id", "gpu_uuid", "mig_profile")
+
+
+def device_grid_read(
+    deployment: Deployment, *, start: datetime, end: datetime
+) -> DeviceGrid:
+    """Means per device and bucket, averaged by the database (a row per device
+    and hour of 90 days of ``chat`` is 86,000 rows; the cells are 7,000)."""
+    rows = DeviceHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end
+    )
+    keys = sorted(
+        set(rows.values_list(*DEVICE_KEYS).distinct()),
+        key=lambda k: (k[0], k[1], k[2].zfill(4), k[3]),
+    )
+    label = {k: _device_label(k[0], k[1], k[4], k[2]) for k in keys}
+    names = [label[k] for k in keys]
+    columns = max_columns_for(len(names), max_cells=HEATMAP_CELLS)
+    grid = grid_for(start, end, max_points=columns)
+    width = grid.width.total_seconds()
+    origin = grid.origin.timestamp()
+    cells = list(
+        rows.annotate(bucket=Floor((_Epoch("hour") - Value(origin)) / Value(width)))
+        .values(*DEVICE_KEYS, "bucket")
+        .annotate(**{f: Avg(f) for f in DEVICE_LAYERS})
+        .order_by()
+    )
+    rows_of = [label[tuple(c[k] for k in DEVICE_KEYS)] for c in cells]
+    times = [grid.origin + grid.width * int(c["bucket"]) for c in cells]
+    layers: dict[str, np.ndarray] = {}
+    for field in DEVICE_LAYERS:
+        values = [np.nan if c[field] is None else c[field] for c in cells]
+        _, matrix = heatmap(grid, times, rows_of, values, order=names)
+        layers[field] = matrix
+    measured = frozenset(f for f, m in layers.items() if np.isfinite(m).any())
+    return DeviceGrid(grid=grid, devices=names, layers=layers, measured=measured)
+
+
+def _device_label(host: str, index: int, profile: str, instance: str) -> str:
+    text = f"{host} GPU {index}"
+    return f"{text} MIG {profile} #{instance}" if profile else text
+
+
+def _known(value: object) -> float | None:
+    f = float(value)  # type: ignore[arg-type]
+    return None if np.isnan(f) else f
+
+
+TABLE_COLUMNS = (
+    "requests", "requests_stop", "requests_length", "requests_aborted",
+    "prompt_tokens", "generation_tokens", "replicas_mean", "replicas_max",
+    "gpu_seconds", "kv_cache_usage_mean", "kv_cache_usage_max", "running_mean",
+    "running_max", "waiting_mean", "waiting_max", "preemptions", "prefix_hit_rate",
+)  # fmt: skip
+
+
+def table_rows(series: Series) -> list[dict[str, object]]:
+    """One dict per bucket for the page's table: figures as floats or None
+    (missing, shown "—"), p95 latencies in seconds, and the bucket's hours."""
+    f = series.frame
+    rows: list[dict[str, object]] = []
+    for i, start in enumerate(series.grid.starts):
+        line = f.iloc[i]
+        row: dict[str, object] = {
+            "start": start.to_pydatetime(),
+            "hours": int(line["hours"]),
+            "gpu_unknown": int(_known(line["gpu_unknown"]) or 0),
+            "extrapolated": bool(_known(line["extrapolated"])),
+        }
+        for column in TABLE_COLUMNS:
+            row[column] = _known(line[column]) if row["hours"] else None
+        for metric in ("ttft", "itl", "e2e"):
+            row[f"{metric}_p95"] = _known(series.latency[metric]["p95"].iloc[i])
+        rows.append(row)
+    return rows
