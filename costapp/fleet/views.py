@@ -14,6 +14,7 @@ from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_wind
 from costapp.costs.selectors import BASES, billed_deployment_days
 from costapp.economics import charts, present
 from costapp.economics.figures import deployment_economics_read, figures_read
+from costapp.economics.idle_selectors import idle_cards_read
 from costapp.economics.selectors import (
     deployment_days_frame,
     deployment_days_read,
@@ -112,6 +113,7 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
             "figures": figures,
             "has_data": not days.empty or not series.empty,
             "economics": present.deployment_context(economics),
+            "idle_cards": idle_cards_read(start=start, end=end, deployment=deployment),
             "estimated_days": [
                 r.period_start.strftime("%Y-%m-%d")
                 for r in figure_rows
