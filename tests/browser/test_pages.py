@@ -25,9 +25,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 MAX_POINTS = 2000
 WIDTHS = (1440, 1024)
 # What each role's nav links to (PRODUCT.md's roles; docs/security.md).
-READER_NAV = {"/", "/economics/budgets/", "/costs/", "/costs/breakdown/"} | {
-    "/costs/reconciliation/"
-}
+READER_NAV = {
+    "/",
+    "/economics/budgets/",
+    "/economics/idle/",
+    "/costs/",
+    "/costs/breakdown/",
+} | {"/costs/reconciliation/"}
 LEAD_NAV = READER_NAV | {"/fleet/", "/telemetry/", "/capacity/", "/alerts/"}
 NAV = {"finance": READER_NAV, "tech lead": LEAD_NAV, "admin": LEAD_NAV | {"/admin/"}}
 # Links inside pages that open a page of another kind; one of each is walked.
