@@ -74,31 +74,16 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
     units = unit_costs(
         frame.assign(tokens=frame["prompt_tokens"] + frame["generation_tokens"])
     )
-    det_input = pd.DataFrame(
-        {
-            "scope": frame["scope"].to_numpy(),
-            "name": frame["name"].to_numpy(),
-            "currency": frame["currency"].to_numpy(),
-            "period_start": pd.DatetimeIndex(frame["period_start"]).as_unit("ns"),
-            "cost": frame["cost"].to_numpy(float),
-            "requests": frame["requests"].to_numpy(float),
-            "gpu_hours": frame["gpu_hours"].to_numpy(float),
-            "tokens": (frame["prompt_tokens"] + frame["generation_tokens"]).to_numpy(
-                float
-            ),
-        },
-        index=frame.index,
-    )
+    det_input = _detect_input(frame)
     config = BaselineConfig(grain="day" if grain == "day" else "hour")
     found = detect(det_input, keys=KEYS, time="period_start", config=config)
     # The baseline per 1M tokens: the same EWMA state, cost over tokens.
-    state = baselines_run(det_input, keys=KEYS, time="period_start", config=config)
     per_token = unit_costs(
         pd.DataFrame(
             {
-                "cost": state.figures["cost_b"].to_numpy(float),
-                "tokens": state.figures["tokens_b"].to_numpy(float),
-                "requests": state.figures["requests_b"].to_numpy(float),
+                "cost": found["cost_b"].to_numpy(float),
+                "tokens": found["tokens_b"].to_numpy(float),
+                "requests": found["requests_b"].to_numpy(float),
             },
             index=frame.index,
         )
@@ -154,6 +139,10 @@ def _detect_input(frame: pd.DataFrame) -> pd.DataFrame:
             "requests": frame["requests"].to_numpy(float),
             "gpu_hours": frame["gpu_hours"].to_numpy(float),
             "tokens": (frame["prompt_tokens"] + frame["generation_tokens"]).to_numpy(
+                float
+            ),
+            # For the sentence only: the replicas the baseline implies.
+            "replicas": pd.to_numeric(frame["replicas"], errors="coerce").to_numpy(
                 float
             ),
         },

@@ -3,6 +3,7 @@ anomaly from more GPU-hours at unchanged traffic, the holiday a traffic dip."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -55,6 +56,14 @@ def test_the_incident_is_flagged_as_a_cost_anomaly_from_more_gpu_hours(
         assert abs(parts["price"]) < 0.1 * parts["fleet"]
         assert abs(parts["traffic"]) < 0.25 * parts["fleet"]
         assert "GPU-hours" in f.cause, f.cause
+        # The sentence names the series that moved: more replicas (a day's
+        # mean, against those the baseline's GPU-hours imply) at unchanged
+        # traffic.
+        moved = re.search(r": replicas ([\d.]+) → ([\d.]+), GPU-hours ", f.cause)
+        assert moved, f.cause
+        assert float(moved.group(2)) == round(f.replicas, 1)
+        assert float(moved.group(1)) < float(moved.group(2))
+        assert f.cause.endswith(" at unchanged traffic"), f.cause
     # The fleet, fully loaded, sees it too.
     fleet = days_of("fleet", "fleet")
     assert any(fleet[f.period_start.date()].flag == "anomaly" for f in incident)
