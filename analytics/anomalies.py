@@ -43,6 +43,7 @@ NOTE_NO_TOKENS = "no tokens: no size part"
 
 
 BASE_PARTS = ("cost_b", "gpu_hours_b", "tokens_b", "requests_b")
+TOKEN_BAND = ("baseline_per_1m_tokens", "lower_per_1m_tokens", "upper_per_1m_tokens")
 
 
 def replicas_baseline(frame: pd.DataFrame) -> np.ndarray:
@@ -68,6 +69,23 @@ def detect(
     sentences: bool = True,
     initial: BaselineState | None = None,
 ) -> pd.DataFrame:
+    """Baselines, flags and explanations (``detect_run`` without its states)."""
+    return detect_run(
+        frame, keys=keys, time=time, config=config, sentences=sentences,
+        initial=initial,
+    )[0]  # fmt: skip
+
+
+def detect_run(
+    frame: pd.DataFrame,
+    *,
+    keys: Sequence[str] = ("series",),
+    time: str = "day",
+    config: BaselineConfig | None = None,
+    sentences: bool = True,
+    initial: BaselineState | None = None,
+    checkpoints: Sequence[pd.Timestamp | str] = (),
+) -> tuple[pd.DataFrame, dict[pd.Timestamp, BaselineState]]:
     """Baselines, flags and explanations for every row of every series.
 
     ``frame``: the columns of ``baselines_compute`` (with ``time`` naming the
@@ -75,18 +93,24 @@ def detect(
     and time columns, ``cost_per_1k`` (u), ``baseline``, ``lower``, ``upper``,
     ``flag`` (``anomaly`` / ``traffic`` / ``size`` / ""), ``cause`` (the
     sentence), the LMDI parts, ``level_shift``, ``held``, ``warm``, the
-    baseline parts ``cost_b, gpu_hours_b, tokens_b, requests_b`` and ``note``.
+    baseline parts ``cost_b, gpu_hours_b, tokens_b, requests_b``, the band of
+    $ per 1M tokens (``baseline_per_1m_tokens``, ``lower_per_1m_tokens``,
+    ``upper_per_1m_tokens``) and ``note``.
     With a ``replicas`` column (mean replicas in the period) a cost sentence
     names the replicas against those the baseline implies
     (``replicas_baseline``); with ``holiday`` a traffic move on a holiday is
-    a "holiday dip" (``analytics.explain``). ``initial`` resumes from a saved ``BaselineState`` (see
-    ``analytics.baselines.baselines_run``): the incremental recompute.
+    a "holiday dip" (``analytics.explain``). ``initial`` resumes from a
+    saved ``BaselineState`` (see ``analytics.baselines.baselines_run``): the
+    incremental recompute. Also returns the states at the start of each of
+    ``checkpoints`` (UTC days within the frame's days).
     """
     cfg = config or BaselineConfig()
     keys = list(keys)
-    base = baselines_run(
-        frame, keys=keys, time=time, config=cfg, initial=initial
-    ).figures
+    run = baselines_run(
+        frame, keys=keys, time=time, config=cfg, initial=initial,
+        checkpoints=checkpoints,
+    )  # fmt: skip
+    base = run.figures
     flagged = base["flag"].to_numpy()
     # Only flagged rows are explained: the parts of an unflagged row are
     # never shown, and LMDI of every hour would cost more than the baseline.
@@ -104,7 +128,7 @@ def detect(
     n = len(frame)
     columns: dict[str, object] = {k: frame[k].to_numpy() for k in (*keys, time)}
     columns["cost_per_1k"] = base["u"].to_numpy()
-    for name in ("baseline", "lower", "upper"):
+    for name in ("baseline", "lower", "upper", *TOKEN_BAND):
         columns[name] = base[name].to_numpy()
     flag = np.full(n, "", dtype=object)
     flag[flagged] = parts["cause"].map(FLAG_OF_CAUSE).fillna("").to_numpy()
@@ -125,7 +149,7 @@ def detect(
         notes.append(NOTE_NO_TOKENS)
     columns["note"] = np.full(n, "; ".join(notes), dtype=object)
     out = pd.DataFrame(columns, index=frame.index, copy=False)
-    return out
+    return out, run.checkpoints
 
 
 _TRUE = {"1", "true", "yes", "y", "t"}

@@ -114,7 +114,7 @@ def _fresh_state(S: int, N: int) -> dict[str, np.ndarray]:
         "shadow": np.zeros((4, S, N)), "shadow_w": np.zeros((4, S, N)),
         "shadow_on": np.zeros(N, dtype=bool), "run": np.zeros(N),
         "lvl_num": np.zeros(N), "lvl_w": np.zeros(N),
-        "ss": np.zeros((3, N)), "sw": np.zeros((3, N)),
+        "ss": np.zeros((4, N)), "sw": np.zeros((4, N)),
     }  # fmt: skip
 
 
@@ -140,6 +140,24 @@ class BaselineState:
             self.config, self.keys, tuple(series), self.day,
             _state_for(self, list(series)),
         )  # fmt: skip
+
+    def merge(self, other: BaselineState) -> BaselineState:
+        """This state with ``other``'s series replaced or added (both at the
+        same day and configuration): how an incremental recompute updates a
+        saved state for the series it recomputed."""
+        if other.config != self.config or other.day != self.day:
+            raise InvalidInput("other", other.day, "state of another day or config")
+        theirs = set(other.series)
+        series = [k for k in self.series if k not in theirs] + list(other.series)
+        mine = _state_for(self, series)
+        from_other = _state_for(other, series)
+        take = np.array([k in theirs for k in series], dtype=bool)
+        arrays = {}
+        for name, axis in _STATE_SERIES_AXIS.items():
+            shape = [1] * mine[name].ndim
+            shape[axis] = len(series)
+            arrays[name] = np.where(take.reshape(shape), from_other[name], mine[name])
+        return BaselineState(self.config, self.keys, tuple(series), self.day, arrays)
 
     def to_bytes(self) -> bytes:
         import io
@@ -222,7 +240,10 @@ def baselines_compute(
     row, rescaled to the series' traffic level), ``u`` and ``baseline`` ($ per
     1k requests), ``lower``, ``upper``, ``sigma`` (of ln u), ``sigma_price``
     and ``sigma_fleet`` (of ln P and ln G against their baselines, for the
-    classes in ``analytics.explain``), ``warm`` (slot past warm-up),
+    classes in ``analytics.explain``), ``baseline_per_1m_tokens`` (the same
+    state's cost over its tokens) with ``lower_per_1m_tokens``,
+    ``upper_per_1m_tokens`` and ``sigma_tokens`` (of ln $/token: a band only,
+    flags stay on $ per 1k requests), ``warm`` (slot past warm-up),
     ``volume_ok``, ``flag`` (outside the band), ``held`` (kept out of the
     update), ``level_shift``.
     """
@@ -318,8 +339,10 @@ def baselines_run(
         g[flat] = values
         return g.reshape(shape)
 
-    C = grid(_column(frame, "cost"))
-    R = grid(_column(frame, "requests"))
+    c_rows = _column(frame, "cost")
+    r_rows = _column(frame, "requests")
+    C = grid(c_rows)
+    R = grid(r_rows)
     G = grid(_column(frame, "gpu_hours"))
     T = grid(_column(frame, "tokens"))
     hol_values = (
@@ -366,10 +389,37 @@ def baselines_run(
         sm = np.ascontiguousarray(np.moveaxis(arr, -1, 0)).reshape(-1)
         return sm if identity else sm[flat_sm]
 
+    def rows_of_day(arr: np.ndarray) -> np.ndarray:
+        """(day, series) -> rows: one value per day for all its periods."""
+        sm = np.repeat(np.ascontiguousarray(arr.T).reshape(-1), per_day)
+        return sm if identity else sm[flat_sm]
+
+    # Only the primitives are transposed; what derives from them (ratios,
+    # bands) is computed on rows, and u and the volume come from the rows.
     slot_sm = np.broadcast_to(slot_grid[None], (n_series, n_days, per_day)).reshape(-1)
     columns: dict[str, np.ndarray] = {"slot": slot_sm if identity else slot_sm[flat_sm]}
-    for name, arr in res.items():
-        columns[name] = rows_of(arr)
+    for name in ("cost_b", "gpu_hours_b", "tokens_b", "requests_b"):
+        columns[name] = rows_of(res[name])
+    k = cfg.band_k
+    sig = res["sig"]
+    s_u, s_p, s_f, s_t = (rows_of_day(sig[i]) for i in range(4))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        valid = (c_rows > 0) & (r_rows > 0) & np.isfinite(c_rows) & np.isfinite(r_rows)
+        columns["u"] = np.where(valid, 1000.0 * c_rows / r_rows, np.nan)
+        baseline = 1000.0 * columns["cost_b"] / columns["requests_b"]
+        per_token = 1e6 * columns["cost_b"] / columns["tokens_b"]
+        e_u, e_t = np.exp(k * s_u), np.exp(k * s_t)
+    columns.update(
+        baseline=baseline, lower=baseline / e_u, upper=baseline * e_u, sigma=s_u,
+        sigma_price=s_p, sigma_fleet=s_f, baseline_per_1m_tokens=per_token,
+        lower_per_1m_tokens=per_token / e_t, upper_per_1m_tokens=per_token * e_t,
+        sigma_tokens=s_t,
+    )  # fmt: skip
+    columns["warm"] = rows_of(res["warm"])
+    columns["volume_ok"] = valid & (r_rows >= cfg.min_requests)
+    columns["flag"] = rows_of(res["flag"])
+    columns["held"] = rows_of(res["held"])
+    columns["level_shift"] = rows_of_day(res["shift"])
     figures = pd.DataFrame(columns, index=frame.index, copy=False)
     return BaselineRun(figures, states, as_state(final, end_day))
 
@@ -379,6 +429,8 @@ def _empty(index: pd.Index) -> pd.DataFrame:
         "slot": "int64", "cost_b": float, "gpu_hours_b": float, "tokens_b": float,
         "requests_b": float, "u": float, "baseline": float, "lower": float,
         "upper": float, "sigma": float, "sigma_price": float, "sigma_fleet": float,
+        "baseline_per_1m_tokens": float, "lower_per_1m_tokens": float,
+        "upper_per_1m_tokens": float, "sigma_tokens": float,
         "warm": bool, "volume_ok": bool, "flag": bool, "held": bool, "level_shift": bool,
     }  # fmt: skip
     return pd.DataFrame({k: pd.Series(dtype=v, index=index) for k, v in cols.items()})
@@ -417,10 +469,16 @@ def _run(
         g_present = np.isfinite(G) & (G >= 0)
         t_present = np.isfinite(T) & (T >= 0)
         X = np.where(np.isfinite(X), X, 0.0)  # one pass, unlike nan_to_num
+        # Which of the four parts a period may update, before the flag says
+        # whether it does: cost and requests always, GPU-hours and tokens
+        # where measured.
+        present = np.stack([np.ones_like(g_present), np.ones_like(g_present),
+                            g_present, t_present])  # fmt: skip
         lnU = np.log(U)
         lnG = np.log(np.where(G > 0, G, np.nan))
         lnP = np.log(np.where((G > 0) & valid, C / G, np.nan))
         lnR = np.log(np.where(valid, R, np.nan))
+        lnK = np.log(np.where(valid & (T > 0), C / T, np.nan))  # $ per token
 
     # Slot states: EWMA numerators (adjust=True form) and weights.
     state = (
@@ -431,7 +489,8 @@ def _run(
     run = state["run"]
     # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
     lvl_num, lvl_w = state["lvl_num"], state["lvl_w"]
-    # Sigma states per series (u, price, fleet): sums of squared log residuals.
+    # Sigma states per series (u, price, fleet, $ per token): sums of squared
+    # log residuals.
     ss, sw = state["ss"], state["sw"]
     saved: dict[int, dict[str, np.ndarray]] = {}
 
@@ -445,7 +504,7 @@ def _run(
 
     # Every day writes all of these: no need to fill them first.
     base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
-    sig = np.empty((3, n_days, N))
+    sig = np.empty((4, n_days, N))
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
     held_g = np.zeros((n_days, P, N), dtype=bool)
@@ -482,13 +541,16 @@ def _run(
             r_u = np.where(learn, dev, 0.0)
             r_p = np.where(g_ok, lnP[d] - np.log(b[0] / b[2]), 0.0)
             r_f = np.where(g_ok, lnG[d] - np.log(b[2]), 0.0)
+            t_ok = learn & np.isfinite(lnK[d]) & (b[3] > 0)
+            r_t = np.where(t_ok, lnK[d] - np.log(b[0] / b[3]), 0.0)
             m_u = learn.sum(axis=0)
             m_g = g_ok.sum(axis=0)
-            decay = np.stack([av**m_u, av**m_g, av**m_g])
+            m_t = t_ok.sum(axis=0)
+            decay = np.stack([av**m_u, av**m_g, av**m_g, av**m_t])
             ss = decay * ss + np.stack(
-                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0)]
+                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0), (r_t**2).sum(0)]
             )
-            sw = decay * sw + np.stack([m_u, m_g, m_g])
+            sw = decay * sw + np.stack([m_u, m_g, m_g, m_t])
             dl = al**m_u
             lvl_num = dl * lvl_num + np.where(learn, lnR[d] - ln_rb_slot, 0.0).sum(
                 axis=0
@@ -497,9 +559,7 @@ def _run(
 
             # Slot update (slots are distinct within a day: plain fancy indexing).
             x = X[:, d]
-            mask = np.stack(
-                [accept, accept, accept & g_present[d], accept & t_present[d]]
-            )
+            mask = present[:, d] & accept
             num[:, sl] = np.where(mask, a * slot_num + x, slot_num)
             wgt[:, sl] = np.where(mask, a * slot_w + 1.0, slot_w)
             nobs[sl] += accept
@@ -517,10 +577,7 @@ def _run(
                 shadow_w[:, :, clear] = 0.0
                 shadow_on &= ~clear
             if held_after.any():
-                smask = np.stack(
-                    [held_after, held_after, held_after & g_present[d],
-                     held_after & t_present[d]]
-                )  # fmt: skip
+                smask = present[:, d] & held_after
                 s_num = shadow[:, sl]
                 s_w = shadow_w[:, sl]
                 shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
@@ -542,26 +599,16 @@ def _run(
                 shadow_on &= ~shift
 
     final = snapshot()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        baseline = 1000.0 * base[0] / base[1]
-    sigma = np.broadcast_to(sig[:, :, None, :], (3, n_days, P, N))
     figures = {
         "cost_b": base[0],
         "gpu_hours_b": base[2],
         "tokens_b": base[3],
         "requests_b": base[1],
-        "u": U,
-        "baseline": baseline,
-        "lower": baseline * np.exp(-k * sigma[0]),
-        "upper": baseline * np.exp(k * sigma[0]),
-        "sigma": sigma[0],
-        "sigma_price": sigma[1],
-        "sigma_fleet": sigma[2],
+        "sig": sig,
         "warm": warm_g,
-        "volume_ok": vol,
         "flag": flag_g,
         "held": held_g,
-        "level_shift": np.broadcast_to(shift_g[:, None, :], (n_days, P, N)),
+        "shift": shift_g,
     }
     return figures, saved, final
 

@@ -31,6 +31,13 @@ _KPI_FORMAT: dict[str, Callable[[float], str]] = {
 }
 
 
+# The fleet's two unit costs, each against its baseline and band.
+FLEET_BANDS = (
+    ("", "1k requests", "cost_per_1k_requests"),
+    ("-tokens", "1M tokens", "cost_per_1m_tokens"),
+)
+
+
 @requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
     today = fmt.display_today()
@@ -86,7 +93,9 @@ def overview(request: HttpRequest) -> HttpResponse:
                 "truncation_raw": repr(s.truncation_share),
             }
         )
-    flags = flagged_read(start=start, end=end, grain=grain)
+    # Weeks and months carry no flags of their own: list their flagged days.
+    flag_grain = "day" if grain in ("week", "month") else grain
+    flags = flagged_read(start=start, end=end, grain=flag_grain)
     return render(
         request,
         "economics/overview.html",
@@ -99,15 +108,21 @@ def overview(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "fleet": [present.window_card(w) for w in fleet],
             "fleet_figures": {
-                f"{w.name}-{w.currency}": charts.baseline_band(
+                f"{w.name}-{w.currency}{key}": charts.baseline_band(
                     w.figures,
-                    title=f"Fleet {w.currency} per 1k requests (fully loaded), "
+                    title=f"Fleet {w.currency} per {unit} (fully loaded), "
                     f"by {grain}, against its baseline",
                     currency=w.currency,
+                    field=field,
                 )
                 for w in fleet
+                for key, unit, field in FLEET_BANDS
             },
-            "fleet_keys": [f"{w.name}-{w.currency}" for w in fleet],
+            "fleet_keys": [
+                f"{w.name}-{w.currency}{key}"
+                for w in fleet
+                for key, _, _ in FLEET_BANDS
+            ],
             "pools": [
                 present.pool_row(p) for p in pool_idle_read(start=start, end=end)
             ],

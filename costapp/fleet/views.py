@@ -7,6 +7,7 @@ from costapp import formatting as fmt
 from costapp.access import requires
 from costapp.economics import charts, present
 from costapp.economics.figures import deployment_economics_read
+from costapp.economics.forms import EconomicsGrainForm
 from costapp.economics.selectors import deployment_detail_read
 from costapp.models import Deployment
 from costapp.telemetry.selectors import latency_daily_percentiles
@@ -25,11 +26,13 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     start, end = detail.start, detail.end
     ttft = latency_daily_percentiles(deployment, start=start, end=end, metric="ttft")
     itl = latency_daily_percentiles(deployment, start=start, end=end, metric="itl")
-    economics = deployment_economics_read(deployment, start=start, end=end)
+    grain_form = EconomicsGrainForm(request.GET or None)
+    grain = grain_form.grain_or_default()
+    economics = deployment_economics_read(deployment, start=start, end=end, grain=grain)
     figures = {
         "baseline": charts.baseline_band(
             economics.window.figures if economics.window else [],
-            title="$ per 1k requests against its EWMA baseline (band), daily",
+            title=f"$ per 1k requests against its EWMA baseline (band), by {grain}",
         ),
         "unit-costs": charts.unit_costs_daily(detail.days),
         "requests": charts.requests_by_reason_daily(detail.days),
@@ -46,6 +49,8 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
             "figures": figures,
             "has_data": not detail.days.empty,
             "economics": present.deployment_context(economics),
+            "grain": grain,
+            "grain_form": grain_form,
             "slo_ttft": fmt.number(deployment.slo_ttft_p95_ms, 0)
             if deployment.slo_ttft_p95_ms
             else None,

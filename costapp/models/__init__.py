@@ -9,7 +9,12 @@ from costapp.models.alerts import (
 )
 from costapp.models.capacity import Calibration, Scenario
 from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
-from costapp.models.economics import Budget, UnitCostFigure
+from costapp.models.economics import (
+    BaselineCheckpoint,
+    Budget,
+    TeamHoliday,
+    UnitCostFigure,
+)
 from costapp.models.fleet import Deployment, Pool
 from costapp.models.runs import IngestRun
 from costapp.models.usage import (
@@ -24,6 +29,7 @@ __all__ = [
     "AlertRule",
     "AlertState",
     "AuditEntry",
+    "BaselineCheckpoint",
     "BillingPeriodSource",
     "Budget",
     "Calibration",
@@ -41,5 +47,6 @@ __all__ = [
     "RateCard",
     "Scenario",
     "Silence",
+    "TeamHoliday",
     "UnitCostFigure",
 ]

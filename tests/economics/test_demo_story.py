@@ -83,3 +83,28 @@ def test_the_holiday_is_classed_a_traffic_dip_not_an_anomaly(demo: None) -> None
     assert flags[("fleet", "fleet")] == "traffic"
     assert "anomaly" not in {flags[("deployment", n)] for n in ("chat", "summarize",
                                                                  "classify")}  # fmt: skip
+
+
+def test_the_fleet_file_declares_the_holiday_and_every_flag_on_it_is_a_dip(
+    demo: None,
+) -> None:
+    from costapp.models import TeamHoliday
+
+    declared = TeamHoliday.objects.get(name="demo holiday")
+    assert (declared.team, declared.day) == ("*", EVENTS.holiday)
+    on_holiday = UnitCostFigure.objects.filter(
+        period_start__date=EVENTS.holiday
+    ).exclude(flag="")
+    assert on_holiday.filter(grain="day").exists()
+    assert {f.flag for f in on_holiday} == {"traffic"}
+    fleet = days_of("fleet", "fleet")[EVENTS.holiday]
+    assert re.fullmatch(
+        r"\$/1k requests [\d.]+ → [\d.]+ \(\+\d+%\): requests \u2212\d+% "
+        r"\(tokens \u2212\d+%\), GPU-hours \u2212\d+%: holiday dip",
+        fleet.cause,
+    ), fleet.cause
+    # Held out: the slot (Tuesdays) did not learn the dip, so the next
+    # Tuesday is compared with the very baseline the holiday was.
+    week_after = days_of("fleet", "fleet")[EVENTS.holiday + timedelta(days=7)]
+    assert week_after.flag == ""
+    assert week_after.baseline == pytest.approx(fleet.baseline, rel=1e-12)
