@@ -333,8 +333,16 @@ def baselines_run(
         raise InvalidInput(time, dup.to_dict(), "two rows for one series and period")
 
     shape = (n_days, per_day, n_series)
+    # A frame sorted by series then time with no gap (the usual load) is its
+    # grid already, series-major: a transposed view, no scatter.
+    flat_sm = (series_code * n_days + day_idx) * per_day + pos
+    identity = n_rows == n_series * n_days * per_day and bool(
+        flat_sm[0] == 0 and (np.diff(flat_sm) == 1).all()
+    )
 
     def grid(values: np.ndarray) -> np.ndarray:
+        if identity:
+            return values.reshape(n_series, n_days, per_day).transpose(1, 2, 0)
         g = np.full(n_days * per_day * n_series, np.nan)
         g[flat] = values
         return g.reshape(shape)
@@ -380,11 +388,6 @@ def baselines_run(
     # Back to rows. A transposing copy to series-major order is cache
     # friendly, a scattered gather from time-major is not; and a frame sorted
     # by series then time (the usual load) needs no gather at all.
-    flat_sm = (series_code * n_days + day_idx) * per_day + pos
-    identity = n_rows == n_series * n_days * per_day and bool(
-        flat_sm[0] == 0 and (np.diff(flat_sm) == 1).all()
-    )
-
     def rows_of(arr: np.ndarray) -> np.ndarray:
         sm = np.ascontiguousarray(np.moveaxis(arr, -1, 0)).reshape(-1)
         return sm if identity else sm[flat_sm]
