@@ -42,6 +42,24 @@ NOTE_NO_GPU = "no gpu_hours: the cause is cost vs traffic only"
 NOTE_NO_TOKENS = "no tokens: no size part"
 
 
+BASE_PARTS = ("cost_b", "gpu_hours_b", "tokens_b", "requests_b")
+TOKEN_BAND = ("baseline_per_1m_tokens", "lower_per_1m_tokens", "upper_per_1m_tokens")
+
+
+def replicas_baseline(frame: pd.DataFrame) -> np.ndarray:
+    """The replicas the baseline's GPU-hours imply at the period's GPU-hours
+    per replica: ``replicas x gpu_hours_b / gpu_hours``. Exact for one
+    deployment of fixed GPUs per replica (GPU-hours are replica-hours times
+    that); for a team or the fleet it weighs members by their GPU-hours.
+    NaN where GPU-hours or replicas are missing."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rep = pd.to_numeric(frame["replicas"], errors="coerce").to_numpy(float)
+        g = pd.to_numeric(frame["gpu_hours"], errors="coerce").to_numpy(float)
+        gb = pd.to_numeric(frame["gpu_hours_b"], errors="coerce").to_numpy(float)
+        out = rep * gb / g
+    return np.where(np.isfinite(out) & (g > 0), out, np.nan)
+
+
 def detect(
     frame: pd.DataFrame,
     *,
@@ -51,35 +69,66 @@ def detect(
     sentences: bool = True,
     initial: BaselineState | None = None,
 ) -> pd.DataFrame:
+    """Baselines, flags and explanations (``detect_run`` without its states)."""
+    return detect_run(
+        frame, keys=keys, time=time, config=config, sentences=sentences,
+        initial=initial,
+    )[0]  # fmt: skip
+
+
+def detect_run(
+    frame: pd.DataFrame,
+    *,
+    keys: Sequence[str] = ("series",),
+    time: str = "day",
+    config: BaselineConfig | None = None,
+    sentences: bool = True,
+    initial: BaselineState | None = None,
+    checkpoints: Sequence[pd.Timestamp | str] = (),
+) -> tuple[pd.DataFrame, dict[pd.Timestamp, BaselineState]]:
     """Baselines, flags and explanations for every row of every series.
 
     ``frame``: the columns of ``baselines_compute`` (with ``time`` naming the
     period column). Returns a frame on the same index with the input's key
     and time columns, ``cost_per_1k`` (u), ``baseline``, ``lower``, ``upper``,
     ``flag`` (``anomaly`` / ``traffic`` / ``size`` / ""), ``cause`` (the
-    sentence), the LMDI parts, ``level_shift``, ``held``, ``warm`` and
-    ``note``. ``initial`` resumes from a saved ``BaselineState`` (see
-    ``analytics.baselines.baselines_run``): the incremental recompute.
+    sentence), the LMDI parts, ``level_shift``, ``held``, ``warm``, the
+    baseline parts ``cost_b, gpu_hours_b, tokens_b, requests_b``, the band of
+    $ per 1M tokens (``baseline_per_1m_tokens``, ``lower_per_1m_tokens``,
+    ``upper_per_1m_tokens``) and ``note``.
+    With a ``replicas`` column (mean replicas in the period) a cost sentence
+    names the replicas against those the baseline implies
+    (``replicas_baseline``); with ``holiday`` a traffic move on a holiday is
+    a "holiday dip" (``analytics.explain``). ``initial`` resumes from a
+    saved ``BaselineState`` (see ``analytics.baselines.baselines_run``): the
+    incremental recompute. Also returns the states at the start of each of
+    ``checkpoints`` (UTC days within the frame's days).
     """
     cfg = config or BaselineConfig()
     keys = list(keys)
-    base = baselines_run(
-        frame, keys=keys, time=time, config=cfg, initial=initial
-    ).figures
+    run = baselines_run(
+        frame, keys=keys, time=time, config=cfg, initial=initial,
+        checkpoints=checkpoints,
+    )  # fmt: skip
+    base = run.figures
     flagged = base["flag"].to_numpy()
     # Only flagged rows are explained: the parts of an unflagged row are
     # never shown, and LMDI of every hour would cost more than the baseline.
     inputs = [
-        c for c in ("cost", "gpu_hours", "tokens", "requests", "holiday") if c in frame
+        c
+        for c in ("cost", "gpu_hours", "tokens", "requests", "holiday", "replicas")
+        if c in frame
     ]
     needed = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b", "flag", "sigma_price",
               "sigma_fleet"]  # fmt: skip
     rows = pd.concat([frame.loc[flagged, inputs], base.loc[flagged, needed]], axis=1)
+    if "replicas" in rows and "gpu_hours" in rows:
+        rows["replicas_b"] = replicas_baseline(rows)
     parts = explain(rows, band_k=cfg.band_k, sentences=sentences)
     n = len(frame)
     columns: dict[str, object] = {k: frame[k].to_numpy() for k in (*keys, time)}
     columns["cost_per_1k"] = base["u"].to_numpy()
-    for name in ("baseline", "lower", "upper"):
+    for name in ("baseline", "lower", "upper", *TOKEN_BAND):
         columns[name] = base[name].to_numpy()
     flag = np.full(n, "", dtype=object)
     flag[flagged] = parts["cause"].map(FLAG_OF_CAUSE).fillna("").to_numpy()
@@ -91,7 +140,7 @@ def detect(
         values = np.full(n, np.nan)
         values[flagged] = parts[name].to_numpy(float)
         columns[name] = values
-    for name in ("level_shift", "held", "warm"):
+    for name in ("level_shift", "held", "warm", *BASE_PARTS):
         columns[name] = base[name].to_numpy()
     notes = []
     if "gpu_hours" not in frame.columns or frame["gpu_hours"].isna().all():
@@ -100,7 +149,7 @@ def detect(
         notes.append(NOTE_NO_TOKENS)
     columns["note"] = np.full(n, "; ".join(notes), dtype=object)
     out = pd.DataFrame(columns, index=frame.index, copy=False)
-    return out
+    return out, run.checkpoints
 
 
 _TRUE = {"1", "true", "yes", "y", "t"}

@@ -33,53 +33,33 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import pandas as pd
 
+from analytics.baseline_state import (
+    _STATE_SERIES_AXIS as _STATE_SERIES_AXIS,
+)
+from analytics.baseline_state import (
+    BaselineConfig as BaselineConfig,
+)
+from analytics.baseline_state import (
+    BaselineState as BaselineState,
+)
+from analytics.baseline_state import (
+    Grain as Grain,
+)
+from analytics.baseline_state import (
+    Slots as Slots,
+)
+from analytics.baseline_state import (
+    _fresh_state,
+    _state_for,
+    n_slots,
+)
 from analytics.capacity.errors import InvalidInput
 
-Grain = Literal["day", "hour"]
-Slots = Literal["weekday", "hour_of_week", "daytype_hour", "none"]
 COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
-
-
-@dataclass(frozen=True)
-class BaselineConfig:
-    """Defaults are argued in docs/baselines.md."""
-
-    grain: Grain = "day"
-    # Seasonal slots; None picks weekday for days, daytype_hour for hours.
-    slots: Slots | None = None
-    # Half-life of the slot EWMA, in observations of that slot.
-    halflife_obs: float = 2.0
-    # Accepted observations a slot needs before its rows may flag (warm-up).
-    min_obs: int = 3
-    # Band half-width in sigmas of ln(u / baseline), and its floor (relative).
-    band_k: float = 2.5
-    band_floor: float = 0.06
-    # Half-life of sigma, in days of rows of the series.
-    sigma_halflife_days: float = 28.0
-    # Half-life of the traffic level that rescales the four parts, in days.
-    level_halflife_days: float = 3.0
-    # Unit costs need this many finished requests in the period.
-    min_requests: float = 100.0
-    # Rows held out (flags, holidays) for this many days become a level shift.
-    hold_days: int = 14
-
-    def slot_kind(self) -> Slots:
-        if self.slots is not None:
-            return self.slots
-        return "weekday" if self.grain == "day" else "daytype_hour"
-
-    @property
-    def periods_per_day(self) -> int:
-        return 1 if self.grain == "day" else 24
-
-
-def n_slots(kind: Slots) -> int:
-    return {"weekday": 7, "hour_of_week": 168, "daytype_hour": 48, "none": 1}[kind]
 
 
 def slot_of(stamps: pd.Series | pd.DatetimeIndex, kind: Slots) -> np.ndarray:
@@ -100,96 +80,6 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     if name not in frame.columns:
         return np.full(len(frame), np.nan)
     return pd.to_numeric(frame[name], errors="coerce").to_numpy(float)
-
-
-_STATE_SERIES_AXIS = {
-    "num": 2, "wgt": 2, "nobs": 1, "shadow": 2, "shadow_w": 2, "shadow_on": 0,
-    "run": 0, "lvl_num": 0, "lvl_w": 0, "ss": 1, "sw": 1,
-}  # fmt: skip
-
-
-def _fresh_state(S: int, N: int) -> dict[str, np.ndarray]:
-    return {
-        "num": np.zeros((4, S, N)), "wgt": np.zeros((4, S, N)), "nobs": np.zeros((S, N)),
-        "shadow": np.zeros((4, S, N)), "shadow_w": np.zeros((4, S, N)),
-        "shadow_on": np.zeros(N, dtype=bool), "run": np.zeros(N),
-        "lvl_num": np.zeros(N), "lvl_w": np.zeros(N),
-        "ss": np.zeros((3, N)), "sw": np.zeros((3, N)),
-    }  # fmt: skip
-
-
-@dataclass(frozen=True)
-class BaselineState:
-    """Everything the baselines carry from one day to the next, for a set of
-    series: resume from it and the result equals a run over the whole history.
-
-    ``day`` is the first day the state has *not* seen. ``series`` are the key
-    tuples in array order. ``to_bytes``/``from_bytes`` give a blob a caller
-    can store (numpy's npz format; no pickling of objects).
-    """
-
-    config: BaselineConfig
-    keys: tuple[str, ...]
-    series: tuple[tuple[object, ...], ...]
-    day: pd.Timestamp
-    arrays: dict[str, np.ndarray]
-
-    def select(self, series: Sequence[tuple[object, ...]]) -> BaselineState:
-        """The state of some of the series (unknown ones start fresh)."""
-        return BaselineState(
-            self.config, self.keys, tuple(series), self.day,
-            _state_for(self, list(series)),
-        )  # fmt: skip
-
-    def to_bytes(self) -> bytes:
-        import io
-        import json
-        from dataclasses import asdict
-
-        meta = {
-            "config": asdict(self.config), "keys": list(self.keys),
-            "series": [list(map(str, k)) for k in self.series],
-            "day": self.day.isoformat(),
-        }  # fmt: skip
-        buf = io.BytesIO()
-        blobs: dict[str, np.ndarray] = {
-            "_meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-            **self.arrays,
-        }
-        np.savez(buf, allow_pickle=False, **blobs)
-        return buf.getvalue()
-
-    @classmethod
-    def from_bytes(cls, blob: bytes) -> BaselineState:
-        """Inverse of ``to_bytes``; series key values come back as strings."""
-        import io
-        import json
-
-        with np.load(io.BytesIO(blob), allow_pickle=False) as data:
-            meta = json.loads(bytes(data["_meta"]).decode())
-            arrays = {k: data[k] for k in data.files if k != "_meta"}
-        return cls(
-            BaselineConfig(**meta["config"]), tuple(meta["keys"]),
-            tuple(tuple(k) for k in meta["series"]), pd.Timestamp(meta["day"]), arrays,
-        )  # fmt: skip
-
-
-def _state_for(
-    state: BaselineState, series: Sequence[tuple[object, ...]]
-) -> dict[str, np.ndarray]:
-    """``state``'s arrays re-ordered to ``series``; fresh where unknown."""
-    S = n_slots(state.config.slot_kind())
-    fresh = _fresh_state(S, len(series))
-    where = {k: i for i, k in enumerate(state.series)}
-    pos = np.array([where.get(k, -1) for k in series], dtype=np.int64)
-    known = pos >= 0
-    for name, axis in _STATE_SERIES_AXIS.items():
-        if known.any():
-            taken = np.take(state.arrays[name], pos[known], axis=axis)
-            index = [slice(None)] * fresh[name].ndim
-            index[axis] = np.flatnonzero(known)  # type: ignore[call-overload]
-            fresh[name][tuple(index)] = taken
-    return fresh
 
 
 @dataclass(frozen=True)
@@ -222,7 +112,10 @@ def baselines_compute(
     row, rescaled to the series' traffic level), ``u`` and ``baseline`` ($ per
     1k requests), ``lower``, ``upper``, ``sigma`` (of ln u), ``sigma_price``
     and ``sigma_fleet`` (of ln P and ln G against their baselines, for the
-    classes in ``analytics.explain``), ``warm`` (slot past warm-up),
+    classes in ``analytics.explain``), ``baseline_per_1m_tokens`` (the same
+    state's cost over its tokens) with ``lower_per_1m_tokens``,
+    ``upper_per_1m_tokens`` and ``sigma_tokens`` (of ln $/token: a band only,
+    flags stay on $ per 1k requests), ``warm`` (slot past warm-up),
     ``volume_ok``, ``flag`` (outside the band), ``held`` (kept out of the
     update), ``level_shift``.
     """
@@ -312,14 +205,24 @@ def baselines_run(
         raise InvalidInput(time, dup.to_dict(), "two rows for one series and period")
 
     shape = (n_days, per_day, n_series)
+    # A frame sorted by series then time with no gap (the usual load) is its
+    # grid already, series-major: a transposed view, no scatter.
+    flat_sm = (series_code * n_days + day_idx) * per_day + pos
+    identity = n_rows == n_series * n_days * per_day and bool(
+        flat_sm[0] == 0 and (np.diff(flat_sm) == 1).all()
+    )
 
     def grid(values: np.ndarray) -> np.ndarray:
+        if identity:
+            return values.reshape(n_series, n_days, per_day).transpose(1, 2, 0)
         g = np.full(n_days * per_day * n_series, np.nan)
         g[flat] = values
         return g.reshape(shape)
 
-    C = grid(_column(frame, "cost"))
-    R = grid(_column(frame, "requests"))
+    c_rows = _column(frame, "cost")
+    r_rows = _column(frame, "requests")
+    C = grid(c_rows)
+    R = grid(r_rows)
     G = grid(_column(frame, "gpu_hours"))
     T = grid(_column(frame, "tokens"))
     hol_values = (
@@ -357,19 +260,41 @@ def baselines_run(
     # Back to rows. A transposing copy to series-major order is cache
     # friendly, a scattered gather from time-major is not; and a frame sorted
     # by series then time (the usual load) needs no gather at all.
-    flat_sm = (series_code * n_days + day_idx) * per_day + pos
-    identity = n_rows == n_series * n_days * per_day and bool(
-        flat_sm[0] == 0 and (np.diff(flat_sm) == 1).all()
-    )
-
     def rows_of(arr: np.ndarray) -> np.ndarray:
         sm = np.ascontiguousarray(np.moveaxis(arr, -1, 0)).reshape(-1)
         return sm if identity else sm[flat_sm]
 
+    def rows_of_day(arr: np.ndarray) -> np.ndarray:
+        """(day, series) -> rows: one value per day for all its periods."""
+        sm = np.repeat(np.ascontiguousarray(arr.T).reshape(-1), per_day)
+        return sm if identity else sm[flat_sm]
+
+    # Only the primitives are transposed; what derives from them (ratios,
+    # bands) is computed on rows, and u and the volume come from the rows.
     slot_sm = np.broadcast_to(slot_grid[None], (n_series, n_days, per_day)).reshape(-1)
     columns: dict[str, np.ndarray] = {"slot": slot_sm if identity else slot_sm[flat_sm]}
-    for name, arr in res.items():
-        columns[name] = rows_of(arr)
+    for name in ("cost_b", "gpu_hours_b", "tokens_b", "requests_b"):
+        columns[name] = rows_of(res[name])
+    k = cfg.band_k
+    sig = res["sig"]
+    s_u, s_p, s_f, s_t = (rows_of_day(sig[i]) for i in range(4))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        valid = (c_rows > 0) & (r_rows > 0) & np.isfinite(c_rows) & np.isfinite(r_rows)
+        columns["u"] = np.where(valid, 1000.0 * c_rows / r_rows, np.nan)
+        baseline = 1000.0 * columns["cost_b"] / columns["requests_b"]
+        per_token = 1e6 * columns["cost_b"] / columns["tokens_b"]
+        e_u, e_t = np.exp(k * s_u), np.exp(k * s_t)
+    columns.update(
+        baseline=baseline, lower=baseline / e_u, upper=baseline * e_u, sigma=s_u,
+        sigma_price=s_p, sigma_fleet=s_f, baseline_per_1m_tokens=per_token,
+        lower_per_1m_tokens=per_token / e_t, upper_per_1m_tokens=per_token * e_t,
+        sigma_tokens=s_t,
+    )  # fmt: skip
+    columns["warm"] = rows_of(res["warm"])
+    columns["volume_ok"] = valid & (r_rows >= cfg.min_requests)
+    columns["flag"] = rows_of(res["flag"])
+    columns["held"] = rows_of(res["held"])
+    columns["level_shift"] = rows_of_day(res["shift"])
     figures = pd.DataFrame(columns, index=frame.index, copy=False)
     return BaselineRun(figures, states, as_state(final, end_day))
 
@@ -379,6 +304,8 @@ def _empty(index: pd.Index) -> pd.DataFrame:
         "slot": "int64", "cost_b": float, "gpu_hours_b": float, "tokens_b": float,
         "requests_b": float, "u": float, "baseline": float, "lower": float,
         "upper": float, "sigma": float, "sigma_price": float, "sigma_fleet": float,
+        "baseline_per_1m_tokens": float, "lower_per_1m_tokens": float,
+        "upper_per_1m_tokens": float, "sigma_tokens": float,
         "warm": bool, "volume_ok": bool, "flag": bool, "held": bool, "level_shift": bool,
     }  # fmt: skip
     return pd.DataFrame({k: pd.Series(dtype=v, index=index) for k, v in cols.items()})
@@ -417,10 +344,16 @@ def _run(
         g_present = np.isfinite(G) & (G >= 0)
         t_present = np.isfinite(T) & (T >= 0)
         X = np.where(np.isfinite(X), X, 0.0)  # one pass, unlike nan_to_num
+        # Which of the four parts a period may update, before the flag says
+        # whether it does: cost and requests always, GPU-hours and tokens
+        # where measured.
+        present = np.stack([np.ones_like(g_present), np.ones_like(g_present),
+                            g_present, t_present])  # fmt: skip
         lnU = np.log(U)
         lnG = np.log(np.where(G > 0, G, np.nan))
         lnP = np.log(np.where((G > 0) & valid, C / G, np.nan))
         lnR = np.log(np.where(valid, R, np.nan))
+        lnK = np.log(np.where(valid & (T > 0), C / T, np.nan))  # $ per token
 
     # Slot states: EWMA numerators (adjust=True form) and weights.
     state = (
@@ -431,7 +364,8 @@ def _run(
     run = state["run"]
     # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
     lvl_num, lvl_w = state["lvl_num"], state["lvl_w"]
-    # Sigma states per series (u, price, fleet): sums of squared log residuals.
+    # Sigma states per series (u, price, fleet, $ per token): sums of squared
+    # log residuals.
     ss, sw = state["ss"], state["sw"]
     saved: dict[int, dict[str, np.ndarray]] = {}
 
@@ -445,7 +379,7 @@ def _run(
 
     # Every day writes all of these: no need to fill them first.
     base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
-    sig = np.empty((3, n_days, N))
+    sig = np.empty((4, n_days, N))
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
     held_g = np.zeros((n_days, P, N), dtype=bool)
@@ -482,13 +416,16 @@ def _run(
             r_u = np.where(learn, dev, 0.0)
             r_p = np.where(g_ok, lnP[d] - np.log(b[0] / b[2]), 0.0)
             r_f = np.where(g_ok, lnG[d] - np.log(b[2]), 0.0)
+            t_ok = learn & np.isfinite(lnK[d]) & (b[3] > 0)
+            r_t = np.where(t_ok, lnK[d] - np.log(b[0] / b[3]), 0.0)
             m_u = learn.sum(axis=0)
             m_g = g_ok.sum(axis=0)
-            decay = np.stack([av**m_u, av**m_g, av**m_g])
+            m_t = t_ok.sum(axis=0)
+            decay = np.stack([av**m_u, av**m_g, av**m_g, av**m_t])
             ss = decay * ss + np.stack(
-                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0)]
+                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0), (r_t**2).sum(0)]
             )
-            sw = decay * sw + np.stack([m_u, m_g, m_g])
+            sw = decay * sw + np.stack([m_u, m_g, m_g, m_t])
             dl = al**m_u
             lvl_num = dl * lvl_num + np.where(learn, lnR[d] - ln_rb_slot, 0.0).sum(
                 axis=0
@@ -497,9 +434,7 @@ def _run(
 
             # Slot update (slots are distinct within a day: plain fancy indexing).
             x = X[:, d]
-            mask = np.stack(
-                [accept, accept, accept & g_present[d], accept & t_present[d]]
-            )
+            mask = present[:, d] & accept
             num[:, sl] = np.where(mask, a * slot_num + x, slot_num)
             wgt[:, sl] = np.where(mask, a * slot_w + 1.0, slot_w)
             nobs[sl] += accept
@@ -517,10 +452,7 @@ def _run(
                 shadow_w[:, :, clear] = 0.0
                 shadow_on &= ~clear
             if held_after.any():
-                smask = np.stack(
-                    [held_after, held_after, held_after & g_present[d],
-                     held_after & t_present[d]]
-                )  # fmt: skip
+                smask = present[:, d] & held_after
                 s_num = shadow[:, sl]
                 s_w = shadow_w[:, sl]
                 shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
@@ -542,26 +474,16 @@ def _run(
                 shadow_on &= ~shift
 
     final = snapshot()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        baseline = 1000.0 * base[0] / base[1]
-    sigma = np.broadcast_to(sig[:, :, None, :], (3, n_days, P, N))
     figures = {
         "cost_b": base[0],
         "gpu_hours_b": base[2],
         "tokens_b": base[3],
         "requests_b": base[1],
-        "u": U,
-        "baseline": baseline,
-        "lower": baseline * np.exp(-k * sigma[0]),
-        "upper": baseline * np.exp(k * sigma[0]),
-        "sigma": sigma[0],
-        "sigma_price": sigma[1],
-        "sigma_fleet": sigma[2],
+        "sig": sig,
         "warm": warm_g,
-        "volume_ok": vol,
         "flag": flag_g,
         "held": held_g,
-        "level_shift": np.broadcast_to(shift_g[:, None, :], (n_days, P, N)),
+        "shift": shift_g,
     }
     return figures, saved, final
 

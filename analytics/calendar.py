@@ -26,12 +26,16 @@ def holiday_calendar(
     start: pd.Timestamp | str,
     end: pd.Timestamp | str,
     user_dates: pd.DataFrame | None = None,
+    all_teams: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Holidays of each team between ``start`` and ``end`` (inclusive days).
 
     ``teams`` columns: ``team``, ``country`` (ISO code, empty for none) and
     optional ``subdiv`` (state or province code). ``user_dates`` columns:
     ``team`` (``*`` or empty: every team), ``day`` and optional ``name``.
+
+    ``all_teams`` are the teams a ``*`` date applies to (default: those of
+    ``teams``).
 
     Returns ``team, day, name`` (one row per team and holiday day; several
     names of one day are joined with "; "), sorted.
@@ -59,7 +63,11 @@ def holiday_calendar(
             if first <= stamp <= last:
                 rows.append((team, stamp, str(name)))
     if user_dates is not None and len(user_dates):
-        all_teams = [str(t) for t in teams["team"]]
+        everyone = (
+            [str(t) for t in all_teams]
+            if all_teams is not None
+            else [str(t) for t in teams["team"]]
+        )
         for rec in user_dates.to_dict("records"):
             try:
                 stamp = pd.Timestamp(rec["day"]).normalize()
@@ -69,7 +77,7 @@ def holiday_calendar(
                 continue
             who = rec.get("team")
             targets = (
-                all_teams
+                everyone
                 if not isinstance(who, str) or who in ("", ALL_TEAMS)
                 else [who]
             )

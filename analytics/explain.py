@@ -100,15 +100,24 @@ def explain(
     contrib = np.where(np.isnan(contrib), -np.inf, contrib)
     winner = np.asarray(CAUSES, dtype=object)[np.argmax(contrib, axis=0)]
     cause = np.where(override, "cost", winner)
-    out = parts.copy()
-    out["cause"] = np.where(ok, cause, "")
-
-    text_col = np.full(len(frame), "", dtype=object)
     holiday = (
         frame["holiday"].fillna(False).astype(bool).to_numpy()
         if "holiday" in frame.columns
         else np.zeros(len(frame), dtype=bool)
     )
+    # A declared holiday explains a move its traffic drove: traffic pushes
+    # the way u moved and the cost itself (price x fleet) did not follow. A
+    # pool whose fixed bill spreads over fewer GPU-hours is that case (price
+    # up, fleet down, cost unchanged); a cost rise on a holiday is not.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ln_cost = np.log(_num(frame, "cost") / _num(frame, "cost_b")) * direction
+    cost_still = np.nan_to_num(ln_cost, nan=np.inf) <= math.log1p(unchanged)
+    holiday_dip = holiday & (contrib[1] > 0) & cost_still
+    cause = np.where(holiday_dip, "traffic", cause)
+    out = parts.copy()
+    out["cause"] = np.where(ok, cause, "")
+
+    text_col = np.full(len(frame), "", dtype=object)
     cols = {
         name: _num(frame, name)
         for name in (
@@ -154,6 +163,14 @@ def _fmt(x: float) -> str:
     return f"{x:#.3g}"
 
 
+def _count(x: float) -> str:
+    """A replica count: whole where it is (within 0.05), else one decimal
+    (a day's mean of an autoscaled deployment)."""
+    if abs(x - round(x)) < 0.05:
+        return f"{round(x):,d}"
+    return f"{x:,.1f}"
+
+
 def _pct(new: float, old: float) -> str:
     change = new / old - 1.0
     text = f"{change:+.0%}"
@@ -197,10 +214,9 @@ def _sentence(
     if cause == "cost":
         bits: list[str] = []
         if math.isfinite(row["replicas"]) and math.isfinite(row["replicas_b"]):
-            if _moved(row["replicas"], row["replicas_b"], 1e-9):
-                bits.append(
-                    f"replicas {_fmt(row['replicas_b'])} → {_fmt(row['replicas'])}"
-                )
+            rep, rep_b = _count(row["replicas"]), _count(row["replicas_b"])
+            if rep != rep_b:
+                bits.append(f"replicas {rep_b} → {rep}")
         if have_g and _moved(g, gb, unchanged):
             bits.append(f"GPU-hours {_fmt(gb)} → {_fmt(g)} ({_pct(g, gb)})")
         if have_g and _moved(c / g, cb / gb, unchanged):

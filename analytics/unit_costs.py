@@ -233,3 +233,38 @@ def unit_costs(
         )
     )
     return out
+
+
+def period_of(stamps: pd.Series | pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
+    """The start of each stamp's week (Monday, UTC) or calendar month."""
+    days = pd.DatetimeIndex(stamps).normalize()
+    if grain == "week":
+        return days - pd.to_timedelta(days.weekday, unit="D")
+    if grain == "month":
+        return days - pd.to_timedelta(days.day - 1, unit="D")
+    raise ValueError(f"grain {grain!r}: week or month")
+
+
+def rollup(
+    frame: pd.DataFrame,
+    *,
+    keys: list[str],
+    grain: str,
+    summed: list[str],
+    time: str = "period_start",
+) -> pd.DataFrame:
+    """Day rows summed into weeks or months per series (``keys``).
+
+    A sum with one missing day is missing (an unknown cost is not a zero
+    cost): a week has a cost only if every one of its days has one. Returns
+    ``keys``, ``time`` (the period's start), the ``summed`` columns and
+    ``days`` (how many day rows the period holds; a week still running has
+    fewer than 7).
+    """
+    period = period_of(frame[time], grain)
+    by = [frame[k] for k in keys] + [pd.Series(period, index=frame.index, name=time)]
+    values = frame[summed].apply(pd.to_numeric, errors="coerce").astype(float)
+    grouped = values.groupby(by, sort=True)
+    sums = grouped.sum().mask(values.isna().groupby(by, sort=True).any())
+    sums["days"] = grouped.size()
+    return sums.reset_index()

@@ -11,9 +11,16 @@ compared with the month's actual total:
 - coverage of the 80% interval (share of actual totals inside it), overall and
   by day of month (goal: 75-85%).
 
+With ``--demo``, the same backtest on the demo fleet's series instead
+(``costapp.sources.demo``, ``--demo-days`` days ending 2026-12-02, default
+400): each workload's daily amortized bill (its Cost Explorer lines by the
+``costapp:workload`` tag: the two pools, the deployments outside them and the
+untagged rest) and the whole account, every month with 8 weeks before it.
+
 Not run by CI (``--smoke`` is).
 
     .venv/bin/python bench/bench_forecast.py [--series 40] [--seeds 300-301]
+    .venv/bin/python bench/bench_forecast.py --demo [--demo-days 400]
 """
 
 from __future__ import annotations
@@ -31,6 +38,40 @@ from analytics.forecast import WIDEN, forecast_month
 from bench.anomaly_series import generate
 
 ORIGINS = (1, 8, 15, 22, 28)
+DEMO_END = "2026-12-02"  # bills through 30 November (one day of lag)
+
+
+def demo_days(days: int, seed: int = 7) -> pd.DataFrame:
+    """The demo's daily bill per workload tag and for the account (amortized,
+    every line of the day: usage, the RI fee, credits), as series, day, cost."""
+    from datetime import UTC, datetime
+
+    from costapp.sources.base import CostRecord
+    from costapp.sources.demo import DemoSource, bills, telemetry
+    from costapp.sources.demo.story import DEPLOYMENTS
+
+    source = DemoSource(seed=seed, days=days, end=datetime.fromisoformat(DEMO_END)
+                        .replace(tzinfo=UTC))  # fmt: skip
+    simulated = [
+        telemetry.simulate(i, spec, events=source.events, start=source.start,
+                           days=source.days, seed=seed)
+        for i, spec in enumerate(DEPLOYMENTS)
+    ]  # fmt: skip
+    t_first = int(source.start.timestamp())
+    t_last = int(source.end.timestamp()) - bills.BILL_LAG_DAYS * 86_400
+    rows = []
+    for batch in bills.bill_batches(simulated, t_first, t_last, end=source.end):
+        for r in batch.records:
+            if isinstance(r, CostRecord) and r.amortized_cost is not None:
+                rows.append((r.tag_value or "(untagged)",
+                             pd.Timestamp(r.period_start).tz_convert(None),
+                             float(r.amortized_cost)))  # fmt: skip
+    lines = pd.DataFrame(rows, columns=["series", "day", "cost"])
+    per_tag = lines.groupby(["series", "day"], as_index=False)["cost"].sum()
+    account = (
+        lines.groupby("day", as_index=False)["cost"].sum().assign(series="account")
+    )
+    return pd.concat([per_tag, account], ignore_index=True)[["series", "day", "cost"]]
 
 
 def backtest(
@@ -77,15 +118,28 @@ def main() -> int:
     parser.add_argument(
         "--smoke", action="store_true", help="1 series, 1 month, 1 origin"
     )
+    parser.add_argument("--demo", action="store_true", help="the demo's series")
+    parser.add_argument("--demo-days", type=int, default=400)
     args = parser.parse_args()
     lo, _, hi = args.seeds.partition("-")
     seeds = list(range(int(lo), int(hi or lo) + 1))
     if args.smoke:
         seeds, args.series, args.repetitions = seeds[:1], 1, 100
-    frames = [generate(s, n_series=args.series, n_days=365) for s in seeds]
-    days = pd.concat(frames, ignore_index=True)[["series", "day", "cost"]]
-    # The generator starts 2025-01-06: months from March have >= 8 weeks before.
-    months = [pd.Timestamp(f"2025-{m:02d}-01") for m in range(3, 13)]
+    if args.demo:
+        if args.smoke:
+            args.demo_days = 100
+        days = demo_days(args.demo_days)
+        first, last = days["day"].min(), days["day"].max()
+        # Whole months with 8 weeks of bills before them.
+        months = [
+            m for m in pd.date_range(first, last, freq="MS")
+            if m - pd.Timedelta(weeks=8) >= first and m + pd.offsets.MonthEnd(0) <= last
+        ]  # fmt: skip
+    else:
+        frames = [generate(s, n_series=args.series, n_days=365) for s in seeds]
+        days = pd.concat(frames, ignore_index=True)[["series", "day", "cost"]]
+        # The generator starts 2025-01-06: months from March have >= 8 weeks.
+        months = [pd.Timestamp(f"2025-{m:02d}-01") for m in range(3, 13)]
     origins = ORIGINS
     if args.smoke:
         months, origins = months[:1], (15,)
@@ -113,6 +167,14 @@ def main() -> int:
             f"{g['covered'].mean():.1%} | {g['covered_ets'].mean():.1%} |"
         )
     late = res[res["day_of_month"] >= 15]
+    if args.demo:
+        print()
+        print("| series | mean monthly spend | MAPE | MAPE from the 15th | coverage |")
+        print("| --- | --- | --- | --- | --- |")
+        for name, g in res.groupby("series"):
+            gl = g[g["day_of_month"] >= 15]
+            print(f"| {name} | {g['actual'].mean():,.0f} | {g['ape'].mean():.2%} | "
+                  f"{gl['ape'].mean():.2%} | {g['covered'].mean():.1%} |")  # fmt: skip
     print()
     print(
         f"from the 15th: MAPE {late['ape'].mean():.2%}, coverage {late['covered'].mean():.1%}"

@@ -9,6 +9,7 @@ from pathlib import Path
 from celery import shared_task
 
 from costapp.costs.services import bills_refresh_create, focus_import_execute
+from costapp.economics.tasks import unit_costs_recompute_queue
 from costapp.models import IngestRun
 from costapp.tasks import ingest_runs_queue
 
@@ -30,9 +31,14 @@ def focus_import_task(run_id: int) -> str | None:
     try:
         if run.finished:
             return None
-        return focus_import_execute(run=run).status
+        run = focus_import_execute(run=run)
     finally:
         # An upload is read once; it never outlives its import, whatever the
         # outcome (a rerun needs a new upload).
         if upload:
             Path(upload).unlink(missing_ok=True)
+    if run.status in (IngestRun.SUCCEEDED, IngestRun.PARTIAL):
+        # Pipeline order, as after every ingest: the bill it replaced changes
+        # every series from the run's first day (then alerts).
+        unit_costs_recompute_queue(run.pk)
+    return run.status

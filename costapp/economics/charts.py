@@ -256,7 +256,12 @@ def baseline_band(
     """A unit cost against its EWMA baseline and band, flagged periods marked.
 
     ``rows``: stored figures (``FigureRow``) of one series, in period order.
+    ``field``: ``cost_per_1k_requests`` or ``cost_per_1m_tokens`` (its own
+    baseline and band, from the same EWMA state). Weeks and months carry a
+    baseline and no band.
     """
+    suffix = "_per_1m_tokens" if field == "cost_per_1m_tokens" else ""
+    low, high, mid = f"lower{suffix}", f"upper{suffix}", f"baseline{suffix}"
     x = _stamps(r.period_start for r in rows)
     symbol = SYMBOLS_PREFIX.get(currency, f"{currency} ")
     flagged = [r for r in rows if r.flag]
@@ -264,20 +269,20 @@ def baseline_band(
     traces: list[dict[str, Any]] = [
         {
             "type": "scatter", "mode": "lines", "name": "band (low)",
-            "x": x, "y": _clean(r.lower for r in rows),
+            "x": x, "y": _clean(getattr(r, low) for r in rows),
             "line": {"width": 0, "color": "rgba(37,99,235,0)"},
             "showlegend": False, "hoverinfo": "skip", "connectgaps": False,
         },
         {
             "type": "scatter", "mode": "lines", "name": "band",
-            "x": x, "y": _clean(r.upper for r in rows), "fill": "tonexty",
+            "x": x, "y": _clean(getattr(r, high) for r in rows), "fill": "tonexty",
             "fillcolor": "rgba(37,99,235,0.12)",
             "line": {"width": 0, "color": "rgba(37,99,235,0)"},
             "hoverinfo": "skip", "connectgaps": False,
         },
         {
             "type": "scatter", "mode": "lines", "name": "baseline",
-            "x": x, "y": _clean(r.baseline for r in rows),
+            "x": x, "y": _clean(getattr(r, mid) for r in rows),
             "line": {"dash": "dot", "color": PALETTE[8], "width": 1.5},
             "connectgaps": False,
         },
@@ -303,7 +308,9 @@ def baseline_band(
                 }
             )  # fmt: skip
     layout = _layout(
-        title, "per 1k requests", tickprefix=symbol.strip() if currency == "USD" else ""
+        title,
+        "per 1M tokens" if suffix else "per 1k requests",
+        tickprefix=symbol.strip() if currency == "USD" else "",
     )
     return {"data": traces, "layout": layout}
 

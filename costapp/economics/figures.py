@@ -56,6 +56,8 @@ class FigureRow:
     lower: float | None
     upper: float | None
     baseline_per_1m_tokens: float | None
+    lower_per_1m_tokens: float | None
+    upper_per_1m_tokens: float | None
     flag: str
     cause: str
     parts: dict[str, float]
@@ -80,7 +82,10 @@ def _figure_row(f: UnitCostFigure) -> FigureRow:
         cost_per_gpu_hour=f.cost_per_gpu_hour,
         tokens_per_gpu_second=f.tokens_per_gpu_second,
         effective_rate=f.effective_rate, baseline=f.baseline, lower=f.lower,
-        upper=f.upper, baseline_per_1m_tokens=f.baseline_per_1m_tokens, flag=f.flag, cause=f.cause, parts=dict(f.parts or {}),
+        upper=f.upper, baseline_per_1m_tokens=f.baseline_per_1m_tokens,
+        lower_per_1m_tokens=f.lower_per_1m_tokens,
+        upper_per_1m_tokens=f.upper_per_1m_tokens, flag=f.flag, cause=f.cause,
+        parts=dict(f.parts or {}),
         level_shift=f.level_shift, note=f.note,
     )  # fmt: skip
 
@@ -443,10 +448,10 @@ class DeploymentEconomics:
 
 
 def deployment_economics_read(
-    deployment: Deployment, *, start: date, end: date
+    deployment: Deployment, *, start: date, end: date, grain: str = "day"
 ) -> DeploymentEconomics:
     windows = scope_windows_read(
-        scope="deployment", names=[deployment.name], start=start, end=end
+        scope="deployment", names=[deployment.name], start=start, end=end, grain=grain
     )
     pool = None
     if deployment.pool is not None:

@@ -14,9 +14,9 @@ from costapp.economics.figures import scope_names
 
 EARLIEST = date(2000, 1, 1)
 LATEST = date(2100, 1, 1)
-MAX_DAYS = {"day": 3 * 366, "hour": 31}
-DEFAULT_DAYS = 90
-GRAINS = [("day", "day"), ("hour", "hour")]
+MAX_DAYS = {"day": 3 * 366, "hour": 31, "week": 5 * 366, "month": 10 * 366}
+DEFAULT_DAYS = {"day": 90, "hour": 7, "week": 26 * 7, "month": 366}
+GRAINS = [("day", "day"), ("hour", "hour"), ("week", "week"), ("month", "month")]
 CLOCK_CHOICES = [
     ("", "any clock"),
     ("final", "final bill"),
@@ -103,7 +103,7 @@ class EconomicsWindowForm(forms.Form):
         hourly = data["grain"] == "hour"
         data["end"] = data.get("end") or self.today + timedelta(days=int(hourly))
         longest = MAX_DAYS[data["grain"]]
-        default = 7 if hourly else DEFAULT_DAYS
+        default = DEFAULT_DAYS[data["grain"]]
         data["start"] = data.get("start") or data["end"] - timedelta(days=default)
         if data["end"] <= data["start"]:
             self.add_error(
@@ -125,6 +125,22 @@ class EconomicsWindowForm(forms.Form):
             return default_window(self.today)
         d = self.cleaned_data
         return Window(d["start"], d["end"], d["grain"], d["clock"], d["scope"])
+
+
+# The grains a figure page may show a stored series at (hours have their own
+# window: the deployment page's window is days).
+FIGURE_GRAINS = [("day", "day"), ("week", "week"), ("month", "month")]
+
+
+class EconomicsGrainForm(forms.Form):
+    """The grain of a page whose window is fixed (the deployment page)."""
+
+    grain = _choice(FIGURE_GRAINS)
+
+    def grain_or_default(self) -> str:
+        if not self.is_bound or not self.is_valid():
+            return "day"
+        return self.cleaned_data.get("grain") or "day"
 
 
 # Refusals quote the value (a NUL shows as \x00, a long value cut at 80).

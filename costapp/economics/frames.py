@@ -26,6 +26,7 @@ FIGURE_COLUMNS = (
     *KEYS, "period_start", "clock", "rate_source", *SUMMED, "replicas",
     "effective_rate", "note",
 )  # fmt: skip
+# ``holiday`` is added per row once the series are known (holiday_marks).
 NOTE_GPU_UNKNOWN = "GPU-hours unknown: no provisional cost"
 NOTE_NO_RATE = "no rate card: no provisional cost"
 NOTE_HOURLY_DIRECT = "direct cost only: idle and unallocated are known per day"
@@ -53,14 +54,14 @@ def _rows(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(present, ignore_index=True)
 
 
-def _worst_clock(values: pd.Series) -> str:
+def worst_clock(values: pd.Series) -> str:
     present = [v for v in values if isinstance(v, str) and v]
     if not present:
         return "provisional"
     return min(present, key=lambda c: CLOCK_ORDER.get(c, 0))
 
 
-def _one_or_mixed(values: pd.Series) -> str:
+def one_or_mixed(values: pd.Series) -> str:
     distinct = {v for v in values if isinstance(v, str) and v}
     if len(distinct) == 1:
         return distinct.pop()
@@ -151,8 +152,8 @@ def _aggregate(parts: pd.DataFrame, scope: str, names: pd.Series) -> pd.DataFram
         # own has none at all: 0 dollars of it, not an unknown amount.
         sums[name] = f.groupby(by)[name].sum(min_count=1)
     grouped = f.groupby(by, sort=True)
-    sums["clock"] = grouped["clock"].agg(_worst_clock)
-    sums["rate_source"] = grouped["rate_source"].agg(_one_or_mixed)
+    sums["clock"] = grouped["clock"].agg(worst_clock)
+    sums["rate_source"] = grouped["rate_source"].agg(one_or_mixed)
     sums["note"] = grouped["note"].agg(
         lambda v: "; ".join(sorted({x for x in v if isinstance(x, str) and x}))
     )
@@ -186,7 +187,7 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         )  # fmt: skip
         pool["member_bill"] = members.groupby(by)["bill_cost"].sum(min_count=1)
         pool["billed_members"] = members.groupby(by)["bill_status"].agg(
-            lambda v: _worst_clock(v) if all(v) else ""
+            lambda v: worst_clock(v) if all(v) else ""
         )
         pool["rate_card"] = members.groupby(by)["rate_card"].first()
         pool["replicas"] = members.groupby(by)["replicas"].sum(min_count=1)
@@ -198,7 +199,7 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
             pool["member_bill"].notna() | pool["idle_cost"].notna()
         )
         pool["bill_status"] = [
-            _worst_clock([a, b]) if isinstance(b, str) and b else (a or "")
+            worst_clock([a, b]) if isinstance(b, str) and b else (a or "")
             for a, b in zip(pool["billed_members"], pool["bill_status"], strict=True)
         ]
         pool["bill_status"] = pool["bill_status"].where(pool["bill_cost"].notna(), "")
@@ -286,7 +287,55 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         hour = pd.DataFrame(columns=list(FIGURE_COLUMNS))
     members = _memberships(dep, deployment_rows, pool_rows, unalloc_rows,
                            teams_of_pool)  # fmt: skip
+    for frame in (day, hour):
+        frame["holiday"] = holiday_marks(frame, inputs.holidays, inputs.deployments)
     return {"day": day, "hour": hour, "members": members}
+
+
+def holiday_marks(
+    frame: pd.DataFrame, holidays: pd.DataFrame, deployments: pd.DataFrame
+) -> np.ndarray:
+    """Per figure row: its UTC day is a holiday of every team in its series (a
+    deployment's team; the team; a pool's members' teams; every team for the
+    fleet). A pool shared by a team on holiday and one at work is not on
+    holiday: its traffic did not all dip."""
+    if frame.empty or holidays is None or holidays.empty:
+        return np.zeros(len(frame), dtype=bool)
+    dep = deployments[deployments["team"] != ""]
+    teams = sorted(set(dep["team"]))
+    pairs = [
+        ("deployment", n, t) for n, t in zip(dep["name"], dep["team"], strict=True)
+    ]
+    pairs += [("team", t, t) for t in teams]
+    pairs += [
+        ("pool", p, t) for p, t in zip(dep["pool"], dep["team"], strict=True) if p
+    ]
+    pairs += [("fleet", FLEET, t) for t in teams]
+    series_teams = pd.DataFrame(
+        pairs, columns=["scope", "name", "team"]
+    ).drop_duplicates()
+    n_teams = series_teams.groupby(["scope", "name"]).size().rename("n_teams")
+    days = pd.DatetimeIndex(frame["period_start"]).normalize()
+    rows = pd.DataFrame(
+        {"scope": frame["scope"].to_numpy(), "name": frame["name"].to_numpy(),
+         "day": days}
+    ).drop_duplicates()  # fmt: skip
+    off = set(
+        zip(
+            holidays["team"].astype(str), pd.DatetimeIndex(holidays["day"]), strict=True
+        )
+    )
+    joined = rows.merge(series_teams, on=["scope", "name"])
+    joined["off"] = [
+        (t, d) in off for t, d in zip(joined["team"], joined["day"], strict=True)
+    ]
+    counted = joined.groupby(["scope", "name", "day"])["off"].sum()
+    counted = counted.to_frame().join(n_teams, on=["scope", "name"])
+    on_holiday = counted.index[counted["off"] == counted["n_teams"]]
+    keys = pd.MultiIndex.from_arrays(
+        [frame["scope"].to_numpy(), frame["name"].to_numpy(), days]
+    )
+    return np.asarray(keys.isin(on_holiday))
 
 
 MEMBER_COLUMNS = (

@@ -4,7 +4,7 @@ card per series, and which series a run changed (with their pool siblings)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -12,12 +12,14 @@ from typing import Any
 import pandas as pd
 
 from analytics.allocation import IDLE, UNALLOCATED
+from analytics.calendar import holiday_calendar
 from costapp.costs.rates import rate_book
 from costapp.models import (
     CostLine,
     Deployment,
     DeploymentHour,
     IngestRun,
+    TeamHoliday,
 )
 
 # --- inputs of the recompute (issue 9) -------------------------------------------
@@ -40,12 +42,17 @@ class RecomputeInputs:
     ``overheads``: pool idle and unallocated dollars: pool ("" for
     unallocated), kind (idle / unallocated), day, currency, amount, bill_status.
     ``deployments``: name, team, pool.
+    ``holidays``: team, day, name: the teams' calendars from the fleet file
+    (``analytics.calendar.holiday_calendar``) over the inputs' days.
     """
 
     hours: pd.DataFrame
     bills: pd.DataFrame
     overheads: pd.DataFrame
     deployments: pd.DataFrame
+    holidays: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["team", "day", "name"])
+    )
 
 
 HOUR_COLUMNS = (
@@ -172,7 +179,33 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
         columns=["pool", "kind", "day", "currency", "amount", "bill_status"],
     )
     return RecomputeInputs(
-        hours=hours, bills=bills, overheads=overheads, deployments=deployments
+        hours=hours,
+        bills=bills,
+        overheads=overheads,
+        deployments=deployments,
+        holidays=holidays_read(
+            teams=sorted({t for t in deployments["team"] if t}), start=start, end=end
+        ),
+    )
+
+
+def holidays_read(*, teams: list[str], start: date, end: date) -> pd.DataFrame:
+    """The stored calendars (``TeamHoliday``, from the fleet file) as days per
+    team in ``[start, end)``; ``*`` entries apply to every team."""
+    entries = list(TeamHoliday.objects.all())
+    countries = [
+        (team, e.country, e.subdiv)
+        for e in entries
+        if e.country
+        for team in (teams if e.team == TeamHoliday.ALL_TEAMS else [e.team])
+    ]
+    days = [(e.team, e.day, e.name) for e in entries if e.day is not None]
+    return holiday_calendar(
+        pd.DataFrame(countries, columns=["team", "country", "subdiv"]),
+        start=pd.Timestamp(start),
+        end=pd.Timestamp(end) - pd.Timedelta(days=1),
+        user_dates=pd.DataFrame(days, columns=["team", "day", "name"]),
+        all_teams=teams,
     )
 
 

@@ -35,6 +35,10 @@ def _f(value: object) -> float | None:
 def period(row: FigureRow) -> str:
     if row.grain == "hour":
         return row.period_start.strftime("%Y-%m-%d %H:00 UTC")
+    if row.grain == "week":
+        return row.period_start.strftime("week of %Y-%m-%d")
+    if row.grain == "month":
+        return row.period_start.strftime("%Y-%m")
     return row.period_start.strftime("%Y-%m-%d")
 
 
@@ -59,12 +63,16 @@ def flag_row(row: FigureRow) -> dict[str, Any]:
 def last_row(row: FigureRow | None, currency: str) -> dict[str, Any]:
     if row is None:
         return {"period": fmt.MISSING, "value": fmt.MISSING, "baseline": fmt.MISSING,
-                "band": fmt.MISSING, "clock": "", "flag": ""}  # fmt: skip
+                "band": fmt.MISSING, "per_1m": fmt.MISSING,
+                "per_1m_baseline": fmt.MISSING, "per_1m_band": fmt.MISSING,
+                "clock": "", "flag": ""}  # fmt: skip
     return {
         "period": period(row),
         "value": fmt.money_unit(row.cost_per_1k_requests, currency),
         "per_1m": fmt.money_unit(row.cost_per_1m_tokens, currency),
         "per_1m_baseline": fmt.money_unit(row.baseline_per_1m_tokens, currency),
+        "per_1m_band": f"{fmt.money_unit(row.lower_per_1m_tokens, currency)} "
+        f"\N{EN DASH} {fmt.money_unit(row.upper_per_1m_tokens, currency)}",
         "baseline": fmt.money_unit(row.baseline, currency),
         "band": f"{fmt.money_unit(row.lower, currency)} \N{EN DASH} "
         f"{fmt.money_unit(row.upper, currency)}",

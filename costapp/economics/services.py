@@ -26,17 +26,26 @@ import pandas as pd
 from django.db import transaction
 from django.db.models import Q
 
-from analytics.anomalies import detect
-from analytics.baselines import BaselineConfig, baselines_run
+from analytics.anomalies import TOKEN_BAND, detect_run
+from analytics.baselines import BaselineConfig, BaselineState, baselines_run
 from analytics.lmdi import lmdi_aggregate
-from analytics.unit_costs import unit_costs
+from analytics.unit_costs import MIN_TOKENS, period_of, rollup, unit_costs
 from costapp.economics.frames import (
     KEYS,
     affected_series,
     figure_frames,
+    one_or_mixed,
+    worst_clock,
 )
 from costapp.economics.inputs import (
     recompute_inputs_read,
+)
+from costapp.economics.states import (
+    baseline_config,
+    checkpoint_days,
+    checkpoints_save,
+    resume_point,
+    series_keys,
 )
 from costapp.models import Budget, UnitCostFigure
 
@@ -70,39 +79,28 @@ def _num(value: Any) -> float | None:
     return f if np.isfinite(f) else None
 
 
-def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
+def _detected(
+    frame: pd.DataFrame,
+    grain: str,
+    *,
+    initial: BaselineState | None = None,
+    checkpoints: list[pd.Timestamp] | None = None,
+) -> tuple[pd.DataFrame, dict[pd.Timestamp, BaselineState]]:
     units = unit_costs(
         frame.assign(tokens=frame["prompt_tokens"] + frame["generation_tokens"])
     )
-    det_input = pd.DataFrame(
-        {
-            "scope": frame["scope"].to_numpy(),
-            "name": frame["name"].to_numpy(),
-            "currency": frame["currency"].to_numpy(),
-            "period_start": pd.DatetimeIndex(frame["period_start"]).as_unit("ns"),
-            "cost": frame["cost"].to_numpy(float),
-            "requests": frame["requests"].to_numpy(float),
-            "gpu_hours": frame["gpu_hours"].to_numpy(float),
-            "tokens": (frame["prompt_tokens"] + frame["generation_tokens"]).to_numpy(
-                float
-            ),
-        },
-        index=frame.index,
+    det_input = _detect_input(frame)
+    found, states = detect_run(
+        det_input, keys=KEYS, time="period_start", config=baseline_config(grain),
+        initial=initial, checkpoints=checkpoints or [],
+    )  # fmt: skip
+    # The band per 1M tokens: the same EWMA state, cost over tokens (missing
+    # where the baseline's tokens are under the minimum volume, as the figure).
+    few = ~(found["tokens_b"].to_numpy(float) >= MIN_TOKENS)
+    per_token = pd.DataFrame(
+        {c: np.where(few, np.nan, found[c].to_numpy(float)) for c in TOKEN_BAND},
+        index=found.index,
     )
-    config = BaselineConfig(grain="day" if grain == "day" else "hour")
-    found = detect(det_input, keys=KEYS, time="period_start", config=config)
-    # The baseline per 1M tokens: the same EWMA state, cost over tokens.
-    state = baselines_run(det_input, keys=KEYS, time="period_start", config=config)
-    per_token = unit_costs(
-        pd.DataFrame(
-            {
-                "cost": state.figures["cost_b"].to_numpy(float),
-                "tokens": state.figures["tokens_b"].to_numpy(float),
-                "requests": state.figures["requests_b"].to_numpy(float),
-            },
-            index=frame.index,
-        )
-    )["cost_per_1m_tokens"].rename("baseline_per_1m_tokens")
     return pd.concat(
         [
             # The figure from unit_costs (a credit shows as a negative
@@ -130,6 +128,9 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
                     "level_shift",
                     "warm",
                     "note",
+                    "cost_b",
+                    "tokens_b",
+                    "requests_b",
                 ]
             ].rename(columns={"cost": "cost_part", "note": "detect_note"}),
             per_token,
@@ -137,7 +138,7 @@ def _detected(frame: pd.DataFrame, grain: str) -> pd.DataFrame:
             pd.DataFrame({"idle": np.nan, "mix": np.nan}, index=frame.index),
         ],
         axis=1,
-    )
+    ), states
 
 
 BASE_COLUMNS = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b"]
@@ -156,6 +157,14 @@ def _detect_input(frame: pd.DataFrame) -> pd.DataFrame:
             "tokens": (frame["prompt_tokens"] + frame["generation_tokens"]).to_numpy(
                 float
             ),
+            # Held out of the baselines; a traffic move on one is a dip.
+            "holiday": frame["holiday"].to_numpy(bool)
+            if "holiday" in frame
+            else np.zeros(len(frame), dtype=bool),
+            # For the sentence only: the replicas the baseline implies.
+            "replicas": pd.to_numeric(frame["replicas"], errors="coerce").to_numpy(
+                float
+            ),
         },
         index=frame.index,
     )
@@ -166,6 +175,7 @@ def _aggregate_parts(
     found: pd.DataFrame,
     members: pd.DataFrame,
     every: pd.DataFrame,
+    initial: BaselineState | None = None,
 ) -> None:
     """Replace the parts of flagged team and fleet days by the fully loaded
     decomposition (analytics.lmdi.lmdi_aggregate): the four factors over the
@@ -181,10 +191,17 @@ def _aggregate_parts(
         return
     config = BaselineConfig(grain="day")
     every = every.reset_index(drop=True)
+    # Members resume from the saved state of every day series where there is
+    # one (the state holds them all); overheads are few and run in full.
+    recent = every
+    if initial is not None:
+        keep = pd.DatetimeIndex(every["period_start"]) >= initial.day
+        recent = every[np.asarray(keep)].reset_index(drop=True)
     base = baselines_run(
-        _detect_input(every), keys=KEYS, time="period_start", config=config
-    ).figures
-    comp = pd.concat([every[["scope", "name", "currency", "period_start"]],
+        _detect_input(recent), keys=KEYS, time="period_start", config=config,
+        initial=initial,
+    ).figures  # fmt: skip
+    comp = pd.concat([recent[["scope", "name", "currency", "period_start"]],
                       base[BASE_COLUMNS]], axis=1)  # fmt: skip
     comp["period_start"] = pd.DatetimeIndex(comp["period_start"])
     m = members.copy()
@@ -295,12 +312,91 @@ def _instances(
                 effective_rate=_num(r["effective_rate"]),
                 baseline=_num(r["baseline"]), lower=_num(r["lower"]),
                 upper=_num(r["upper"]),
-                baseline_per_1m_tokens=_num(r["baseline_per_1m_tokens"]), flag=r["flag"] or "", cause=r["cause"] or "",
+                baseline_per_1m_tokens=_num(r["baseline_per_1m_tokens"]),
+                lower_per_1m_tokens=_num(r["lower_per_1m_tokens"]),
+                upper_per_1m_tokens=_num(r["upper_per_1m_tokens"]),
+                flag=r["flag"] or "", cause=r["cause"] or "",
                 parts=parts, level_shift=bool(r["level_shift"]),
                 warm=bool(r["warm"]), note=note[:300], computed_at=now,
             )
         )  # fmt: skip
     return out
+
+
+ROLLED = ["cost", "gpu_hours", "prompt_tokens", "generation_tokens", "requests",
+          "requests_length"]  # fmt: skip
+# Known only where billed: a period sums the days that have them.
+ROLLED_KNOWN = ["list_cost", "idle_cost", "unallocated_cost", "replicas"]
+NOTE_PARTIAL = "partial: {days} of {length} days"
+
+
+def _rolled_up(
+    frame: pd.DataFrame, found: pd.DataFrame, grain: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Day figures summed into weeks or months (the bill clock: the bill where
+    final, provisional where not; the period's clock is its worst day's).
+    Unit costs are ratios of the sums, the baseline the ratio of the days'
+    summed baseline parts (the same additive EWMA state); flags and bands
+    stay on days and hours."""
+    day = pd.concat([frame, found[["cost_b", "tokens_b", "requests_b"]]], axis=1)
+    day["tokens"] = day["prompt_tokens"] + day["generation_tokens"]
+    keys = list(KEYS)
+    sums = rollup(
+        day, keys=keys, grain=grain,
+        summed=[*ROLLED, "cost_b", "tokens_b", "requests_b"],
+    )  # fmt: skip
+    period = pd.Series(period_of(day["period_start"], grain), index=day.index)
+    by = [day[k] for k in keys] + [period.rename("period_start")]
+    grouped = day.groupby(by, sort=True)
+    known = grouped[ROLLED_KNOWN].sum(min_count=1)
+    known["replicas"] = grouped["replicas"].mean()
+    labels = pd.DataFrame(
+        {
+            "clock": grouped["clock"].agg(worst_clock),
+            "rate_source": grouped["rate_source"].agg(one_or_mixed),
+            "note": grouped["note"].agg(
+                lambda v: "; ".join(sorted({x for x in v if isinstance(x, str) and x}))
+            ),
+        }
+    )
+    out = sums.join(known.join(labels), on=[*keys, "period_start"])
+    starts = pd.DatetimeIndex(out["period_start"])
+    length = 7 if grain == "week" else starts.days_in_month.to_numpy()
+    partial = out["days"].to_numpy() < length
+    out["note"] = [
+        "; ".join(x for x in (n, NOTE_PARTIAL.format(days=d, length=m) if p else "")
+                  if x)
+        for n, d, m, p in zip(out["note"], out["days"],
+                              np.broadcast_to(length, len(out)), partial, strict=True)
+    ]  # fmt: skip
+    out["effective_rate"] = np.nan
+    units = unit_costs(
+        out.assign(tokens=out["prompt_tokens"] + out["generation_tokens"])
+    )
+    base = unit_costs(
+        pd.DataFrame(
+            {"cost": out["cost_b"], "tokens": out["tokens_b"],
+             "requests": out["requests_b"]}
+        )
+    )  # fmt: skip
+    nan = np.full(len(out), np.nan)
+    rolled = pd.DataFrame(
+        {
+            **{c: units[c].to_numpy() for c in (
+                "cost_per_1k_requests", "cost_per_1m_tokens", "cost_per_gpu_hour",
+                "tokens_per_gpu_second")},
+            "baseline": base["cost_per_1k_requests"].to_numpy(),
+            "lower": nan, "upper": nan,
+            "baseline_per_1m_tokens": base["cost_per_1m_tokens"].to_numpy(),
+            "lower_per_1m_tokens": nan, "upper_per_1m_tokens": nan,
+            "flag": "", "cause": "",
+            **{p: nan for p in ("price", "fleet", "traffic", "size", "cost_part",
+                                "idle", "mix")},
+            "level_shift": False, "warm": False, "detect_note": "",
+        },
+        index=out.index,
+    )  # fmt: skip
+    return out, rolled
 
 
 def unit_costs_recompute(
@@ -315,8 +411,10 @@ def unit_costs_recompute(
 
     ``series=None`` means every series and ``since=None`` every day: the full
     recompute, the reference an incremental one must equal. Baselines carry
-    state from the first day, so every series recomputed is computed over its
-    whole history; only its rows from ``since`` on are written.
+    state from the first day: an incremental recompute resumes from the
+    saved state (``BaselineCheckpoint``) before the week and month holding
+    ``since``, or runs the series' whole history where none is saved; only
+    rows from ``since`` on (whole weeks and months) are written.
     """
     inputs = recompute_inputs_read(basis=basis)
     frames = figure_frames(inputs)
@@ -326,6 +424,7 @@ def unit_costs_recompute(
     )
     figures: list[UnitCostFigure] = []
     flagged = 0
+    saves: dict[str, tuple[pd.Timestamp | None, dict[pd.Timestamp, BaselineState]]] = {}
     for grain in ("day", "hour"):
         frame = frames[grain]
         if affected is not None:
@@ -337,21 +436,42 @@ def unit_costs_recompute(
         frame = frame.reset_index(drop=True)
         if frame.empty:
             continue
-        found = _detected(frame, grain)
+        resume = resume_point(frame, grain, cutoff) if cutoff is not None else None
+        if resume is not None:
+            keep = pd.DatetimeIndex(frame["period_start"]) >= resume.day
+            frame = frame[np.asarray(keep)].reset_index(drop=True)
+        wanted = checkpoint_days(frames["day"], after=resume.day if resume else None)
+        found, states = _detected(
+            frame,
+            grain,
+            initial=resume.select(series_keys(frame)) if resume else None,
+            checkpoints=wanted,
+        )
+        saves[grain] = (resume.day if resume else None, states)
+        parts = [(grain, frame, found)]
         if grain == "day":
-            _aggregate_parts(frame, found, frames["members"], frames["day"])
-        if cutoff is not None:
-            keep = np.asarray(pd.DatetimeIndex(frame["period_start"]) >= cutoff)
-            frame, found = frame[keep], found[keep]
-        flagged += int((found["flag"] != "").sum())
-        figures.extend(_instances(frame, found, grain, now))
+            _aggregate_parts(frame, found, frames["members"], frames["day"], resume)
+            parts += [(g, *_rolled_up(frame, found, g)) for g in ("week", "month")]
+        for g, f, found_g in parts:
+            if cutoff is not None:
+                first = cutoff if g in ("day", "hour") else period_of([cutoff], g)[0]
+                keep = np.asarray(pd.DatetimeIndex(f["period_start"]) >= first)
+                f, found_g = f[keep], found_g[keep]
+            flagged += int((found_g["flag"] != "").sum())
+            figures.extend(_instances(f, found_g, g, now))
 
     with transaction.atomic():
         doomed = UnitCostFigure.objects.all()
         if since is not None:
-            doomed = doomed.filter(
-                period_start__gte=datetime.combine(since, time(), tzinfo=UTC)
-            )
+            # A week or month holding ``since`` is rewritten whole.
+            starts = Q(pk__in=[])
+            for g in ("hour", "day", "week", "month"):
+                first = since if g in ("hour", "day") else period_of([cutoff], g)[0]
+                starts |= Q(
+                    grain=g,
+                    period_start__gte=datetime.combine(first, time(), tzinfo=UTC),
+                )
+            doomed = doomed.filter(starts)
         if affected is not None:
             match = Q(pk__in=[])
             for scope, name in sorted(affected):
@@ -359,6 +479,10 @@ def unit_costs_recompute(
             doomed = doomed.filter(match)
         deleted, _ = doomed.delete()
         UnitCostFigure.objects.bulk_create(figures, batch_size=2000)
+        for grain, (resumed_at, states) in saves.items():
+            checkpoints_save(
+                grain, resumed_at, states, partial=affected is not None, now=now
+            )
     logger.info(
         "unit costs recomputed: %d rows (%d flagged), %d deleted, since %s",
         len(figures), flagged, deleted, since,

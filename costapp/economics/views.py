@@ -83,6 +83,13 @@ def _series(filters: Filters) -> tuple[str, list[str] | None, str]:
     return "fleet", None, "Fleet"
 
 
+# The fleet's two unit costs, each against its baseline and band.
+FLEET_BANDS = (
+    ("", "1k requests", "cost_per_1k_requests"),
+    ("-tokens", "1M tokens", "cost_per_1m_tokens"),
+)
+
+
 @requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
     today = fmt.display_today()
@@ -148,7 +155,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         if filters.deployments is None
         else [*filters.deployments, *([filters.team] if filters.team else [])]
     )
-    flags = flagged_read(start=start, end=end, grain=grain, names=flag_names)
+    # Weeks and months carry no flags of their own: list their flagged days.
+    flag_grain = "day" if grain in ("week", "month") else grain
+    flags = flagged_read(start=start, end=end, grain=flag_grain, names=flag_names)
     return render(
         request,
         "economics/overview.html",
@@ -163,17 +172,23 @@ def overview(request: HttpRequest) -> HttpResponse:
             "rows": rows,
             "fleet": [present.window_card(w) for w in fleet],
             "fleet_figures": {
-                f"{w.name}-{w.currency}": charts.baseline_band(
+                f"{w.name}-{w.currency}{key}": charts.baseline_band(
                     w.figures,
                     title=f"{series if scope != 'deployment' else w.name} "
-                    f"{w.currency} per 1k requests"
+                    f"{w.currency} per {unit}"
                     f"{' (fully loaded)' if scope != 'deployment' else ''}, "
                     f"by {grain}, against its baseline",
                     currency=w.currency,
+                    field=field,
                 )
                 for w in fleet
+                for key, unit, field in FLEET_BANDS
             },
-            "fleet_keys": [f"{w.name}-{w.currency}" for w in fleet],
+            "fleet_keys": [
+                f"{w.name}-{w.currency}{key}"
+                for w in fleet
+                for key, _, _ in FLEET_BANDS
+            ],
             "pools": [
                 present.pool_row(p)
                 for p in pool_idle_read(

@@ -5,16 +5,17 @@ from __future__ import annotations
 import logging
 import secrets
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
+import yaml
 from django.contrib.auth.models import Group, User
 
 from costapp.fleet.fleetfile import FleetLoadResult, fleet_load
 from costapp.fleet.services import rate_card_seed
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import IngestRun
-from costapp.sources.demo import DemoSource
+from costapp.sources.demo import DemoEvents, DemoSource
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +30,22 @@ class DemoCredentials:
     password: str | None  # None: the user existed and keeps its password
 
 
-def demo_fleet_load() -> FleetLoadResult:
-    return fleet_load(path=DEMO_FLEET)
+DEMO_HOLIDAY = "demo holiday"
+
+
+def demo_fleet_load(*, end: datetime | None = None) -> FleetLoadResult:
+    """The demo fleet, its ``demo holiday`` moved to the day the demo's
+    traffic dips for a demo ending at ``end`` (default: today's UTC midnight,
+    as ``manage.py demo``): the demo's events move with its end, a real fleet
+    file names its days."""
+    if end is None:
+        end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    data = yaml.safe_load(DEMO_FLEET.read_text())
+    holiday = DemoEvents.for_end(end).holiday
+    for entry in data.get("holidays") or []:
+        if entry.get("name") == DEMO_HOLIDAY:
+            entry["day"] = holiday
+    return fleet_load(path=DEMO_FLEET, data=data)
 
 
 def demo_ingest(*, end: datetime, days: int = 90, seed: int = 7) -> IngestRun:

@@ -8,15 +8,20 @@ Deployments the file no longer lists are reported, never deleted silently.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from django.db import transaction
 
-from costapp.fleet.validation import deployment_problems, pool_problems
-from costapp.models import Deployment, Pool
+from costapp.fleet.validation import (
+    ALL_TEAMS,
+    deployment_problems,
+    holiday_problems,
+    pool_problems,
+)
+from costapp.models import Deployment, Pool, TeamHoliday
 
 POOL_FIELDS = (
     "name",
@@ -69,6 +74,7 @@ class FleetLoadResult:
     pruned: list[str] = field(default_factory=list)
     pools_created: list[str] = field(default_factory=list)
     pools_updated: list[str] = field(default_factory=list)
+    holidays: int = 0  # holiday entries now stored (the file replaces them all)
 
 
 def _entry_label(section: str, index: int, entry: Any) -> str:
@@ -99,13 +105,17 @@ def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
     errors: list[str] = []
     for key in data:
         # ``alerts`` is read by costapp.alerts.fleetfile (fleet/ never imports alerts/).
-        if key not in ("pools", "deployments", "alerts"):
+        if key not in ("pools", "deployments", "holidays", "alerts"):
             errors.append(
-                f"{name}: unknown top-level key {key!r} (pools, deployments, alerts)"
+                f"{name}: unknown top-level key {key!r} "
+                "(pools, deployments, holidays, alerts)"
             )
     pools = data.get("pools") or []
     deployments = data.get("deployments") or []
-    for section, value in (("pools", pools), ("deployments", deployments)):
+    holidays = data.get("holidays") or []
+    for section, value in (
+        ("pools", pools), ("deployments", deployments), ("holidays", holidays)
+    ):  # fmt: skip
         if not isinstance(value, list):
             errors.append(f"{name}: {section} must be a list")
     if errors:
@@ -148,7 +158,38 @@ def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
                 )
             else:
                 seen[dep_name] = i
+
+    teams = {
+        str(e["team"])
+        for e in deployments
+        if isinstance(e, Mapping) and isinstance(e.get("team"), str) and e["team"]
+    }
+    for i, entry in enumerate(holidays):
+        label = f"holidays[{i}]"
+        if not isinstance(entry, Mapping):
+            errors.append(f"{name}: {label}: must be a mapping")
+            continue
+        for fld, message in holiday_problems(entry, teams=teams):
+            errors.append(f"{name}: {label}: {fld} {message}")
     return errors
+
+
+def _holiday_rows(entries: list[Mapping[str, Any]]) -> list[TeamHoliday]:
+    import datetime as dt
+
+    rows = []
+    for entry in entries:
+        day = entry.get("day")
+        rows.append(
+            TeamHoliday(
+                team=entry.get("team", ALL_TEAMS),
+                country=entry.get("country") or "",
+                subdiv=str(entry.get("subdiv") or ""),
+                day=dt.date.fromisoformat(day) if isinstance(day, str) else day,
+                name=entry.get("name") or "",
+            )
+        )
+    return rows
 
 
 def _pool_values(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -199,10 +240,15 @@ def _save_if_changed(obj: Any, values: Mapping[str, Any]) -> bool:
 
 
 @transaction.atomic
-def fleet_load(*, path: str | Path, prune: bool = False) -> FleetLoadResult:
-    """Validate the whole fleet file, then upsert pools and deployments by name."""
+def fleet_load(
+    *, path: str | Path, prune: bool = False, data: Mapping[str, Any] | None = None
+) -> FleetLoadResult:
+    """Validate the whole fleet file, then upsert pools and deployments by name
+    and replace the holidays. ``data``: the file already parsed (and adjusted,
+    as the demo does with its holiday); ``path`` then only names it."""
     path = Path(path)
-    data = _read(path)
+    if data is None:
+        data = _read(path)
     errors = fleet_validate(data, name=path.name)
     if errors:
         raise FleetFileError(str(path), errors)
@@ -231,6 +277,13 @@ def fleet_load(*, path: str | Path, prune: bool = False) -> FleetLoadResult:
             result.updated.append(entry["name"])
         else:
             result.unchanged.append(entry["name"])
+
+    # The file is the calendar: its holidays replace every stored one.
+    TeamHoliday.objects.all().delete()
+    holidays = TeamHoliday.objects.bulk_create(
+        _holiday_rows(data.get("holidays") or [])
+    )
+    result = replace(result, holidays=len(holidays))
 
     stale = Deployment.objects.exclude(name__in=names).order_by("name")
     result.missing.extend(stale.values_list("name", flat=True))

@@ -264,3 +264,73 @@ def pool_problems(entry: Mapping[str, Any]) -> list[Problem]:
         )
     problems += cost_rules_problems(entry.get("cost_rules"), allow_overheads=True)
     return problems
+
+
+HOLIDAY_FIELDS = ("team", "country", "subdiv", "day", "name")
+ALL_TEAMS = "*"
+
+
+def holiday_problems(entry: Mapping[str, Any], *, teams: set[str]) -> list[Problem]:
+    """One ``holidays:`` entry: ``{team, country, subdiv}`` (the public
+    holidays of a country the ``holidays`` package knows) or ``{team, day,
+    name}`` (a day the user keeps). ``team`` is a team of a deployment in the
+    file or ``*`` (every team, the default)."""
+    import datetime as dt
+
+    import holidays as holidays_lib
+
+    problems: list[Problem] = []
+    for key in entry:
+        if key not in HOLIDAY_FIELDS:
+            problems.append((str(key), f"unknown (known: {', '.join(HOLIDAY_FIELDS)})"))
+    team = entry.get("team", ALL_TEAMS)
+    if not isinstance(team, str) or (team != ALL_TEAMS and team not in teams):
+        problems.append(
+            (
+                "team",
+                f"{team!r} is not a team of a deployment in this file "
+                f"(teams: {', '.join(sorted(teams)) or 'none'}; '*' for every team)",
+            )
+        )
+    country, day = entry.get("country"), entry.get("day")
+    if (country is None) == (day is None):
+        problems.append(("country", "give either a country or a day, not both"))
+        return problems
+    if country is not None:
+        supported = holidays_lib.list_supported_countries()
+        if not isinstance(country, str) or country not in supported:
+            problems.append(
+                (
+                    "country",
+                    f"{country!r} is not an ISO country the holidays package knows",
+                )
+            )
+            return problems
+        subdiv = entry.get("subdiv")
+        if subdiv is not None and str(subdiv) not in supported[country]:
+            problems.append(
+                (
+                    "subdiv",
+                    f"{subdiv!r} is not a subdivision of {country} "
+                    f"(known: {', '.join(supported[country][:12]) or 'none'}"
+                    f"{', ...' if len(supported[country]) > 12 else ''})",
+                )
+            )
+        if "name" in entry:
+            problems.append(("name", "names a day; a country's days are named by it"))
+        return problems
+    if "subdiv" in entry:
+        problems.append(("subdiv", "belongs with a country, not a day"))
+    if isinstance(day, dt.datetime) or not isinstance(day, dt.date | str):
+        problems.append(("day", f"must be a date (YYYY-MM-DD), got {day!r}"))
+    elif isinstance(day, str):
+        try:
+            dt.date.fromisoformat(day)
+        except ValueError:
+            problems.append(("day", f"must be a date (YYYY-MM-DD), got {day!r}"))
+    name = entry.get("name", "")
+    if not isinstance(name, str) or len(name) > 100:
+        problems.append(
+            ("name", f"must be text of at most 100 characters, got {name!r}")
+        )
+    return problems

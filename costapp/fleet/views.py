@@ -14,6 +14,7 @@ from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_wind
 from costapp.costs.selectors import BASES, billed_deployment_days
 from costapp.economics import charts, present
 from costapp.economics.figures import deployment_economics_read, figures_read
+from costapp.economics.forms import EconomicsGrainForm
 from costapp.economics.idle_selectors import idle_cards_read
 from costapp.economics.selectors import (
     deployment_days_frame,
@@ -65,9 +66,12 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     )
     series = series_read(deployment, start=lower, end=upper)
     phase, phase_source = phase_share(series)
-    economics = deployment_economics_read(deployment, start=start, end=end)
+    # The grain of the cost view (day, week, month); the window is the range's.
+    grain_form = EconomicsGrainForm(request.GET or None)
+    grain = grain_form.grain_or_default()
+    economics = deployment_economics_read(deployment, start=start, end=end, grain=grain)
     figure_rows = figures_read(
-        scope="deployment", names=[deployment.name], start=start, end=end
+        scope="deployment", names=[deployment.name], start=start, end=end, grain=grain
     )
     currency = economics.window.currency if economics.window else "USD"
     links = {
@@ -125,6 +129,8 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
                 if r.clock == "provisional"
             ],
             "display_tz": tz,
+            "grain": grain,
+            "grain_form": grain_form,
             "slo_ttft": fmt.number(deployment.slo_ttft_p95_ms, 0)
             if deployment.slo_ttft_p95_ms
             else None,

@@ -10,7 +10,12 @@ from costapp.models.alerts import (
 from costapp.models.api import ApiToken
 from costapp.models.capacity import Calibration, Scenario
 from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
-from costapp.models.economics import Budget, UnitCostFigure
+from costapp.models.economics import (
+    BaselineCheckpoint,
+    Budget,
+    TeamHoliday,
+    UnitCostFigure,
+)
 from costapp.models.fleet import Deployment, Pool
 from costapp.models.runs import IngestRun
 from costapp.models.usage import (
@@ -26,6 +31,7 @@ __all__ = [
     "AlertState",
     "ApiToken",
     "AuditEntry",
+    "BaselineCheckpoint",
     "BillingPeriodSource",
     "Budget",
     "Calibration",
@@ -43,5 +49,6 @@ __all__ = [
     "RateCard",
     "Scenario",
     "Silence",
+    "TeamHoliday",
     "UnitCostFigure",
 ]

@@ -19,7 +19,7 @@ SCOPES = [
     ("team", "team"),
     ("fleet", "fleet"),
 ]
-GRAINS = [("hour", "hour"), ("day", "day")]
+GRAINS = [("hour", "hour"), ("day", "day"), ("week", "week"), ("month", "month")]
 CLOCKS = [
     ("provisional", "provisional (GPU-hours x rate)"),
     ("estimated", "estimated bill"),
@@ -68,6 +68,10 @@ class UnitCostFigure(models.Model):
     upper = models.FloatField(null=True, blank=True)
     # The same baseline state per 1M tokens (cost over tokens of the EWMA).
     baseline_per_1m_tokens = models.FloatField(null=True, blank=True)
+    # Its band (sigma of ln $/token; flags stay on $ per 1k requests). Days
+    # and hours only: a week or month carries its baseline, not a band.
+    lower_per_1m_tokens = models.FloatField(null=True, blank=True)
+    upper_per_1m_tokens = models.FloatField(null=True, blank=True)
     flag = models.CharField(max_length=8, choices=FLAGS, blank=True)
     cause = models.TextField(blank=True)
     # LMDI parts in $ per 1k requests (price, fleet, traffic, size, cost).
@@ -97,6 +101,51 @@ class UnitCostFigure(models.Model):
         return (
             f"{self.scope} {self.name} {self.grain} {self.period_start:%Y-%m-%d %H:00}"
         )
+
+
+class TeamHoliday(models.Model):
+    """A team's holiday calendar from the fleet file (``holidays:``): either a
+    country (and subdivision) whose public holidays the ``holidays`` package
+    knows, or one day the user keeps. ``team`` ``*`` is every team. The fleet
+    load replaces every row; the recompute turns them into days
+    (``analytics.calendar.holiday_calendar``)."""
+
+    ALL_TEAMS = "*"
+
+    team = models.CharField(max_length=100)
+    country = models.CharField(max_length=8, blank=True)
+    subdiv = models.CharField(max_length=16, blank=True)
+    day = models.DateField(null=True, blank=True)
+    name = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["team", "day", "country"]
+
+    def __str__(self) -> str:
+        what = self.country + (f"-{self.subdiv}" if self.subdiv else "")
+        return f"{self.team} {self.day or what}"
+
+
+class BaselineCheckpoint(models.Model):
+    """The baselines' state (``analytics.baselines.BaselineState``, npz bytes)
+    of every series of a grain at the start of ``day``, so an incremental
+    recompute resumes there instead of re-running the whole history."""
+
+    grain = models.CharField(max_length=8, choices=GRAINS)
+    day = models.DateField()
+    state = models.BinaryField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["grain", "day"], name="baselinecheckpoint_natural_key"
+            )
+        ]
+        ordering = ["grain", "day"]
+
+    def __str__(self) -> str:
+        return f"{self.grain} state at {self.day}"
 
 
 class Budget(models.Model):

@@ -51,7 +51,7 @@ def demo(
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         for model in MODELS:
             model.objects.all().delete()
-        demo_fleet_load()
+        demo_fleet_load(end=END)
         alert_rules_load(path=DEMO_FLEET)
         rate_card_seed()
         demo_ingest(end=END, days=DAYS)

@@ -131,3 +131,34 @@ def test_the_cli_on_the_benchmark_series_reproduces_the_benchmarks_flags() -> No
     assert code == 0
     assert (out["flag"].to_numpy() == expected["flag"].to_numpy()).all()
     assert (out["flag"] == "anomaly").sum() > 0
+
+
+def test_detect_names_the_replicas_the_baseline_implies() -> None:
+    import pandas as pd
+
+    from analytics.anomalies import detect, replicas_baseline
+
+    # 4 weeks of one weekday: 6 replicas x 4 GPUs x 24 h = 576 GPU-hours at
+    # $0.5 per GPU-hour and 1M requests; then 9 replicas at the same traffic.
+    days = pd.date_range("2026-01-05", periods=5, freq="7D")
+    replicas = [6.0, 6.0, 6.0, 6.0, 9.0]
+    frame = pd.DataFrame(
+        {
+            "series": "chat",
+            "day": days,
+            "replicas": replicas,
+            "gpu_hours": [r * 96 for r in replicas],
+            "cost": [r * 96 * 0.5 for r in replicas],
+            "tokens": 2e8,
+            "requests": 1e6,
+        }
+    )
+    out = detect(frame)
+    last = out.iloc[-1]
+    assert last["flag"] == "anomaly"
+    assert last["gpu_hours_b"] == 576.0  # the parts of the baseline come out
+    assert replicas_baseline(frame.assign(gpu_hours_b=out["gpu_hours_b"]))[-1] == 6.0
+    assert last["cause"] == (
+        "$/1k requests 0.288 → 0.432 (+50%): replicas 6 → 9, "
+        "GPU-hours 576 → 864 (+50%) at unchanged traffic"
+    )

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -261,3 +263,30 @@ def test_a_state_refuses_rows_before_its_day_and_another_configuration() -> None
             frame[frame["day"] >= cut], time="day", initial=state,
             config=BaselineConfig(band_k=9.0),
         )  # fmt: skip
+
+
+def test_the_per_token_band_learns_the_spread_of_dollars_per_token() -> None:
+    # One weekday slot, constant cost and requests; tokens alternate 1e6 and
+    # 1.2e6, so $/token swings while $/request does not move.
+    days = pd.date_range("2026-01-05", periods=12, freq="7D")
+    tokens = [1e6, 1.2e6] * 6
+    frame = pd.DataFrame(
+        {"series": "s", "period_start": days, "cost": 100.0, "requests": 1000.0,
+         "tokens": tokens}
+    )  # fmt: skip
+    out = baselines_compute(frame)
+    # Row 1: the state is row 0 alone: $100 over 1e6 tokens.
+    assert out["baseline_per_1m_tokens"].iat[1] == pytest.approx(100.0)
+    # Row 2: the slot EWMA (half-life 2 obs, a = 2^-1/2) of tokens.
+    a = 0.5**0.5
+    tokens_b = (a * 1e6 + 1.2e6) / (a + 1)
+    assert out["baseline_per_1m_tokens"].iat[2] == pytest.approx(100.0 / tokens_b * 1e6)
+    # $ per 1k requests never moved: its sigma sits on the floor, the token
+    # band widened beyond it.
+    last = out.iloc[-1]
+    assert last["sigma"] == pytest.approx(0.06)
+    assert last["sigma_tokens"] > 0.06
+    assert last["upper_per_1m_tokens"] == pytest.approx(
+        last["baseline_per_1m_tokens"] * math.exp(2.5 * last["sigma_tokens"])
+    )
+    assert not out["flag"].any()

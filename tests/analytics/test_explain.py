@@ -112,3 +112,31 @@ def test_explanations_of_baseline_flags_sum_exactly() -> None:
     parts = out.loc[30, ["price", "fleet", "traffic", "size"]].sum()
     assert abs(parts - out.loc[30, "delta"]) < 1e-12
     assert (out.loc[:29, "cause"] == "").all()
+
+
+def test_a_pool_whose_fixed_bill_spreads_over_a_holiday_dip_is_traffic() -> None:
+    # The bill is unchanged (288), measured GPU-hours fell 40% and traffic 50%:
+    # price +67% is out of its band, but the cost did not move: a holiday dip.
+    row = dict(cost=288.0, gpu_hours=86.4, tokens=1e8, requests=0.5e6)
+    assert _one(**row)["cause"] == "cost"  # without the calendar: price moved
+    out = _one(**row, holiday=True)
+    assert out["cause"] == "traffic"
+    assert out["sentence"] == (
+        "$/1k requests 0.288 → 0.576 (+100%): requests \N{MINUS SIGN}50% "
+        "(tokens \N{MINUS SIGN}50%), GPU-hours \N{MINUS SIGN}40%: holiday dip"
+    )
+
+
+def test_a_cost_rise_on_a_holiday_is_still_a_cost_anomaly() -> None:
+    # Traffic fell 25% but the fleet grew 15%: the cost rose, the holiday does
+    # not explain that.
+    out = _one(cost=331.2, gpu_hours=165.6, tokens=1.5e8, requests=0.75e6, holiday=True)
+    assert out["cause"] == "cost"
+
+
+def test_replicas_of_an_autoscaled_day_are_named_with_one_decimal() -> None:
+    out = _one(
+        cost=432.0, gpu_hours=216.0, tokens=2e8, requests=1e6, replicas=8.54,
+        replicas_b=6.33,
+    )  # fmt: skip
+    assert "replicas 6.3 → 8.5, GPU-hours 144 → 216 (+50%)" in out["sentence"]

@@ -155,3 +155,35 @@ def test_missing_telemetry_and_zero_requests_leave_figures_missing() -> None:
     # A credit (negative cost) is shown as such, not hidden.
     assert out["cost_per_1k_requests"][1] == pytest.approx(-0.6)
     assert out["prompt_rule"].tolist() == ["", ""]
+
+
+def test_rollup_sums_days_into_monday_weeks_and_months_and_a_missing_day_is_missing() -> (
+    None
+):
+    from analytics.unit_costs import period_of, rollup
+
+    days = pd.date_range("2026-09-28", periods=10, freq="D")  # Mon 28 Sep - Wed 7 Oct
+    frame = pd.DataFrame(
+        {"series": "s", "period_start": days, "cost": [1.0] * 10,
+         "requests": [10.0] * 9 + [float("nan")]}
+    )  # fmt: skip
+    assert list(period_of(days[[0, 6, 7]], "week")) == [
+        pd.Timestamp("2026-09-28"), pd.Timestamp("2026-09-28"),
+        pd.Timestamp("2026-10-05"),
+    ]  # fmt: skip
+    weeks = rollup(frame, keys=["series"], grain="week", summed=["cost", "requests"])
+    assert weeks["period_start"].tolist() == [
+        pd.Timestamp("2026-09-28"),
+        pd.Timestamp("2026-10-05"),
+    ]
+    assert weeks["cost"].tolist() == [7.0, 3.0]
+    assert weeks["requests"].iloc[0] == 70.0
+    assert np.isnan(weeks["requests"].iloc[1])  # 7 Oct unknown: the week is
+    assert weeks["days"].tolist() == [7, 3]
+    months = rollup(frame, keys=["series"], grain="month", summed=["cost"])
+    assert months["period_start"].tolist() == [
+        pd.Timestamp("2026-09-01"),
+        pd.Timestamp("2026-10-01"),
+    ]
+    assert months["cost"].tolist() == [3.0, 7.0]
+    assert months["days"].tolist() == [3, 7]

@@ -42,3 +42,44 @@ def test_a_successful_ingest_queues_the_recompute_after_commit(
         END - timedelta(days=k) for k in (1, 2, 3)
     }
     assert UnitCostFigure.objects.filter(scope="fleet", grain="hour").count() == 72
+
+
+def test_a_successful_focus_import_queues_the_recompute_of_every_series_after_commit(
+    django_capture_on_commit_callbacks: Any, settings: Any, tmp_path: Any
+) -> None:
+    from costapp.costs.services import focus_import_create
+    from costapp.costs.tasks import focus_import_task
+    from costapp.models import CostLine
+    from tests.costs.test_focus import SAMPLE
+
+    settings.COSTAPP_UPLOAD_DIR = tmp_path
+    upload = tmp_path / "focus.csv"
+    upload.write_bytes(SAMPLE.read_bytes())
+    run = focus_import_create(upload=upload, name="focus.csv")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert focus_import_task(run.pk) == IngestRun.SUCCEEDED
+    assert not upload.exists()  # the upload is still removed
+    assert not UnitCostFigure.objects.exists()  # nothing before the commit
+    assert len(callbacks) == 1, "the recompute was not queued"
+    callbacks[0]()  # the commit: Celery runs eagerly in the tests
+    # No deployment in the file's account: every dollar is unallocated, the
+    # fleet's, one day figure per UTC day of the bill.
+    bill_days = {line.period_start for line in CostLine.objects.only("period_start")}
+    fleet = UnitCostFigure.objects.filter(scope="fleet", grain="day")
+    assert bill_days
+    assert {f.period_start for f in fleet} == bill_days
+
+
+def test_a_failed_focus_import_queues_nothing(
+    django_capture_on_commit_callbacks: Any, settings: Any, tmp_path: Any
+) -> None:
+    from costapp.costs.services import focus_import_create
+    from costapp.costs.tasks import focus_import_task
+
+    settings.COSTAPP_UPLOAD_DIR = tmp_path
+    upload = tmp_path / "focus.csv"
+    upload.write_bytes(b"not,focus\n1,2\n")
+    run = focus_import_create(upload=upload, name="focus.csv")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        assert focus_import_task(run.pk) == IngestRun.FAILED
+    assert callbacks == []

@@ -3,6 +3,7 @@ anomaly from more GPU-hours at unchanged traffic, the holiday a traffic dip."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -55,6 +56,14 @@ def test_the_incident_is_flagged_as_a_cost_anomaly_from_more_gpu_hours(
         assert abs(parts["price"]) < 0.1 * parts["fleet"]
         assert abs(parts["traffic"]) < 0.25 * parts["fleet"]
         assert "GPU-hours" in f.cause, f.cause
+        # The sentence names the series that moved: more replicas (a day's
+        # mean, against those the baseline's GPU-hours imply) at unchanged
+        # traffic.
+        moved = re.search(r": replicas ([\d.]+) → ([\d.]+), GPU-hours ", f.cause)
+        assert moved, f.cause
+        assert float(moved.group(2)) == round(f.replicas, 1)
+        assert float(moved.group(1)) < float(moved.group(2))
+        assert f.cause.endswith(" at unchanged traffic"), f.cause
     # The fleet, fully loaded, sees it too.
     fleet = days_of("fleet", "fleet")
     assert any(fleet[f.period_start.date()].flag == "anomaly" for f in incident)
@@ -74,3 +83,28 @@ def test_the_holiday_is_classed_a_traffic_dip_not_an_anomaly(demo: None) -> None
     assert flags[("fleet", "fleet")] == "traffic"
     assert "anomaly" not in {flags[("deployment", n)] for n in ("chat", "summarize",
                                                                  "classify")}  # fmt: skip
+
+
+def test_the_fleet_file_declares_the_holiday_and_every_flag_on_it_is_a_dip(
+    demo: None,
+) -> None:
+    from costapp.models import TeamHoliday
+
+    declared = TeamHoliday.objects.get(name="demo holiday")
+    assert (declared.team, declared.day) == ("*", EVENTS.holiday)
+    on_holiday = UnitCostFigure.objects.filter(
+        period_start__date=EVENTS.holiday
+    ).exclude(flag="")
+    assert on_holiday.filter(grain="day").exists()
+    assert {f.flag for f in on_holiday} == {"traffic"}
+    fleet = days_of("fleet", "fleet")[EVENTS.holiday]
+    assert re.fullmatch(
+        r"\$/1k requests [\d.]+ → [\d.]+ \(\+\d+%\): requests \u2212\d+% "
+        r"\(tokens \u2212\d+%\), GPU-hours \u2212\d+%: holiday dip",
+        fleet.cause,
+    ), fleet.cause
+    # Held out: the slot (Tuesdays) did not learn the dip, so the next
+    # Tuesday is compared with the very baseline the holiday was.
+    week_after = days_of("fleet", "fleet")[EVENTS.holiday + timedelta(days=7)]
+    assert week_after.flag == ""
+    assert week_after.baseline == pytest.approx(fleet.baseline, rel=1e-12)

@@ -200,8 +200,11 @@ def test_a_restated_day_recomputed_incrementally_equals_the_full_recompute(
     assert result.rows_written < len(before)
     # Rows before the restated day were not rewritten; the day itself moved.
     first = w.day_start(restated)
+    # Weeks and months holding the day are rewritten whole.
+    firsts = {"hour": first, "day": first, "week": w.day_start(14),
+              "month": datetime(2026, 9, 1, tzinfo=UTC)}  # fmt: skip
     for key, row in incremental.items():
-        assert (row["computed_at"] == NOW) == (key[3] < first), key
+        assert (row["computed_at"] == NOW) == (key[3] < firsts[key[2]]), key
     assert incremental[("pool", "p", "day", first, "USD")]["cost"] == Decimal("700")
     assert before[("pool", "p", "day", first, "USD")]["cost"] == w.POOL_DAY_BILL
     call_command("unit_costs_recompute", verbosity=0)
@@ -272,7 +275,11 @@ def test_the_task_after_a_telemetry_run_recomputes_its_deployments_from_its_firs
     assert set(rewritten.values_list("scope", "name").distinct()) == {
         ("deployment", "solo"), ("team", "t1"), ("fleet", "fleet"),
     }  # fmt: skip
-    assert not rewritten.filter(period_start__lt=w.day_start(30)).exists()
+    # Days and hours from the run's first day; weeks and months holding it whole.
+    assert not rewritten.filter(
+        grain__in=["day", "hour"], period_start__lt=w.day_start(30)
+    ).exists()
+    assert not rewritten.filter(period_start__lt=w.day_start(24)).exists()  # 1 Oct
     f = day("deployment", "solo", 30)
     assert f.requests == pytest.approx(hand_requests("solo", 30) * 0.05)
 

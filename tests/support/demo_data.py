@@ -17,12 +17,13 @@ from costapp.models import (
     IngestRun,
     Pool,
     RateCard,
+    TeamHoliday,
     UnitCostFigure,
 )
 
 # Children before parents.
 DEMO_TABLES = (UnitCostFigure, CostLine, DeviceHour, HistogramHour, DeploymentHour,
-               EngineDiscovery, IngestRun, Deployment, Pool, RateCard)  # fmt: skip
+               EngineDiscovery, IngestRun, Deployment, Pool, RateCard, TeamHoliday)  # fmt: skip
 
 
 def demo_tables_wipe() -> None:
@@ -32,6 +33,6 @@ def demo_tables_wipe() -> None:
 
 def demo_load(*, end: datetime, days: int) -> IngestRun:
     """The demo fleet, its rate card and ``days`` of telemetry and bills."""
-    demo_fleet_load()
+    demo_fleet_load(end=end)
     rate_card_seed()
     return demo_ingest(end=end, days=days)

@@ -48,12 +48,12 @@ class Command(BaseCommand):
         if not 1 <= days <= 400:
             raise CommandError(f"--days {days}: must be between 1 and 400")
         call_command("migrate", interactive=False, verbosity=0)
-        with transaction.atomic():
-            demo_fleet_load()
-            alert_rules_load(path=DEMO_FLEET)
-        rate_card_seed()
         # The demo ends at today's UTC midnight: the last full day is yesterday.
         end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        with transaction.atomic():
+            demo_fleet_load(end=end)
+            alert_rules_load(path=DEMO_FLEET)
+        rate_card_seed()
         done = IngestRun.objects.filter(
             source="demo",
             status=IngestRun.SUCCEEDED,

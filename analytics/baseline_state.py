@@ -1,0 +1,163 @@
+"""The baselines' configuration and carried state: ``BaselineConfig`` (the
+defaults, argued in docs/baselines.md) and ``BaselineState`` (everything a
+run carries from one day to the next, to resume from or store). The run
+itself is ``analytics.baselines``, which re-exports both."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from analytics.capacity.errors import InvalidInput
+
+Grain = Literal["day", "hour"]
+Slots = Literal["weekday", "hour_of_week", "daytype_hour", "none"]
+
+
+@dataclass(frozen=True)
+class BaselineConfig:
+    """Defaults are argued in docs/baselines.md."""
+
+    grain: Grain = "day"
+    # Seasonal slots; None picks weekday for days, daytype_hour for hours.
+    slots: Slots | None = None
+    # Half-life of the slot EWMA, in observations of that slot.
+    halflife_obs: float = 2.0
+    # Accepted observations a slot needs before its rows may flag (warm-up).
+    min_obs: int = 3
+    # Band half-width in sigmas of ln(u / baseline), and its floor (relative).
+    band_k: float = 2.5
+    band_floor: float = 0.06
+    # Half-life of sigma, in days of rows of the series.
+    sigma_halflife_days: float = 28.0
+    # Half-life of the traffic level that rescales the four parts, in days.
+    level_halflife_days: float = 3.0
+    # Unit costs need this many finished requests in the period.
+    min_requests: float = 100.0
+    # Rows held out (flags, holidays) for this many days become a level shift.
+    hold_days: int = 14
+
+    def slot_kind(self) -> Slots:
+        if self.slots is not None:
+            return self.slots
+        return "weekday" if self.grain == "day" else "daytype_hour"
+
+    @property
+    def periods_per_day(self) -> int:
+        return 1 if self.grain == "day" else 24
+
+
+def n_slots(kind: Slots) -> int:
+    return {"weekday": 7, "hour_of_week": 168, "daytype_hour": 48, "none": 1}[kind]
+
+
+_STATE_SERIES_AXIS = {
+    "num": 2, "wgt": 2, "nobs": 1, "shadow": 2, "shadow_w": 2, "shadow_on": 0,
+    "run": 0, "lvl_num": 0, "lvl_w": 0, "ss": 1, "sw": 1,
+}  # fmt: skip
+
+
+def _fresh_state(S: int, N: int) -> dict[str, np.ndarray]:
+    return {
+        "num": np.zeros((4, S, N)), "wgt": np.zeros((4, S, N)), "nobs": np.zeros((S, N)),
+        "shadow": np.zeros((4, S, N)), "shadow_w": np.zeros((4, S, N)),
+        "shadow_on": np.zeros(N, dtype=bool), "run": np.zeros(N),
+        "lvl_num": np.zeros(N), "lvl_w": np.zeros(N),
+        "ss": np.zeros((4, N)), "sw": np.zeros((4, N)),
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class BaselineState:
+    """Everything the baselines carry from one day to the next, for a set of
+    series: resume from it and the result equals a run over the whole history.
+
+    ``day`` is the first day the state has *not* seen. ``series`` are the key
+    tuples in array order. ``to_bytes``/``from_bytes`` give a blob a caller
+    can store (numpy's npz format; no pickling of objects).
+    """
+
+    config: BaselineConfig
+    keys: tuple[str, ...]
+    series: tuple[tuple[object, ...], ...]
+    day: pd.Timestamp
+    arrays: dict[str, np.ndarray]
+
+    def select(self, series: Sequence[tuple[object, ...]]) -> BaselineState:
+        """The state of some of the series (unknown ones start fresh)."""
+        return BaselineState(
+            self.config, self.keys, tuple(series), self.day,
+            _state_for(self, list(series)),
+        )  # fmt: skip
+
+    def merge(self, other: BaselineState) -> BaselineState:
+        """This state with ``other``'s series replaced or added (both at the
+        same day and configuration): how an incremental recompute updates a
+        saved state for the series it recomputed."""
+        if other.config != self.config or other.day != self.day:
+            raise InvalidInput("other", other.day, "state of another day or config")
+        theirs = set(other.series)
+        series = [k for k in self.series if k not in theirs] + list(other.series)
+        mine = _state_for(self, series)
+        from_other = _state_for(other, series)
+        take = np.array([k in theirs for k in series], dtype=bool)
+        arrays = {}
+        for name, axis in _STATE_SERIES_AXIS.items():
+            shape = [1] * mine[name].ndim
+            shape[axis] = len(series)
+            arrays[name] = np.where(take.reshape(shape), from_other[name], mine[name])
+        return BaselineState(self.config, self.keys, tuple(series), self.day, arrays)
+
+    def to_bytes(self) -> bytes:
+        import io
+        import json
+        from dataclasses import asdict
+
+        meta = {
+            "config": asdict(self.config), "keys": list(self.keys),
+            "series": [list(map(str, k)) for k in self.series],
+            "day": self.day.isoformat(),
+        }  # fmt: skip
+        buf = io.BytesIO()
+        blobs: dict[str, np.ndarray] = {
+            "_meta": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+            **self.arrays,
+        }
+        np.savez(buf, allow_pickle=False, **blobs)
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> BaselineState:
+        """Inverse of ``to_bytes``; series key values come back as strings."""
+        import io
+        import json
+
+        with np.load(io.BytesIO(blob), allow_pickle=False) as data:
+            meta = json.loads(bytes(data["_meta"]).decode())
+            arrays = {k: data[k] for k in data.files if k != "_meta"}
+        return cls(
+            BaselineConfig(**meta["config"]), tuple(meta["keys"]),
+            tuple(tuple(k) for k in meta["series"]), pd.Timestamp(meta["day"]), arrays,
+        )  # fmt: skip
+
+
+def _state_for(
+    state: BaselineState, series: Sequence[tuple[object, ...]]
+) -> dict[str, np.ndarray]:
+    """``state``'s arrays re-ordered to ``series``; fresh where unknown."""
+    S = n_slots(state.config.slot_kind())
+    fresh = _fresh_state(S, len(series))
+    where = {k: i for i, k in enumerate(state.series)}
+    pos = np.array([where.get(k, -1) for k in series], dtype=np.int64)
+    known = pos >= 0
+    for name, axis in _STATE_SERIES_AXIS.items():
+        if known.any():
+            taken = np.take(state.arrays[name], pos[known], axis=axis)
+            index = [slice(None)] * fresh[name].ndim
+            index[axis] = np.flatnonzero(known)  # type: ignore[call-overload]
+            fresh[name][tuple(index)] = taken
+    return fresh
