@@ -112,7 +112,7 @@ def test_the_deployment_page_shows_its_band_its_flags_and_its_pool_idle(
         solo = lead.get("/fleet/solo/").content.decode()
         member = lead.get("/fleet/a/").content.decode()
     assert f'href="/economics/explain/{stepped.pk}/"' in solo
-    assert 'data-figure-key="baseline"' in solo
+    assert 'data-figure-key="cost"' in solo  # $/1k with its band
     assert 'id="pool-idle"' in member and 'id="pool-idle"' not in solo
 
 
