@@ -77,6 +77,8 @@ ACCOUNT = "000000000000"
 TAG_KEY = "costapp:workload"
 PASSWORD = "bench-pages-password-1"  # a scratch user in a scratch database
 TABLES = (  # emptied before seeding, children first
+    "costapp_idlefigure",
+    "costapp_baselinecheckpoint",
     "costapp_unitcostfigure",
     "costapp_histogramhour",
     "costapp_devicehour",

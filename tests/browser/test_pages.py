@@ -126,11 +126,6 @@ def _console(d: Any, page: str) -> list[str]:
     return problems
 
 
-# The telemetry pages' tables overflow today (issue 12, the telemetry page is
-# another helper's change): their width is checked by its own strict xfail.
-WIDE_ELSEWHERE = ("/telemetry/",)
-
-
 def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
     problems: list[str] = []
     d.set_window_size(WIDTHS[0], 1000)
@@ -155,7 +150,7 @@ def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
             )
             if wide[0] <= wide[1]:
                 break
-        if wide[0] > wide[1] and not page.startswith(WIDE_ELSEWHERE):
+        if wide[0] > wide[1]:
             problems.append(f"{page} at {width} px scrolls sideways: {wide}")
         # Nor does a table overflow its card on the breakdown page.
         inner = d.execute_script(
@@ -202,11 +197,6 @@ def test_every_page_of_the_role_draws_fits_and_logs_nothing(
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the telemetry tables overflow at 1024/1440 px until the telemetry "
-    "page of issue 12 lands; then remove this marker",
-)
 def test_the_telemetry_pages_fit_the_screen(demo: Demo, drivers: Any) -> None:
     d = drivers["tech lead"]
     problems = []
