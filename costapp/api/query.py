@@ -16,7 +16,9 @@ from costapp.models.economics import GRAINS, SCOPES
 from costapp.validation import MAX_DATE, MIN_DATE, shown
 
 DEFAULT_DAYS = 30
-MAX_DAYS = {"day": 366, "hour": 31}
+# Longest window per grain (days). Every stored grain has one: a grain added to
+# the model without a bound here would fail at request time.
+MAX_DAYS = {"hour": 31, "day": 366, "week": 3 * 366, "month": 10 * 366}
 # Spend allocates the bill on read: a quarter at most per request.
 MAX_SPEND_DAYS = 93
 NAME_PATTERN = r"^[A-Za-z0-9_.:/@-]{1,100}$"
