@@ -474,7 +474,8 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, Python {platform.python_version()}")  # fmt: skip
-    print(f"seeded {args.deployments} deployments x {args.days} days hourly in {seeded:.0f} s; "
+    how = "seeded earlier (--no-seed)" if args.no_seed else f"seeded in {seeded:.0f} s"
+    print(f"{args.deployments} deployments x {args.days} days hourly, {how}; "
           f"{args.clients} clients x {args.rounds} rounds, median of {args.repeat} runs")  # fmt: skip
     print(f"{'page':28} {'median':>11} {'p95':>11} {'ratio to trivial':>17}")
     for label in pages:
