@@ -468,20 +468,16 @@ class Export:
             use = usage.get((name, day))
             home = dep.account_id
             billed = home in billed_accounts if home else bool(billed_accounts)
+            pool_name = dep.pool.name if dep.pool else ""
             row = traffic_row.get(name)
             if billed and row is None:
                 # The day is billed and none of it is this deployment's: $0.
                 account = home or billed_accounts[0]
                 currency = next(c for a, c in sorted(grouped) if a == account)
-                key = (
-                    account,
-                    currency,
-                    self._target(name),
-                    dep.pool.name if dep.pool else "",
-                )
+                key = (account, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:
-                    row = rows[key] = _Row(day, account, currency, key[2], key[3])
+                    row = rows[key] = _Row(day, *key)
                     status = (
                         ESTIMATED
                         if day in self.coverage.estimated.get(account, set())
@@ -493,15 +489,10 @@ class Export:
             elif not billed:
                 rate = book.for_deployment(dep, day)
                 currency = rate[1] if rate is not None else "USD"
-                key = (
-                    home,
-                    currency,
-                    self._target(name),
-                    dep.pool.name if dep.pool else "",
-                )
+                key = (home, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:
-                    row = rows[key] = _Row(day, home, currency, key[2], key[3])
+                    row = rows[key] = _Row(day, *key)
                     row.days[PROVISIONAL].add(day)
                 row.hows.add("rate card")
                 if rate is not None and use is not None:
