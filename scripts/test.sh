@@ -56,7 +56,9 @@ log "mypy"
 .venv/bin/mypy costapp analytics
 
 log "test suite on PostgreSQL"
-.venv/bin/pytest -p no:cacheprovider "$@"
+# Two workers (the CI machine has two cores); a file stays on one worker, so a
+# module-scoped demo seed runs once. PYTEST_WORKERS=0 runs in one process.
+.venv/bin/pytest -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=30 "$@"
 
 log "smoke subset on SQLite"
 DATABASE_URL="sqlite:///$(mktemp -d)/smoke.sqlite3" .venv/bin/pytest -p no:cacheprovider -m smoke -q

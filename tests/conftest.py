@@ -22,6 +22,12 @@ def pytest_configure(config: pytest.Config) -> None:
 def redis_url() -> Iterator[str]:
     """A reachable Redis (scripts/services.sh starts one on 127.0.0.1:6379)."""
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/15")
+    # Under pytest-xdist each worker gets its own database below the given one
+    # (gw0 -> 15, gw1 -> 14, ...), so one worker's flush never empties another's.
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if worker.startswith("gw"):
+        base, _, db = url.rpartition("/")
+        url = f"{base}/{int(db or 0) - int(worker[2:])}"
     try:
         client = redis_lib.Redis.from_url(url, socket_timeout=2)
         client.ping()
