@@ -52,16 +52,20 @@ def test_every_generated_table_in_the_docs_is_what_the_data_gives(
 def test_the_reported_headline_figures_are_the_computed_ones(table) -> None:  # type: ignore[no-untyped-def]
     post = table[table["set"] == POST_FREEZE]
     # The figures docs/capacity-validation.md states in its reading.
-    assert len(table) == 42 and len(post) == 20
-    assert round(float(np.median(post["abs_error"])) * 100, 1) == 1.4
-    assert round(float(np.quantile(post["abs_error"], 0.9)) * 100, 1) == 4.4
+    assert len(table) == 43 and len(post) == 21
+    assert round(float(np.median(post["abs_error"])) * 100, 1) == 1.5
+    assert round(float(np.quantile(post["abs_error"], 0.9)) * 100, 1) == 3.4
     assert round(float(np.median(table["abs_error"])) * 100, 1) == 1.9
-    assert round(float(np.quantile(table["abs_error"], 0.9)) * 100, 1) == 9.3
+    assert round(float(np.quantile(table["abs_error"], 0.9)) * 100, 1) == 9.2
+    # Without the third round's row, the figures the second round reported.
+    earlier = post[post["id"] != "a100-80-qwen3-06b-4k-v1-pr24577"]
+    assert round(float(np.quantile(earlier["abs_error"], 0.9)) * 100, 1) == 4.4
     text = DOC.read_text(encoding="utf-8")
     for claim in (
-        "20 post-freeze rows**: median 1.4% (goal ≤ 3%), p90\n  4.4%",
-        "All 42 rows: median 1.9%, p90 9.3%",
-        "**42 real\n  logs**",
+        "21 post-freeze rows**: median 1.5% (goal ≤ 3%), p90\n  3.4%",
+        "All 43 rows: median 1.9%, p90 9.2%",
+        "**43 real\n  logs**",
+        "(4.4% with 20 rows, 3.4% with",
     ):
         assert claim in text, claim
 
