@@ -14,6 +14,14 @@ telemetry, like with like.
 More than 15% on ITL or throughput is a large error: the result says so and
 offers the fit-from-telemetry calibration. Agreement on telemetry the demo took
 from the engine itself is marked circular.
+
+The telemetry is checked against itself first: over an hour, output tokens =
+Σ per-step decoding batch, so tokens/s = time-mean running batch ÷ token-mean
+ITL exactly, plus one first token per request, and less where running requests
+are still in prefill. Telemetry above that bound (``telemetry_ratio`` > 1.1)
+cannot be right in both its running gauge and its ITL histogram, and no step
+model can match its ITL and its throughput at once: the result says so, and
+that neither the throughput error nor the replica check is evidence.
 """
 
 from __future__ import annotations
@@ -30,6 +38,10 @@ from analytics.capacity.calibration_types import Calibration
 from analytics.capacity.engine import Scenario, StepModel, evaluate, step_model
 
 LARGE_ERROR = 0.15
+# tokens/s above running / mean ITL (+ first tokens) by more than this is
+# telemetry contradicting itself (counter and gauge scrape jitter stays well
+# inside it).
+CONSISTENCY_TOLERANCE = 0.10
 
 
 @dataclass(frozen=True)
@@ -65,6 +77,9 @@ class HourCheck:
     # "not checked" (SLA missed or data missing).
     replicas_verdict: str
     headroom_replicas: float | None
+    # Observed output tokens/s / (running / observed mean ITL + requests/s):
+    # at most 1 for telemetry that agrees with itself (see the module docstring).
+    telemetry_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,10 @@ class Backtest:
     circular: bool
     calibration: str
     messages: tuple[str, ...]
+    # Window's sum(observed tokens/s) / sum(running / mean ITL + requests/s);
+    # None without hours holding all four figures.
+    telemetry_ratio: float | None = None
+    telemetry_consistent: bool | None = None
 
     def as_frame(self) -> pd.DataFrame:
         return pd.DataFrame([h.__dict__ for h in self.hours])
@@ -159,6 +178,14 @@ def backtest_today(
                     / base.max_requests_per_s_within_sla
                 ),
             )
+        ratio = None
+        if observed_itl and not _missing(
+            batch, observed_tps, obs.requests_per_s, obs.replicas
+        ):
+            first = float(obs.requests_per_s or 0.0) / float(obs.replicas or 1.0)
+            bound = float(batch or 0.0) / observed_itl + first
+            if bound > 0:
+                ratio = float(observed_tps or 0.0) / bound
         verdict, headroom = "not checked", None
         if sla_met and replicas_predicted is not None and not _missing(obs.replicas):
             n = float(obs.replicas or 0.0)
@@ -181,14 +208,42 @@ def backtest_today(
                 sla_met=sla_met,
                 replicas_verdict=verdict,
                 headroom_replicas=headroom,
+                telemetry_ratio=ratio,
             )
         )
-    return _summarise(
+    found = _summarise(
         checks,
         hours,
         base.calibration.label,
         circular=circular,
         large_error=large_error,
+    )
+    if found.replicas_ok is False:
+        stalls = _stall_bound(scenario, base)
+        if stalls:
+            found = replace(found, messages=(*found.messages, stalls))
+    return found
+
+
+def _stall_bound(scenario: Scenario, base: Any) -> str | None:
+    """Why a replica carries no more within the SLA, when prefill stalls set it:
+    above ``output x (1 - percentile)`` running requests, more than that share
+    of the ITL samples fall in steps carrying a prefill."""
+    q = float(scenario.sla_percentile)
+    cliff = float(scenario.output_tokens) * (1.0 - q)
+    batch = float(base.batch_size)
+    room = min(float(base.max_concurrency), float(base.max_num_seqs))
+    if not (batch > 0 and batch <= cliff < batch + 1 and batch < room):
+        return None
+    return (
+        f"capacity per replica within the SLA ({base.max_requests_per_s_within_sla:.2f}"
+        f" req/s at a batch of {batch:.0f}) is set by prefill stalls: above "
+        f"{cliff:.1f} running requests ({1 - q:.0%} of {scenario.output_tokens} "
+        f"output tokens) more than {1 - q:.0%} of ITL samples fall in steps that "
+        f"carry a prompt's prefill ({base.prefill_ms:.0f} ms; with the decode "
+        f"step over the {scenario.itl_sla_ms:g} ms SLA); telemetry whose "
+        f"p{q * 100:.0f} ITL has "
+        "no such tail meets the SLA at a higher load"
     )
 
 
@@ -226,7 +281,34 @@ def _summarise(
     replicas_ok = (
         all(c.replicas_verdict == "within" for c in checked) if checked else None
     )
+    rated = [c for c in checks if c.telemetry_ratio]
+    bound_sum = sum(
+        (c.observed_tokens_per_s or 0.0) / (c.telemetry_ratio or 1.0) for c in rated
+    )
+    telemetry_ratio = (
+        sum(c.observed_tokens_per_s or 0.0 for c in rated) / bound_sum
+        if bound_sum > 0
+        else None
+    )
+    consistent = (
+        None
+        if telemetry_ratio is None
+        else telemetry_ratio <= 1.0 + CONSISTENCY_TOLERANCE
+    )
     messages: list[str] = []
+    if consistent is False:
+        over = sum(1 for c in checks if c.replicas_verdict == "over")
+        messages.append(
+            f"telemetry inconsistent: output tokens/s per replica is "
+            f"{telemetry_ratio:.2f}x what its running batch and mean ITL allow "
+            "(running / mean ITL, plus one first token per request; each running "
+            "sequence makes at most one token per step), so the running gauge "
+            "undercounts or the ITL histogram overstates. No step model can match "
+            "this telemetry's ITL and its throughput at once, so neither the "
+            "throughput error nor the replica check"
+            + (f" ({over} hours over)" if over else "")
+            + " says whether the engine is wrong: the telemetry must be fixed first"
+        )
     if itl_error is None:
         messages.append(
             "no hour with both ITL and running-batch telemetry: nothing to compare"
@@ -265,6 +347,8 @@ def _summarise(
         circular=circular,
         calibration=label,
         messages=tuple(messages),
+        telemetry_ratio=telemetry_ratio,
+        telemetry_consistent=consistent,
     )
 
 

@@ -177,6 +177,14 @@ def _bench_line_to_constants(
     return bw, f_dec, setting["t0"]
 
 
+# A run whose mean TPOT is more than this many times its median ITL spends more
+# of each request's decode time in stalled steps (prefills sharing the step)
+# than in typical ones: its median ITL does not pair with the batch Little's law
+# gives on TPOT, so it says nothing about the decode step and is left out of
+# the fit (decode-dominated runs sit at 1.0-1.2).
+PREFILL_BOUND_TPOT_RATIO = 2.0
+
+
 def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = []
     for i, res in enumerate(results):
@@ -208,6 +216,7 @@ def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "ttft_s": _positive(res, "median_ttft_ms") / 1000,
                 "prompt": mean_in,
                 "p99_itl_ratio": float(res.get("p99_itl_ms", step_ms)) / step_ms,
+                "tpot_ratio": tpot_ms / step_ms,
                 "max_concurrency": res.get("max_concurrency"),
                 "request_rate": res.get("request_rate"),
             }
@@ -228,8 +237,24 @@ def import_vllm_bench_serve(
     if isinstance(results, Mapping):
         results = [results]
     points = _bench_points(results)
+    stalled = points["tpot_ratio"] > PREFILL_BOUND_TPOT_RATIO
+    if stalled.all():
+        raise CalibrationRefused(
+            "results",
+            [round(float(r), 2) for r in points["tpot_ratio"]],
+            "every run is prefill-bound (mean TPOT over "
+            f"{PREFILL_BOUND_TPOT_RATIO:g}x the median ITL): their median ITL "
+            "does not pair with a decode batch; calibrate on runs where decode "
+            "dominates (a lower request rate or concurrency)",
+        )
+    points = points[~stalled].reset_index(drop=True)
     setting = _setting(key, model)
     t0, bw, f_dec, method = fit_decode(points, setting)
+    if stalled.any():
+        method += (
+            f"; {int(stalled.sum())} of {len(stalled)} runs left out as "
+            f"prefill-bound (mean TPOT > {PREFILL_BOUND_TPOT_RATIO:g}x median ITL)"
+        )
     predicted = _predict_step(points, setting, t0, bw, f_dec)
     mape, r2 = fit_errors(points["step_s"].to_numpy(), predicted)
     # Prefill: TTFT at light load is a fixed overhead p0 (API server, scheduling),

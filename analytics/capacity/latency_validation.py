@@ -37,6 +37,7 @@ import pandas as pd
 
 from analytics.capacity import latency as lat
 from analytics.capacity.calibration_fit import import_vllm_bench_serve
+from analytics.capacity.calibration_io import CalibrationRefused
 from analytics.capacity.calibration_types import Calibration, CalibrationKey
 from analytics.capacity.catalog import get_model
 from analytics.capacity.engine import Scenario, StepModel, step_model
@@ -397,13 +398,22 @@ def calibrations_for(
         # One fit per other model; with several, the one with most runs.
         by_model = _groups(sources, lambda r: r.model_as)
         best = max(by_model.values(), key=len)
-        transfer = transferred(fit_on(best), row)
+        fitted = _fit_or_none(best)
+        transfer = transferred(fitted, row) if fitted is not None else None
     same = same_model_sources(row, rows)
     return {
         "roofline": None,
         "transfer": transfer,
-        "same_model": fit_on(same) if same else None,
+        "same_model": _fit_or_none(same) if same else None,
     }
+
+
+def _fit_or_none(rows: Sequence[BenchRow]) -> Calibration | None:
+    """The fit, or None where the importer refuses the runs (all prefill-bound)."""
+    try:
+        return fit_on(rows)
+    except CalibrationRefused:
+        return None
 
 
 def _error(predicted: float, actual: float) -> float:

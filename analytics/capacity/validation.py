@@ -115,13 +115,15 @@ def _summary_row(part: pd.DataFrame) -> dict[str, float]:
 
 
 def error_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Median and p90 absolute error: all rows, by freeze set, generation, GPU, TP."""
+    """Median and p90 absolute error: all rows, by freeze set, generation, GPU, TP
+    and KV-cache dtype."""
     groups: dict[str, pd.DataFrame] = {"all": table}
     for column, prefix in (
         ("set", ""),
         ("generation", ""),
         ("gpu", "gpu "),
         ("tp", "tp "),
+        ("kv_dtype", "kv "),
     ):
         for value, part in table.groupby(column):
             groups[f"{prefix}{value}"] = part

@@ -296,6 +296,8 @@ def document(found: DeploymentBacktest) -> dict[str, Any]:
         "large_error": bt.large_error,
         "offer_telemetry_fit": bt.offer_telemetry_fit,
         "replicas_ok": bt.replicas_ok,
+        "telemetry_ratio": clean(bt.telemetry_ratio),
+        "telemetry_consistent": bt.telemetry_consistent,
         "circular": bt.circular,
         "engine_figures": sorted(found.engine_figures),
         "calibration": bt.calibration,

@@ -278,6 +278,18 @@ def backtest_rows(
                 f"{len(both)} hours; predicted = batch / predicted mean ITL",
             )
         )
+    if bt.telemetry_ratio is not None:
+        rows.append(
+            BacktestRow(
+                "Telemetry against itself: tokens/s ÷ (running ÷ mean ITL)",
+                f"{bt.telemetry_ratio:.2f}",
+                "≤ 1.00",
+                "inconsistent" if bt.telemetry_consistent is False else "consistent",
+                "bad" if bt.telemetry_consistent is False else "good",
+                "observed only, no engine: each running sequence makes at most one "
+                "token per step (plus one first token per request)",
+            )
+        )
     checked = [h for h in bt.hours if h.replicas_verdict != "not checked"]
     if checked:
         over = [h for h in checked if h.replicas_verdict == "over"]
@@ -296,7 +308,13 @@ def backtest_rows(
                     "bad",
                     f"worst hour {_hour_text(worst.hour)}; {len(over)} of "
                     f"{len(checked)} hours over: predicted more replicas than "
-                    "served within the SLA (predicted must be ≤ observed)",
+                    "served within the SLA (predicted must be ≤ observed)"
+                    + (
+                        "; the telemetry is inconsistent (row above), so this "
+                        "check is not evidence against the engine"
+                        if bt.telemetry_consistent is False
+                        else ""
+                    ),
                 )
             )
         else:

@@ -23,7 +23,13 @@ from analytics.capacity.engine import step_model
 from costapp.capacity import services
 from costapp.capacity.backtest import deployment_backtest
 from costapp.capacity.selectors import deployment_today
-from costapp.models import Calibration, Deployment, HistogramHour, IngestRun
+from costapp.models import (
+    Calibration,
+    Deployment,
+    DeploymentHour,
+    HistogramHour,
+    IngestRun,
+)
 from costapp.sources.demo.story import DEPLOYMENTS, SUMMARIZE_ITL_CURVE
 from tests.support.demo_data import demo_load, demo_tables_wipe
 from tests.support.users import user_in
@@ -214,3 +220,55 @@ def test_a_variant_below_the_observed_prompts_shows_the_rejected_share(
     assert f"at least {above_5000:.1%}, at most {above_2000:.1%}" in text
     assert "finish_reason=length" in text
     assert "at least" in page.content.decode()
+
+
+def test_chats_replica_check_fails_and_the_backtest_says_its_telemetry_is_why(
+    now: datetime, lead: User, client: Client
+) -> None:
+    """chat's running gauge is Little's law on the unloaded ITL (itl_s) while its
+    ITL histogram carries the loaded one, so its tokens/s are 1.4x what running
+    / mean ITL allows. The engine at chat's hourly batch agrees on ITL (+5%)
+    and cannot also agree on throughput; the page and the command say so
+    beside the replica hours that are over."""
+    chat = Deployment.objects.get(name="chat")
+    bt = deployment_backtest(chat, calibrations=()).backtest
+    assert bt is not None
+    assert bt.itl_error is not None and abs(bt.itl_error) < 0.10
+    assert bt.throughput_error is not None and bt.throughput_error < -0.25
+    assert bt.telemetry_ratio == pytest.approx(1.42, abs=0.05)
+    assert bt.telemetry_consistent is False and bt.replicas_ok is False
+    assert any("telemetry must be fixed first" in m for m in bt.messages)
+    # What bounds the engine's replica: prefill stalls past 5% of 454 tokens.
+    assert any("set by prefill stalls" in m for m in bt.messages)
+    # By hand, from the stored rows of one busy hour: tokens/s per pod against
+    # running per pod / (ITL sum / count) + requests/s per pod.
+    busy = max(
+        (h for h in bt.hours if h.telemetry_ratio is not None),
+        key=lambda h: h.replicas_observed or 0.0,
+    )
+    at = datetime.fromisoformat(str(busy.hour))
+    row = DeploymentHour.objects.get(deployment=chat, hour=at)
+    itl = HistogramHour.objects.get(deployment=chat, metric="itl", hour=at)
+    pods = row.replicas_mean
+    bound = (row.running_mean / pods) / (itl.total_sum / itl.total_count) + (
+        row.requests / 3600 / pods
+    )
+    assert busy.telemetry_ratio == pytest.approx(
+        row.generation_tokens / 3600 / pods / bound, rel=1e-9
+    )
+    # summarize's telemetry comes from a curve and agrees with itself.
+    found = deployment_backtest(_summarize(), calibrations=()).backtest
+    assert found is not None and found.telemetry_consistent is True
+    client.force_login(lead)
+    page = client.get("/capacity/chat/")
+    rows = {r.figure: r for r in page.context["backtest_rows"]}
+    consistency = rows["Telemetry against itself: tokens/s ÷ (running ÷ mean ITL)"]
+    assert consistency.tone == "bad" and consistency.gap == "inconsistent"
+    replicas = rows["Replicas, hours that met the ITL SLA (one-sided)"]
+    assert replicas.tone == "bad" and "not evidence" in replicas.note
+    assert "telemetry inconsistent" in page.content.decode()
+    out = StringIO()
+    call_command("capacity_backtest", "--deployment", "chat", stdout=out)
+    assert "telemetry inconsistent: output tokens/s per replica is 1.4" in (
+        out.getvalue()
+    )

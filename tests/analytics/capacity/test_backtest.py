@@ -142,3 +142,76 @@ def test_missing_telemetry_stays_missing() -> None:
     assert found.hours[0].observed_itl_ms is None
     assert not found.large_error
     assert any("nothing to compare" in m for m in found.messages)
+
+
+def test_telemetry_that_agrees_with_itself_is_consistent() -> None:
+    found = backtest_today(TODAY, _hours(1.3))
+    # tokens/s = running / mean ITL exactly; the first tokens (1 in 256) are
+    # allowed on top, so the ratio sits just under 1.
+    assert found.telemetry_ratio == pytest.approx(256 / 257, rel=1e-9)
+    assert found.telemetry_consistent is True
+    assert not any("inconsistent" in m for m in found.messages)
+
+
+def test_tokens_per_s_above_running_over_itl_is_named_inconsistent() -> None:
+    """A running gauge at 1/1.42 of what the ITL histogram and the token counter
+    imply (the demo chat's shape): no step model can match both figures, and the
+    back-test says neither throughput nor replicas are evidence on it."""
+    hours = [
+        HourObservation(**{**h.__dict__, "running_per_replica": h.running_per_replica / 1.42})  # type: ignore[operator]
+        for h in _hours(1.0)
+    ]  # fmt: skip
+    found = backtest_today(TODAY, hours)
+    assert found.telemetry_ratio == pytest.approx(1.42 * 256 / (256 + 1.42), rel=1e-6)
+    assert found.telemetry_consistent is False
+    assert all(h.telemetry_ratio and h.telemetry_ratio > 1.3 for h in found.hours)
+    (message,) = [m for m in found.messages if m.startswith("telemetry inconsistent")]
+    assert (
+        "1.41x" in message
+        and "the replica check" in message
+        and "engine is wrong" in message
+    )
+
+
+def test_without_the_four_figures_consistency_is_unknown_not_assumed() -> None:
+    hours = [
+        HourObservation(**{**h.__dict__, "requests_per_s": None}) for h in _hours(1.0)
+    ]
+    found = backtest_today(TODAY, hours)
+    assert found.telemetry_ratio is None and found.telemetry_consistent is None
+
+
+def test_an_over_verdict_names_the_prefill_stalls_that_bound_the_replica() -> None:
+    """The demo chat's shape: 454 output tokens, so above 22.7 running requests
+    more than 5% of ITL samples sit in steps carrying a ~90 ms prefill."""
+    chat = Scenario(
+        model="Llama-3.1-70B",
+        gpu="H100-SXM",
+        tp=4,
+        kv_dtype="fp8",
+        prompt_tokens=1817,
+        output_tokens=454,
+        itl_sla_ms=60,
+        prefix_cache_hit_rate=0.35,
+    )
+    base = evaluate(chat)
+    assert base.batch_size == 22  # floor(454 x 0.05), not the KV cache or SLA mean
+    assert base.itl_mean_ms < 60 and base.prefill_ms > 60
+    over = HourObservation(
+        hour="peak",
+        replicas=15,
+        running_per_replica=15.3,
+        itl_sum_s=None,
+        itl_count=None,
+        requests_per_s=15 * 2.09,
+        itl_p95_ms=52.0,
+    )
+    found = backtest_today(chat, [over])
+    assert found.replicas_ok is False
+    (message,) = [m for m in found.messages if "prefill stalls" in m]
+    assert "at a batch of 22" in message and "above 22.7 running requests" in message
+    # Within, the bound is not mentioned.
+    within = HourObservation(**{**over.__dict__, "requests_per_s": 15 * 1.5})
+    assert not any(
+        "prefill stalls" in m for m in backtest_today(chat, [within]).messages
+    )

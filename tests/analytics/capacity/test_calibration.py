@@ -80,6 +80,34 @@ def test_several_bench_runs_fit_bandwidth_and_compute_with_error_on_their_points
     assert cal.fit.mape < 0.05
 
 
+def test_prefill_bound_runs_are_left_out_of_the_fit_and_named() -> None:
+    """A run whose mean TPOT is over twice its median ITL spends most decode time
+    in stalled steps: its median ITL does not pair with Little's law's batch on
+    TPOT (the H100 Qwen3-14B bursts of the latency validation: 3.0x to 6.4x)."""
+    base = _bench("vllm_bench_serve_qwen3_vl_8b_1qps.json")
+    runs = [
+        dict(base, output_throughput=s * 1000 / itl, mean_tpot_ms=itl, median_itl_ms=itl)
+        for s, itl in ((1, 27.3), (4, 29.0), (16, 34.0), (48, 47.0))
+    ]  # fmt: skip
+    clean = import_vllm_bench_serve(runs, key=KEY)
+    # A burst at a median ITL of 45 ms but a mean TPOT of 200 ms: Little's law
+    # would put 4.4x the real batch beside a step of typical length.
+    stalled = dict(
+        base, output_throughput=500.0, mean_tpot_ms=200.0, median_itl_ms=45.0
+    )
+    with_stalled = import_vllm_bench_serve([*runs, stalled], key=KEY)
+    assert with_stalled.fit.n_points == 4
+    assert with_stalled.params == clean.params
+    assert "1 of 5 runs left out as prefill-bound" in with_stalled.fit.method
+    # Exactly 2x is not over the bound: kept.
+    edge = dict(stalled, mean_tpot_ms=90.0)
+    assert import_vllm_bench_serve([*runs, edge], key=KEY).fit.n_points == 5
+    with pytest.raises(CalibrationRefused) as refused:
+        import_vllm_bench_serve([stalled, dict(stalled, mean_tpot_ms=300.0)], key=KEY)
+    assert refused.value.field == "results" and refused.value.value == [4.44, 6.67]
+    assert "prefill-bound" in str(refused.value)
+
+
 def test_a_vllm_bench_latency_file_imports_with_the_flags_it_was_run_with() -> None:
     cal = import_vllm_bench_latency(
         _bench("vllm_bench_latency_format.json"),

@@ -183,3 +183,36 @@ def test_a_bad_row_is_refused_naming_the_field() -> None:
     with pytest.raises(InvalidInput) as err:
         lv.row_from_dict({"load": "sometimes"}, "rows[3]")
     assert err.value.field == "rows[3].load"
+
+
+def test_prefill_bound_runs_give_no_calibration_and_the_rest_are_unchanged(
+    rows: list[lv.BenchRow], table: pd.DataFrame
+) -> None:
+    """The four H100 Qwen3-14B bursts have mean TPOT 3.0x-6.4x their median ITL:
+    the importer refuses them, so they get no same-model fit and the 8B runs no
+    transfer from them; every other row is still predicted by all it had."""
+    stalled = {
+        r.id
+        for r in rows
+        if r.measured.mean_tpot_ms
+        and r.measured.mean_tpot_ms / r.measured.median_itl_ms > 2.0
+    }
+    assert stalled == {
+        "h100-qwen3-14b-sharegpt-217-n1000",
+        "h100-qwen3-14b-random-2000-n500",
+        "h100-qwen3-14b-random-4000-n500",
+        "h100-qwen3-14b-random-32000-n100",
+    }
+    same = table[table["method"] == "same_model"].set_index("id")
+    assert same.loc[sorted(stalled), "itl_pred"].isna().all()
+    assert same.drop(index=sorted(stalled))["itl_pred"].notna().all()
+    transfer = table[table["method"] == "transfer"].set_index("id")
+    eight_b = [r.id for r in rows if r.model_as == "Qwen3-8B"]
+    assert transfer.loc[eight_b, "itl_pred"].isna().all()
+    # No fitted calibration rests on a prefill-bound run.
+    for source in table["calibration"].dropna():
+        assert not any(s in source for s in stalled), source
+    summary = lv.error_summary(table)
+    assert summary.loc["same_model", "rows"] == 30
+    assert summary.loc["same_model", "itl_within_15"] == 29
+    assert summary.loc["same_model", "throughput_within_15"] == 24
