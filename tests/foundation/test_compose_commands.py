@@ -173,7 +173,10 @@ def test_a_real_worker_runs_an_ingest_task_and_the_rows_land_in_postgresql(
         stderr=subprocess.STDOUT,
         text=True,
     )
-    client = Celery(broker=app_env["CELERY_BROKER_URL"])
+    # Not the current app: shared tasks resolve through the current app, so a
+    # client left current (and closed below) would take every later test's
+    # tasks in this process to its broker instead of running them eagerly.
+    client = Celery(broker=app_env["CELERY_BROKER_URL"], set_as_current=False)
     try:
         # An explicit connection: kombu's producer pools are process-global and
         # other tests may have closed the one for this broker URL.
