@@ -67,7 +67,7 @@ def observations(
     for row in DeploymentHour.objects.filter(
         deployment=deployment, hour__gte=start, hour__lt=end
     ).order_by("hour"):
-        replicas = row.replicas_mean if row.replicas_mean > 0 else None
+        replicas = row.replicas_mean if row.replicas_mean else None
         requests = row.requests
         hist = itl.get(row.hour)
         if row.prefix_cache_queries and row.prefix_cache_hits is not None:

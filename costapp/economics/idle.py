@@ -142,7 +142,7 @@ def _hours_frame(names: list[str], start: date) -> pd.DataFrame:
     )  # fmt: skip
     records = [
         (n, pd.Timestamp(h.astimezone(UTC).date()), (s + ln) / 3600.0,
-         np.nan if g is None else g / 3600.0, r)
+         np.nan if g is None else g / 3600.0, np.nan if r is None else r)
         for n, h, s, ln, g, r in rows.iterator(chunk_size=10_000)
     ]  # fmt: skip
     return pd.DataFrame.from_records(

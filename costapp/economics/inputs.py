@@ -113,7 +113,7 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
                 prompt, gen,
                 # Unknown GPU-seconds stay unknown: never priced as 0.
                 float("nan") if gpu_s is None else gpu_s / 3600.0,
-                replicas, card, currency,
+                float("nan") if replicas is None else replicas, card, currency,
             )
         )  # fmt: skip
     hours = pd.DataFrame.from_records(records, columns=list(HOUR_COLUMNS))

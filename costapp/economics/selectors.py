@@ -50,7 +50,7 @@ class DeploymentDay:
     prompt_tokens: float
     generation_tokens: float
     gpu_hours: float
-    replicas_mean: float
+    replicas_mean: float | None  # None: no replica count scraped
     hours: int  # hours with telemetry
     cost: Decimal | None  # None: not measurable (see ``missing``)
     basis: Basis
@@ -148,7 +148,7 @@ def deployment_days_read(
                 prompt_tokens=float(g["prompt"] or 0.0),
                 generation_tokens=float(g["generation"] or 0.0),
                 gpu_hours=gpu_hours,
-                replicas_mean=float(g["replicas"] or 0.0),
+                replicas_mean=None if g["replicas"] is None else float(g["replicas"]),
                 hours=int(g["n"]),
                 cost=cost,
                 basis=basis,

@@ -30,9 +30,11 @@ class DeploymentHour(models.Model):
     requests_aborted = models.FloatField(default=0)
     prompt_tokens = models.FloatField(default=0)
     generation_tokens = models.FloatField(default=0)
-    # Engines and GPUs actually up (not the fleet file's nominal count).
-    replicas_mean = models.FloatField(default=0)
-    replicas_max = models.FloatField(default=0)
+    # Engines and GPUs actually up (not the fleet file's nominal count). Null
+    # when no replica count was scraped for the hour: unknown, never 0 (0 is
+    # a deployment scaled to zero).
+    replicas_mean = models.FloatField(null=True, blank=True)
+    replicas_max = models.FloatField(null=True, blank=True)
     # GPU-equivalent seconds: a MIG instance counts slices/7 of a GPU. Null
     # when they could not be measured (a DCGM selector that matched nothing in
     # the hour, or no replica count): unknown, never 0, or cost reads $0.

@@ -60,8 +60,9 @@ class DeploymentHourRecord:
     requests_aborted: float = 0.0
     prompt_tokens: float = 0.0
     generation_tokens: float = 0.0
-    replicas_mean: float = 0.0
-    replicas_max: float = 0.0
+    # None when no replica count was seen in the hour: unknown, never 0.
+    replicas_mean: float | None = None
+    replicas_max: float | None = None
     # None when it could not be measured (no DCGM samples for a DCGM selector,
     # or no replica count): missing, never zero.
     gpu_seconds: float | None = None

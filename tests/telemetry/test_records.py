@@ -63,8 +63,10 @@ def test_without_dcgm_an_hour_without_a_replica_count_has_unknown_gpu_seconds(
     for h, r in by_hour.items():
         if h in running:
             assert r.gpu_seconds == HOUR * TARGET.gpu_share  # one replica, all hour
+            assert r.replicas_mean == 1.0 and r.replicas_max == 1.0
         else:
             assert r.gpu_seconds is None  # unknown, never 0
+            assert r.replicas_mean is None and r.replicas_max is None
 
 
 @given(

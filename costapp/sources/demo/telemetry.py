@@ -398,7 +398,7 @@ def devices(simulated: list[_Simulated]) -> dict[int, list[Record]]:
     for sim in simulated:
         spec = sim.spec
         for h, record in sim.hour_records.items():
-            up_fraction = record.samples / max(record.replicas_mean, 1e-9) / 60
+            up_fraction = record.samples / max(record.replicas_mean or 0.0, 1e-9) / 60
             act = sim.activity[h]
             for slot in range(sim.slot_hours[h]):
                 if spec.mig_profile:

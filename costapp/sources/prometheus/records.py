@@ -187,14 +187,14 @@ def deployment_records(
 
     records: list[Record] = []
     for h in sorted(hours_seen):
-        reps_mean, reps_max = replicas.get(h, (0.0, 0.0))
+        reps_mean, reps_max = replicas.get(h, (None, None))
         # Measured or unknown, never 0: with a DCGM selector an hour without
         # DCGM samples is unknown; without one, an hour without a replica
         # count is (replicas x the deployment's GPUs per replica otherwise).
         gpu_seconds: float | None
         if device_seconds is not None:
             gpu_seconds = device_seconds.get(h)
-        elif h in replicas:
+        elif reps_mean is not None:
             gpu_seconds = reps_mean * HOUR_S * target.gpu_share
         else:
             gpu_seconds = None
