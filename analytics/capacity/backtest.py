@@ -18,7 +18,10 @@ from the engine itself is marked circular.
 The telemetry is checked against itself first: over an hour, output tokens =
 Σ per-step decoding batch, so tokens/s = time-mean running batch ÷ token-mean
 ITL exactly, plus one first token per request, and less where running requests
-are still in prefill. Telemetry above that bound (``telemetry_ratio`` > 1.1)
+are still in prefill (vLLM counts a request as running in its prefill step, so
+with that step about one mean ITL long tokens/s = running ÷ mean ITL and the
+ratio is about output ÷ (output + 1)). Telemetry above that bound
+(``telemetry_ratio`` > 1.1)
 cannot be right in both its running gauge and its ITL histogram, and no step
 model can match its ITL and its throughput at once: the result says so, and
 that neither the throughput error nor the replica check is evidence.

@@ -15,11 +15,15 @@ Load shapes:
 
 - ``burst`` (``--request-rate inf`` without ``--max-concurrency``): every
   request arrives at t = 0, as the client sends them;
-- ``concurrency`` (closed loop at ``--max-concurrency C``): by Little's law the
-  client keeps C requests in the system, so requests arrive at
-  ``C / E2E`` per second, E2E from the closed form at batch C; output
-  throughput is ``C x output_len / simulated median E2E``;
+- ``concurrency`` (closed loop at ``--max-concurrency C``): the client sends C
+  requests at t = 0 and one more as each completes, simulated as that closed
+  loop (``simulate(concurrency=C)``);
 - ``rate`` (``--request-rate R``): Poisson arrivals at R.
+
+Every request reaches the engine p0 (the per-request overhead: API server,
+tokenisation) after it is sent, and output throughput is the completed requests'
+output tokens over the run, first send to last completion, as the benchmark
+computes it.
 
 Pure: no I/O but the named loader ``load_benchmarks``.
 """
@@ -194,15 +198,8 @@ def load_benchmarks(path: str | Path = DATA_PATH) -> list[BenchRow]:
 
 
 # ---------------------------------------------------------------------------
-# Load shapes (Little's law)
+# Load shapes
 # ---------------------------------------------------------------------------
-
-
-def closed_loop_rate(concurrency: float, e2e_s: float) -> float:
-    """Arrival rate that keeps ``concurrency`` requests in the system (L = λW)."""
-    if concurrency <= 0 or e2e_s <= 0:
-        raise InvalidInput("concurrency/e2e_s", (concurrency, e2e_s), "must be > 0")
-    return concurrency / e2e_s
 
 
 def steady_batch_for_rate(rate: float, output_tokens: float, itl_s: float) -> float:
@@ -212,38 +209,25 @@ def steady_batch_for_rate(rate: float, output_tokens: float, itl_s: float) -> fl
     return rate * (output_tokens - 1) * itl_s
 
 
-def closed_form_e2e_s(
-    model: StepModel, batch: float, prompt: float, output: float
-) -> float:
-    """E2E of one request at steady batch B: TTFT (prefill + a step) + (O-1) ITL.
-
-    The mean ITL carries the prefill work the other requests bring into the
-    steps (B/O prompts' worth per step), as the engine's closed form does.
-    """
-    context = prompt + output / 2.0
-    step = model.decode_step_s(batch, context)
-    prefill_work = model.prefill_work_s(prompt, 0.0)
-    itl = step + batch * prefill_work / output
-    ttft = model.p0_s + prefill_work + step
-    return ttft + (output - 1) * itl
-
-
 def arrivals_for(row: BenchRow, model: StepModel, seed: int = 0) -> np.ndarray:
+    """When each request reaches the engine: the client's send time plus the
+    per-request overhead p0 (API server, tokenisation) before the engine sees
+    it, so the run's duration, from the first send, holds it too.
+
+    For a closed loop only the first C are given (all sent at t = 0, as the
+    client opens); ``simulate(concurrency=C, resubmit_s=p0)`` sends the rest as
+    requests complete.
+    """
+    p0 = model.p0_s
     if row.load == "burst":
-        return np.zeros(int(row.num_prompts or 0))
+        return np.full(int(row.num_prompts or 0), p0)
     if row.load == "rate":
         rate = float(row.request_rate or 0.0)
         n = int(row.num_prompts or 0)
-        arrivals = poisson_arrivals(rate, n / rate, seed=seed)
+        arrivals: np.ndarray = poisson_arrivals(rate, n / rate, seed=seed) + p0
         return arrivals
-    c = float(row.max_concurrency or 1)
-    e2e = closed_form_e2e_s(model, c, row.mean_input, row.mean_output)
-    rate = closed_loop_rate(c, e2e)
-    n = int(row.num_prompts or REQUESTS_PER_SLOT * c)
-    # The client opens with C requests at once, then one per completion.
-    first = np.zeros(int(c))
-    rest = np.arange(1, n - int(c) + 1, dtype=float) / rate
-    return np.concatenate([first, rest])
+    c = int(row.max_concurrency or 1)
+    return np.full(int(row.num_prompts or REQUESTS_PER_SLOT * c), p0)
 
 
 # ---------------------------------------------------------------------------
@@ -364,21 +348,24 @@ class Prediction:
 def predict(row: BenchRow, calibration: Calibration | None = None) -> Prediction:
     cals = (calibration,) if calibration is not None else ()
     model = step_model(scenario_for(row), calibrations=cals)
-    arrivals = arrivals_for(row, model)
+    closed = row.load == "concurrency"
     sim = simulate(
         model,
-        arrivals,
+        arrivals_for(row, model),
         prompt_tokens=round(row.mean_input),
         output_tokens=round(row.mean_output),
+        concurrency=int(row.max_concurrency or 1) if closed else None,
+        resubmit_s=model.p0_s,
     )
-    if row.load == "concurrency":
-        c = float(row.max_concurrency or 1)
-        throughput = c * row.mean_output / (sim.e2e_p50_ms / 1000.0)
-    else:
-        throughput = sim.throughput_tokens_per_s
-    # The step loop starts a request's prefill on arrival; the fixed per-request
-    # overhead p0 the closed form adds (API server, scheduling) comes on top.
-    return Prediction(sim.ttft_p50_ms + model.p0_s * 1000.0, sim.itl_p50_ms, throughput)
+    # Output tokens of the completed requests over the run, from the first send
+    # to the last completion, as the benchmark computes it: the first prefill,
+    # each request's p0, the last partial wave and the stragglers are in it.
+    # TTFT is counted from the engine's arrival; the client sent p0 earlier.
+    return Prediction(
+        sim.ttft_p50_ms + model.p0_s * 1000.0,
+        sim.itl_p50_ms,
+        sim.throughput_tokens_per_s,
+    )
 
 
 def _groups(rows: Sequence[BenchRow], key: Any) -> dict[Any, list[BenchRow]]:

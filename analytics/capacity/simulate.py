@@ -65,9 +65,25 @@ def simulate(
     prompt_tokens: int | np.ndarray,
     output_tokens: int | np.ndarray,
     max_time_s: float | None = None,
+    concurrency: int | None = None,
+    resubmit_s: float = 0.0,
 ) -> SimulationResult:
+    """Step the engine over ``arrivals`` (seconds, sorted).
+
+    ``concurrency`` makes it a closed loop, as a benchmark client with that many
+    slots (``--max-concurrency``) sends: only the first ``concurrency`` arrivals
+    are used as given, and each later request arrives ``resubmit_s`` (the
+    per-request overhead before the engine sees it) after one completes or is
+    dropped, so the run's duration holds the last partial wave and its tail.
+    """
     arrivals = np.asarray(arrivals, dtype=float)
     n = len(arrivals)
+    if concurrency is not None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+        arrivals = arrivals.copy()
+        arrivals[concurrency:] = np.inf
+    released = min(n, concurrency) if concurrency is not None else n
     prompts = np.broadcast_to(np.asarray(prompt_tokens, dtype=np.int64), (n,)).copy()
     outputs = np.broadcast_to(np.asarray(output_tokens, dtype=np.int64), (n,)).copy()
     bs = model.block_size
@@ -149,6 +165,9 @@ def simulate(
             # Nothing fits (a prompt larger than the whole cache): drop it.
             if waiting:
                 waiting.popleft()
+                if concurrency is not None and released < n:
+                    arrivals[released] = now + resubmit_s
+                    released += 1
             continue
         # 3. step time from the step model.
         if n_dec:
@@ -187,6 +206,11 @@ def simulate(
             blocks[done] = 0
             finished[done] = now
             running = run_idx[~done_mask].tolist()
+            if concurrency is not None:
+                # The client sends the next request as each one completes.
+                k = min(len(done), n - released)
+                arrivals[released : released + k] = now + resubmit_s
+                released += k
 
     ok = ~np.isnan(finished)
     ttft = (first_token - arrivals)[~np.isnan(first_token)] * 1000

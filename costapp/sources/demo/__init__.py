@@ -13,6 +13,9 @@ What it shows, because real fleets show it:
   counter samples are simulated per pod every 60 s and turned into hourly
   figures by ``analytics.telemetry.hourly_counter_increases``, the same code
   the Prometheus adapter uses;
+* gauges that agree with the counters and histograms: each pod's running
+  batch is Little's law on the ITL its histogram carries (tokens/s x the hour's
+  loaded mean ITL), so tokens/s = running / mean ITL, as in a real engine;
 * a scrape gap of six hours: those hours have no rows, and the counters' jump
   lands in the first hour after the gap (docs/telemetry.md);
 * an incident on ``chat``: a rollout reverts the KV-cache dtype from fp8 to

@@ -292,9 +292,16 @@ def simulate(
                 ).items():
                     totals[key][h] += v
 
+    # The hour's median ITL under load (the histogram's, for the deployments
+    # without a declared curve): slower as the pods fill, and in the incident.
+    loaded_itl = (
+        spec.itl_s
+        * (1 + 0.6 * utilisation * utilisation)
+        * np.where(incident, 1.25, 1.0)
+    )
+
     # Gauges: one deployment-level value per scraped minute.
     sample_t = minute_t + MINUTE // 2
-    e2e = spec.ttft_s + spec.gen_mean * spec.itl_s
     running_noise = rng.lognormal(0, 0.08, n_min)
     if spec.itl_curve:
         # The declared curve, not itl_s: the batch each pod runs at its rate.
@@ -305,7 +312,14 @@ def simulate(
             0.0, 0.02, n_hours
         )
     else:
-        running = per_pod_rps * e2e * running_noise
+        # Little's law on the ITL the histogram carries (its mean, as the
+        # back-test reads it): a request runs for one step per output token
+        # (its prefill step, which makes the first, then one per ITL), so
+        # running = tokens/s x mean ITL, as curve_batch has it. On the unloaded
+        # itl_s the gauge undercounted the batch the histogram's ITL was
+        # measured at (chat's tokens/s came out 1.42x running / mean ITL).
+        mean_itl = loaded_itl * math.exp(LATENCY_SIGMA**2 / 2)
+        running = per_pod_rps * spec.gen_mean * np.repeat(mean_itl, 60) * running_noise
     kv_capacity = spec.kv_tokens * np.where(np.repeat(incident, 60), 0.5, 1.0)
     kv = np.clip(
         running * (spec.prompt_mean + spec.gen_mean / 2) / kv_capacity, 0.01, 1.0
@@ -345,7 +359,6 @@ def simulate(
             **values,
         )
         u = float(utilisation[hi])
-        slow = 1.25 if incident[hi] else 1.0
         ttft = spec.ttft_s * (1 + 2.0 * u**3) * (2.2 if incident[hi] else 1.0)
         n_req = values["requests_stop"] + values["requests_length"]
         n_tok = max(values["generation_tokens"] - n_req, 0.0)
@@ -365,7 +378,7 @@ def simulate(
             )
             itl = mean_itl
         else:
-            itl = spec.itl_s * (1 + 0.6 * u * u) * slow
+            itl = float(loaded_itl[hi])
             itl_hist = _hist_record(spec.name, at, "itl", ITL_BOUNDS, n_tok, itl)
         histograms[h] = [
             _hist_record(spec.name, at, "ttft", TTFT_BOUNDS, n_req, ttft),

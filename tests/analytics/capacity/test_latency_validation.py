@@ -19,6 +19,7 @@ from analytics.capacity.calibration_fit import _setting, fit_decode
 from analytics.capacity.calibration_types import CalibrationKey
 from analytics.capacity.engine import StepModel
 from analytics.capacity.errors import InvalidInput
+from analytics.capacity.simulate import simulate
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "capacity-validation.md"
 
@@ -92,13 +93,11 @@ def test_the_calibrated_goal_and_the_roofline_error_are_what_the_doc_says(
     assert summary.loc["roofline", "itl_median"] > summary.loc["transfer", "itl_median"]
 
 
-def test_closed_loop_rate_and_steady_batch_follow_littles_law_by_hand() -> None:
-    # 8 requests kept in the system, 2 s each: 4 arrivals per second.
-    assert lv.closed_loop_rate(8, 2.0) == pytest.approx(4.0)
+def test_steady_batch_follows_littles_law_by_hand() -> None:
     # 2 req/s, 101 tokens (100 gaps) of 20 ms: 2 x 100 x 0.02 = 4 decoding.
     assert lv.steady_batch_for_rate(2.0, 101, 0.02) == pytest.approx(4.0)
     with pytest.raises(InvalidInput):
-        lv.closed_loop_rate(0, 1.0)
+        lv.steady_batch_for_rate(1.0, 0, 0.02)
 
 
 def _toy_model() -> StepModel:
@@ -124,14 +123,7 @@ def _toy_model() -> StepModel:
     )
 
 
-def test_closed_form_e2e_at_a_steady_batch_by_hand() -> None:
-    model = _toy_model()
-    # ITL = 0.02 + 4 x 0.01 / 10 = 0.024; TTFT = 0.005 + 0.01 + 0.02 = 0.035;
-    # E2E = 0.035 + 9 x 0.024 = 0.251.
-    assert lv.closed_form_e2e_s(model, 4, 100, 10) == pytest.approx(0.251)
-
-
-def test_arrivals_for_a_closed_loop_open_with_c_then_one_per_e2e_over_c(
+def test_requests_reach_the_engine_p0_after_the_client_sends_them(
     rows: list[lv.BenchRow],
 ) -> None:
     row = next(r for r in rows if r.load == "concurrency")
@@ -143,14 +135,52 @@ def test_arrivals_for_a_closed_loop_open_with_c_then_one_per_e2e_over_c(
         output_len=10,
         measured=replace(row.measured, completed=None),
     )
-    arrivals = lv.arrivals_for(row, _toy_model())
-    assert len(arrivals) == 10
-    assert np.all(arrivals[:4] == 0.0)
-    # λ = 4 / 0.251 s: the fifth request arrives 0.251 / 4 s in.
-    assert arrivals[4] == pytest.approx(0.251 / 4)
-    assert np.diff(arrivals[4:]) == pytest.approx(np.full(5, 0.251 / 4))
+    # All ten at p0: the simulation takes the first four and sends the rest
+    # one per completion (the next test).
+    assert lv.arrivals_for(row, _toy_model()) == pytest.approx(np.full(10, 0.005))
     burst = next(r for r in rows if r.load == "burst")
-    assert np.all(lv.arrivals_for(burst, _toy_model()) == 0.0)
+    assert np.all(lv.arrivals_for(burst, _toy_model()) == 0.005)
+
+
+def test_a_closed_loop_row_is_predicted_over_the_whole_run_p0_included(
+    rows: list[lv.BenchRow],
+) -> None:
+    """Two slots, four requests of 100 / 3 on the toy model: each wave is a
+    0.03 s prefill step (t0 + 2 x 0.01) and two 0.02 s decode steps, and reaches
+    the engine p0 = 5 ms after its send, so the run is 2 x 0.075 s and the
+    throughput 12 tokens / 0.15 s = 80 tok/s (a steady C x output / E2E, 2 x 3
+    / 0.07, would say 85.7)."""
+    row = next(r for r in rows if r.load == "concurrency")
+    row = replace(
+        row,
+        max_concurrency=2,
+        num_prompts=4,
+        input_len=100,
+        output_len=3,
+        measured=replace(row.measured, completed=None),
+    )
+    sim = simulate(
+        _toy_model(),
+        lv.arrivals_for(row, _toy_model()),
+        prompt_tokens=100,
+        output_tokens=3,
+        concurrency=2,
+        resubmit_s=0.005,
+    )
+    assert sim.requests_completed == 4
+    assert sim.duration_s == pytest.approx(0.15)
+    assert sim.throughput_tokens_per_s == pytest.approx(80.0)
+    assert sim.e2e_p50_ms == pytest.approx(70.0)
+    # The same four as an open burst share one prefill step (t0 + 4 x 0.01) and
+    # finish together: 12 tokens / 0.095 s.
+    burst = simulate(
+        _toy_model(), np.full(4, 0.005), prompt_tokens=100, output_tokens=3
+    )
+    assert burst.duration_s == pytest.approx(0.095)
+    with pytest.raises(ValueError, match="concurrency must be at least 1"):
+        simulate(
+            _toy_model(), np.zeros(2), prompt_tokens=1, output_tokens=1, concurrency=0
+        )
 
 
 def test_a_one_context_sweep_fit_recovers_bandwidth_and_compute() -> None:
@@ -215,4 +245,4 @@ def test_prefill_bound_runs_give_no_calibration_and_the_rest_are_unchanged(
     summary = lv.error_summary(table)
     assert summary.loc["same_model", "rows"] == 30
     assert summary.loc["same_model", "itl_within_15"] == 29
-    assert summary.loc["same_model", "throughput_within_15"] == 24
+    assert summary.loc["same_model", "throughput_within_15"] == 25
