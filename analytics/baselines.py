@@ -372,19 +372,23 @@ def _run(
     floor = cfg.band_floor
 
     with np.errstate(divide="ignore", invalid="ignore"):
-        X = np.stack([C, R, G, T])  # (4, day, P, N)
-        valid = (C > 0) & (R > 0) & np.isfinite(C) & np.isfinite(R)
-        U = np.where(valid, 1000.0 * C / R, np.nan)
+        # One copy into (part, day, period, series) order: the grids may be
+        # transposed views of the frame's columns, and every pass below (and
+        # after the loop) then reads contiguous memory.
+        X = np.stack([C, R, G, T])
+        C, R, G, T = X
+        present = np.isfinite(X)
+        valid = (C > 0) & (R > 0) & present[0] & present[1]
+        lnU = np.log(np.where(valid, 1000.0 * C / R, np.nan))
         vol = valid & (R >= cfg.min_requests)
-        g_present = np.isfinite(G) & (G >= 0)
-        t_present = np.isfinite(T) & (T >= 0)
-        X = np.where(np.isfinite(X), X, 0.0)  # one pass, unlike nan_to_num
         # Which of the four parts a period may update, before the flag says
         # whether it does: cost and requests always, GPU-hours and tokens
         # where measured.
-        present = np.stack([np.ones_like(g_present), np.ones_like(g_present),
-                            g_present, t_present])  # fmt: skip
-        lnU = np.log(U)
+        present[2] &= G >= 0
+        present[3] &= T >= 0
+        np.copyto(X, 0.0, where=~np.isfinite(X))  # in place: C, R, G, T too
+        present[0] = True
+        present[1] = True
 
     # Slot states: EWMA numerators (adjust=True form) and weights.
     state = (
@@ -481,8 +485,10 @@ def _run(
                 shadow_on &= ~shift
 
     final = snapshot()
+    # The grids are zero where they were not finite: every use after the
+    # loop is masked by ``valid`` or a positive value, which neither passes.
     level, side = _after_flags(
-        base, learn_g, shift_g, X[1], valid, G, C, T, state, cfg, checkpoints
+        base, learn_g, shift_g, R, valid, G, C, T, state, cfg, checkpoints
     )
     sig = np.concatenate([sig_u[None], side.pop("sig")])
     for d, arrays in [*saved.items(), (n_days, final)]:
