@@ -381,12 +381,12 @@ def _run(
         valid = (C > 0) & (R > 0) & present[0] & present[1]
         lnU = np.log(np.where(valid, 1000.0 * C / R, np.nan))
         vol = valid & (R >= cfg.min_requests)
+        np.copyto(X, 0.0, where=~present)  # in place: C, R, G, T too
         # Which of the four parts a period may update, before the flag says
         # whether it does: cost and requests always, GPU-hours and tokens
-        # where measured.
+        # where measured (finite, and not negative).
         present[2] &= G >= 0
         present[3] &= T >= 0
-        np.copyto(X, 0.0, where=~np.isfinite(X))  # in place: C, R, G, T too
         present[0] = True
         present[1] = True
 
