@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -175,9 +176,13 @@ def baselines_run(
         what = "not midnight UTC" if cfg.grain == "day" else "not a whole hour"
         raise InvalidInput(time, str(stamps[off][0]), what)
     if len(keys) == 1:
-        series_code, uniques = pd.factorize(
-            frame[keys[0]], sort=True, use_na_sentinel=False
-        )
+        # A missing key is a series of its own; asking for that up front
+        # costs a pass over every (object) key, so only when one is missing.
+        series_code, uniques = pd.factorize(frame[keys[0]], sort=True)
+        if len(series_code) and series_code.min() < 0:
+            series_code, uniques = pd.factorize(
+                frame[keys[0]], sort=True, use_na_sentinel=False
+            )
         series_keys = [(k,) for k in uniques]
     else:
         series_code, uniques = pd.factorize(
@@ -311,6 +316,28 @@ def _empty(index: pd.Index) -> pd.DataFrame:
     return pd.DataFrame({k: pd.Series(dtype=v, index=index) for k, v in cols.items()})
 
 
+def _slot_index(sl: np.ndarray) -> slice | np.ndarray:
+    """The day's slots as a slice where they are one ascending run (every
+    slot kind but ``none`` at hourly grain): state reads are then views and
+    updates happen in place, instead of gather and scatter copies."""
+    if len(sl) and (np.diff(sl) == 1).all():
+        return slice(int(sl[0]), int(sl[0]) + len(sl))
+    return sl
+
+
+def _masked_update(
+    state: np.ndarray, idx: slice | np.ndarray, mask: np.ndarray, a: float,
+    x: np.ndarray | float,
+) -> None:  # fmt: skip
+    """``state[:, idx] = a * state + x`` where ``mask``, unchanged elsewhere."""
+    if isinstance(idx, slice):
+        view = state[:, idx]
+        np.copyto(view, a * view + x, where=mask)
+    else:
+        old = state[:, idx]
+        state[:, idx] = np.where(mask, a * old + x, old)
+
+
 def _run(
     C: np.ndarray,
     R: np.ndarray,
@@ -325,35 +352,43 @@ def _run(
 ) -> tuple[
     dict[str, np.ndarray], dict[int, dict[str, np.ndarray]], dict[str, np.ndarray]
 ]:
-    """The day loop. Grids are (day, period of day, series); states are
-    (component, slot, series) with components cost, requests, GPU-hours,
-    tokens in that order."""
+    """Grids are (day, period of day, series); states are (component, slot,
+    series) with components cost, requests, GPU-hours, tokens in that order.
+
+    Only what decides a flag is sequential: the slot EWMAs (the flag compares
+    against them, and a flagged row is kept out of them), the sigma of ln u
+    (the band), the warm-up counts and the held-out run. That is the loop
+    over days, every series and period of a day in one numpy operation. The
+    traffic level and the sigmas of price, fleet and $ per token feed no
+    flag: they are computed after it for all days at once from what the loop
+    recorded (which rows were learnt from, the slot states, the shifts), with
+    only their per-series recurrences (arrays of one value per series) left
+    in a loop."""
     n_days, P, N = C.shape
     a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
     av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
-    al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))  # traffic level decay per row
     hold_rows = cfg.hold_days * P
     k = cfg.band_k
     floor = cfg.band_floor
 
     with np.errstate(divide="ignore", invalid="ignore"):
-        X = np.stack([C, R, G, T])  # (4, day, P, N)
-        valid = (C > 0) & (R > 0) & np.isfinite(C) & np.isfinite(R)
-        U = np.where(valid, 1000.0 * C / R, np.nan)
+        # One copy into (part, day, period, series) order: the grids may be
+        # transposed views of the frame's columns, and every pass below (and
+        # after the loop) then reads contiguous memory.
+        X = np.stack([C, R, G, T])
+        C, R, G, T = X
+        present = np.isfinite(X)
+        valid = (C > 0) & (R > 0) & present[0] & present[1]
+        lnU = np.log(np.where(valid, 1000.0 * C / R, np.nan))
         vol = valid & (R >= cfg.min_requests)
-        g_present = np.isfinite(G) & (G >= 0)
-        t_present = np.isfinite(T) & (T >= 0)
-        X = np.where(np.isfinite(X), X, 0.0)  # one pass, unlike nan_to_num
+        np.copyto(X, 0.0, where=~present)  # in place: C, R, G, T too
         # Which of the four parts a period may update, before the flag says
         # whether it does: cost and requests always, GPU-hours and tokens
-        # where measured.
-        present = np.stack([np.ones_like(g_present), np.ones_like(g_present),
-                            g_present, t_present])  # fmt: skip
-        lnU = np.log(U)
-        lnG = np.log(np.where(G > 0, G, np.nan))
-        lnP = np.log(np.where((G > 0) & valid, C / G, np.nan))
-        lnR = np.log(np.where(valid, R, np.nan))
-        lnK = np.log(np.where(valid & (T > 0), C / T, np.nan))  # $ per token
+        # where measured (finite, and not negative).
+        present[2] &= G >= 0
+        present[3] &= T >= 0
+        present[0] = True
+        present[1] = True
 
     # Slot states: EWMA numerators (adjust=True form) and weights.
     state = (
@@ -362,81 +397,61 @@ def _run(
     num, wgt, nobs = state["num"], state["wgt"], state["nobs"]
     shadow, shadow_w, shadow_on = state["shadow"], state["shadow_w"], state["shadow_on"]
     run = state["run"]
-    # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
-    lvl_num, lvl_w = state["lvl_num"], state["lvl_w"]
-    # Sigma states per series (u, price, fleet, $ per token): sums of squared
-    # log residuals.
-    ss, sw = state["ss"], state["sw"]
+    # Sigma of ln u per series: sums of squared log residuals and weights.
+    ss_u, sw_u = state["ss"][0].copy(), state["sw"][0].copy()
     saved: dict[int, dict[str, np.ndarray]] = {}
 
     def snapshot() -> dict[str, np.ndarray]:
         return {
             "num": num.copy(), "wgt": wgt.copy(), "nobs": nobs.copy(),
             "shadow": shadow.copy(), "shadow_w": shadow_w.copy(),
-            "shadow_on": shadow_on.copy(), "run": run.copy(), "lvl_num": lvl_num.copy(),
-            "lvl_w": lvl_w.copy(), "ss": ss.copy(), "sw": sw.copy(),
+            "shadow_on": shadow_on.copy(), "run": run.copy(), "ss_u": ss_u.copy(),
+            "sw_u": sw_u.copy(),
         }  # fmt: skip
 
     # Every day writes all of these: no need to fill them first.
     base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
-    sig = np.empty((4, n_days, N))
+    sig_u = np.empty((n_days, N))
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
     held_g = np.zeros((n_days, P, N), dtype=bool)
+    learn_g = np.zeros((n_days, P, N), dtype=bool)
     shift_g = np.zeros((n_days, N), dtype=bool)
     rows = np.arange(P)[:, None]
+    index = [_slot_index(slot_grid[d]) for d in range(n_days)]
 
     with np.errstate(divide="ignore", invalid="ignore"):
         for d in range(n_days):
             if d in checkpoints:
                 saved[d] = snapshot()
-            sl = slot_grid[d]  # (P,) distinct slots within a day
-            slot_num = num[:, sl]  # (4, P, N)
-            slot_w = wgt[:, sl]
-            b = slot_num / slot_w
-            ln_rb_slot = np.log(b[1])
-            # One factor for all four parts: u_b is untouched, but the parts
-            # follow a launch within days instead of weeks of slot updates.
-            b *= np.exp(np.where(lvl_w > 0, lvl_num / lvl_w, 0.0))
-            base[:, d] = b
-            has_b = slot_w[0] > 0
+            sl = index[d]  # distinct slots within a day
+            b = base[:, d]
+            np.divide(num[:, sl], wgt[:, sl], out=b)  # the slots' state, unscaled
+            has_b = wgt[0, sl] > 0
             ln_ub = np.log(1000.0 * b[0] / b[1])
-            sigmas = np.fmax(np.sqrt(ss / np.where(sw > 0, sw, np.nan)), floor)
-            sig[:, d] = sigmas
+            sigma = np.fmax(np.sqrt(ss_u / np.where(sw_u > 0, sw_u, np.nan)), floor)
+            sig_u[d] = sigma
             warm = nobs[sl] >= cfg.min_obs
             dev = lnU[d] - ln_ub
-            flag = warm & vol[d] & has_b & (np.abs(dev) > k * sigmas[0])
+            flag = warm & vol[d] & has_b & (np.abs(dev) > k * sigma)
             held = valid[d] & (flag | H[d])
             accept = valid[d] & ~held
             warm_g[d], flag_g[d], held_g[d] = warm, flag, held
 
-            # Sigmas and the level learn from accepted, volume-ok rows.
+            # Sigma learns from accepted, volume-ok rows.
             learn = accept & vol[d] & has_b
-            g_ok = learn & np.isfinite(lnG[d]) & (b[2] > 0)
+            learn_g[d] = learn
             r_u = np.where(learn, dev, 0.0)
-            r_p = np.where(g_ok, lnP[d] - np.log(b[0] / b[2]), 0.0)
-            r_f = np.where(g_ok, lnG[d] - np.log(b[2]), 0.0)
-            t_ok = learn & np.isfinite(lnK[d]) & (b[3] > 0)
-            r_t = np.where(t_ok, lnK[d] - np.log(b[0] / b[3]), 0.0)
             m_u = learn.sum(axis=0)
-            m_g = g_ok.sum(axis=0)
-            m_t = t_ok.sum(axis=0)
-            decay = np.stack([av**m_u, av**m_g, av**m_g, av**m_t])
-            ss = decay * ss + np.stack(
-                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0), (r_t**2).sum(0)]
-            )
-            sw = decay * sw + np.stack([m_u, m_g, m_g, m_t])
-            dl = al**m_u
-            lvl_num = dl * lvl_num + np.where(learn, lnR[d] - ln_rb_slot, 0.0).sum(
-                axis=0
-            )
-            lvl_w = dl * lvl_w + m_u
+            decay = av**m_u
+            ss_u = decay * ss_u + (r_u**2).sum(0)
+            sw_u = decay * sw_u + m_u
 
-            # Slot update (slots are distinct within a day: plain fancy indexing).
+            # Slot update.
             x = X[:, d]
             mask = present[:, d] & accept
-            num[:, sl] = np.where(mask, a * slot_num + x, slot_num)
-            wgt[:, sl] = np.where(mask, a * slot_w + 1.0, slot_w)
+            _masked_update(num, sl, mask, a, x)
+            _masked_update(wgt, sl, mask, a, 1.0)
             nobs[sl] += accept
 
             # Run of held rows per series, in row order within the day; the
@@ -453,10 +468,8 @@ def _run(
                 shadow_on &= ~clear
             if held_after.any():
                 smask = present[:, d] & held_after
-                s_num = shadow[:, sl]
-                s_w = shadow_w[:, sl]
-                shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
-                shadow_w[:, sl] = np.where(smask, a * s_w + 1.0, s_w)
+                _masked_update(shadow, sl, smask, a, x)
+                _masked_update(shadow_w, sl, smask, a, 1.0)
                 shadow_on |= held_after.any(axis=0)
 
             shift = run >= hold_rows
@@ -467,13 +480,21 @@ def _run(
                 wgt = np.where(take, shadow_w, wgt)
                 shift_g[d] = shift
                 run[shift] = 0.0
-                lvl_num[shift] = 0.0
-                lvl_w[shift] = 0.0
                 shadow[:, :, shift] = 0.0
                 shadow_w[:, :, shift] = 0.0
                 shadow_on &= ~shift
 
     final = snapshot()
+    # The grids are zero where they were not finite: every use after the
+    # loop is masked by ``valid`` or a positive value, which neither passes.
+    level, side = _after_flags(
+        base, learn_g, shift_g, R, valid, G, C, T, state, cfg, checkpoints
+    )
+    sig = np.concatenate([sig_u[None], side.pop("sig")])
+    for d, arrays in [*saved.items(), (n_days, final)]:
+        arrays["ss"] = np.concatenate([arrays.pop("ss_u")[None], side["ss"][d]])
+        arrays["sw"] = np.concatenate([arrays.pop("sw_u")[None], side["sw"][d]])
+        arrays["lvl_num"], arrays["lvl_w"] = level[d]
     figures = {
         "cost_b": base[0],
         "gpu_hours_b": base[2],
@@ -486,6 +507,93 @@ def _run(
         "shift": shift_g,
     }
     return figures, saved, final
+
+
+def _after_flags(
+    base: np.ndarray,
+    learn: np.ndarray,
+    shift: np.ndarray,
+    R: np.ndarray,
+    valid: np.ndarray,
+    G: np.ndarray,
+    C: np.ndarray,
+    T: np.ndarray,
+    init: dict[str, np.ndarray],
+    cfg: BaselineConfig,
+    checkpoints: frozenset[int],
+) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], dict[str, Any]]:
+    """What feeds no flag, for many days at once, given the loop's record.
+
+    The traffic level: per series, an EWMA of ln(R / R_slot) over learnt rows
+    (reset by a level shift) that rescales the four parts of the day's
+    baseline; ``base`` is rescaled in place. The sigmas of ln P, ln G and
+    ln $/token against their baselines, from the same learnt rows. Returns
+    the level state at each checkpoint day and after the last day, and the
+    three sigmas per day with their states at the same days. Blocks of days
+    keep the temporaries in cache; only the per-series recurrences (one value
+    per series and day) step day by day."""
+    n_days, P, N = learn.shape
+    av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))
+    al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))
+    wanted = set(checkpoints) | {n_days}
+    lvl_num, lvl_w = init["lvl_num"].copy(), init["lvl_w"].copy()
+    ss, sw = init["ss"][1:].copy(), init["sw"][1:].copy()
+    level: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    ss_at: dict[int, np.ndarray] = {}
+    sw_at: dict[int, np.ndarray] = {}
+    sig = np.empty((3, n_days, N))
+    block = max(1, 16_384 // max(1, P * N // 16))  # about 1 MB per temporary
+    for d0 in range(0, n_days, block):
+        d1 = min(n_days, d0 + block)
+        days = slice(d0, d1)
+        lrn, ok = learn[days], valid[days]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lnR = np.log(np.where(ok, R[days], np.nan))
+            q_lvl = np.where(lrn, lnR - np.log(base[1, days]), 0.0).sum(axis=1)
+        m_u = lrn.sum(axis=1)
+        dl = al**m_u
+        factor = np.empty((d1 - d0, N))
+        for i, d in enumerate(range(d0, d1)):
+            if d in wanted:
+                level[d] = (lvl_num.copy(), lvl_w.copy())
+            with np.errstate(divide="ignore", invalid="ignore"):
+                factor[i] = np.where(lvl_w > 0, lvl_num / lvl_w, 0.0)
+            lvl_num = dl[i] * lvl_num + q_lvl[i]
+            lvl_w = dl[i] * lvl_w + m_u[i]
+            if shift[d].any():
+                lvl_num[shift[d]] = 0.0
+                lvl_w[shift[d]] = 0.0
+        # One factor for all four parts: u_b is untouched, but the parts
+        # follow a launch within days instead of weeks of slot updates.
+        b = base[:, days]
+        b *= np.exp(factor)[None, :, None, :]
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g, c, t = G[days], C[days], T[days]
+            lnG = np.log(np.where(g > 0, g, np.nan))
+            lnP = np.log(np.where((g > 0) & ok, c / g, np.nan))
+            lnK = np.log(np.where(ok & (t > 0), c / t, np.nan))
+            g_ok = lrn & np.isfinite(lnG) & (b[2] > 0)
+            t_ok = lrn & np.isfinite(lnK) & (b[3] > 0)
+            r_p = np.where(g_ok, lnP - np.log(b[0] / b[2]), 0.0)
+            r_f = np.where(g_ok, lnG - np.log(b[2]), 0.0)
+            r_t = np.where(t_ok, lnK - np.log(b[0] / b[3]), 0.0)
+        q = np.stack([(r_p**2).sum(1), (r_f**2).sum(1), (r_t**2).sum(1)])
+        m_g, m_t = g_ok.sum(axis=1), t_ok.sum(axis=1)
+        m = np.stack([m_g, m_g, m_t])
+        decay = av**m
+        for i, d in enumerate(range(d0, d1)):
+            if d in wanted:
+                ss_at[d], sw_at[d] = ss.copy(), sw.copy()
+            with np.errstate(divide="ignore", invalid="ignore"):
+                sig[:, d] = ss / np.where(sw > 0, sw, np.nan)
+            ss = decay[:, i] * ss + q[:, i]
+            sw = decay[:, i] * sw + m[:, i]
+    level[n_days] = (lvl_num, lvl_w)
+    ss_at[n_days], sw_at[n_days] = ss, sw
+    with np.errstate(invalid="ignore"):
+        sig = np.fmax(np.sqrt(sig), cfg.band_floor)
+    return level, {"sig": sig, "ss": ss_at, "sw": sw_at}
 
 
 def warmup_days(config: BaselineConfig) -> int:

@@ -11,6 +11,15 @@ interval of the *sum* (not a sum of daily intervals, which would be too
 wide, nor Holt-Winters' point forecast, which has none), widened by an
 empirical factor that grows with the days left (``WIDEN``, below).
 
+Lines posted in lumps (a ``record_type`` column: credits, refunds, taxes,
+fees) are not daily spend: a -$500 credit on the 1st fitted by ETS is a
+crash of the level every month. With that column the model is split by
+record type: ETS forecasts the daily (usage) spend, and the lumps still to
+come this month are those of the same days of the month in the previous
+``LUMP_MONTHS`` months (their mean is the point; the interval draws from
+them), added to each simulated path. Lumps already posted this month are in
+spend to date.
+
 Seeded and deterministic: the same history and seed give the same figures.
 Too short a history (under ``MIN_HISTORY`` days) falls back to the mean of
 the known days with a normal interval, and says so in ``method``.
@@ -36,6 +45,13 @@ SEASONAL_HISTORY = 28
 # calibrated on the backtest's seeds 200-201 (ETS alone covered 68% with its
 # 80% interval) and reported on seeds 300-301 (docs/benchmarks.md).
 WIDEN = (0.57, 0.088)
+# Record types posted in lumps rather than day by day: costapp's own names
+# (costapp.sources.cost_explorer.RECORD_TYPES) and Cost Explorer's.
+LUMP_TYPES = frozenset(
+    {"credit", "refund", "tax", "fee", "rifee", "savingsplanrecurringfee",
+     "savingsplanupfrontfee"}
+)  # fmt: skip
+LUMP_MONTHS = 3
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,9 @@ class MonthForecast:
     burn_rate: float  # spend per day so far this month
     budget_burn_date: pd.Timestamp | None  # first day the budget runs out at this pace
     budget_share: float | None  # point / budget
+    # Lump lines (credits, refunds, taxes, fees) expected in the remaining
+    # days (0 without a record_type column), included in point and interval.
+    lumps_expected: float = 0.0
 
 
 def _paths(
@@ -92,6 +111,36 @@ def _paths(
     return arr, "ets" if seasonal else "ets-nonseasonal"
 
 
+def _lumps(
+    lumps: pd.Series, *, month: pd.Timestamp, as_of: pd.Timestamp,
+    first: pd.Timestamp, months: int,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Per previous month (up to ``months``, only those the history covers
+    whole): the lumps posted after ``as_of``'s day of the month; and their
+    mean per remaining day of this month (for the burn date)."""
+    month_end = month + pd.offsets.MonthEnd(0)
+    horizon = int((month_end - as_of).days)
+    dom = as_of.day
+    rests, per_day = [], []
+    for k in range(1, months + 1):
+        m = month - pd.DateOffset(months=k)
+        if m < first:
+            break
+        end = m + pd.offsets.MonthEnd(0)
+        got = lumps[
+            (lumps.index > m + pd.Timedelta(days=dom - 1)) & (lumps.index <= end)
+        ]
+        rests.append(float(got.sum()))
+        daily = np.zeros(horizon)
+        offsets = (got.index - m).days - dom  # 0 = the first remaining day
+        keep = (offsets >= 0) & (offsets < horizon)
+        np.add.at(daily, np.asarray(offsets[keep]), got.to_numpy(float)[keep])
+        per_day.append(daily)
+    if not rests:
+        return np.zeros(1), np.zeros(horizon)
+    return np.array(rests), np.mean(per_day, axis=0)
+
+
 def forecast_month(
     days: pd.DataFrame,
     *,
@@ -103,12 +152,15 @@ def forecast_month(
     interval: float = 0.8,
     seed: int = 0,
     widen: tuple[float, float] | None = WIDEN,
+    lump_months: int = LUMP_MONTHS,
 ) -> MonthForecast:
     """Forecast one series' spend for the month containing ``as_of``.
 
-    ``days``: columns ``day`` (UTC midnight) and ``cost`` for this series;
-    rows after ``as_of`` are ignored. A missing day before ``as_of`` is filled
-    by linear interpolation for the fit and counted in spend to date.
+    ``days``: columns ``day`` (UTC midnight) and ``cost`` for this series,
+    optionally ``record_type`` (then several rows a day; ``LUMP_TYPES`` are
+    forecast as lumps, the rest as daily spend); rows after ``as_of`` are
+    ignored. A missing day of daily spend before ``as_of`` is filled by linear
+    interpolation for the fit and counted in spend to date.
     ``widen`` is the interval calibration (``WIDEN``); None gives ETS's own.
     """
     if not 0 < interval < 1:
@@ -120,7 +172,18 @@ def forecast_month(
     month_end = month + pd.offsets.MonthEnd(0)
     frame = days[["day", "cost"]].copy()
     frame["day"] = pd.DatetimeIndex(pd.to_datetime(frame["day"])).normalize()
-    frame = frame[frame["day"] <= as_of].groupby("day")["cost"].sum(min_count=1)
+    frame = frame[frame["day"] <= as_of]
+    if "record_type" in days.columns:
+        kinds = days.loc[frame.index, "record_type"].astype("string").str.lower()
+        lump = kinds.isin(LUMP_TYPES).fillna(False).to_numpy(bool)
+    else:
+        lump = np.zeros(len(frame), dtype=bool)
+    first = frame["day"].min() if len(frame) else as_of
+    lumps = frame[lump].groupby("day")["cost"].sum()
+    frame = frame[~lump].groupby("day")["cost"].sum(min_count=1)
+    horizon = int((month_end - as_of).days)
+    if len(frame) == 0 and len(lumps):  # lumps only: no daily spend to fit
+        frame = pd.Series(0.0, index=pd.DatetimeIndex([first]))
     start = (
         max(as_of - pd.Timedelta(days=history_days - 1), frame.index.min())
         if len(frame)
@@ -129,12 +192,24 @@ def forecast_month(
     full = frame.reindex(pd.date_range(start, as_of)).astype(float)
     filled = full.interpolate(limit_direction="both").to_numpy(float)
     in_month = full.index >= month
+    lumps_in_month = lumps[lumps.index >= month]
     to_date = float(np.nansum(filled[in_month])) if len(filled) else 0.0
+    to_date += float(lumps_in_month.sum())
     elapsed = int(in_month.sum())
-    horizon = int((month_end - as_of).days)
+    history = filled[~np.isnan(filled)]
+    if len(lumps) and not len(history):
+        history = np.zeros(1)
 
-    paths, method = _paths(filled[~np.isnan(filled)], horizon, repetitions, seed)
-    totals = to_date + paths.sum(axis=1)
+    paths, method = _paths(history, horizon, repetitions, seed)
+    rests, lump_days = _lumps(
+        lumps, month=month, as_of=as_of, first=first, months=lump_months
+    )
+    if not len(lumps) or horizon == 0:
+        rests, lump_days = np.zeros(1), np.zeros(horizon)
+    # Each path draws the rest of the month's lumps from a previous month's,
+    # in equal shares: the point carries their mean.
+    draws = np.random.default_rng(seed).permutation(np.resize(rests, repetitions))
+    totals = to_date + paths.sum(axis=1) + draws
     point = float(totals.mean())
     if widen is not None:
         scale = max(1.0, widen[0] + widen[1] * horizon)
@@ -149,12 +224,14 @@ def forecast_month(
         if budget <= 0:
             raise InvalidInput("budget", budget, "must be positive")
         share = point / budget
-        past = np.cumsum(np.nan_to_num(filled[in_month]))
+        spent = pd.Series(np.nan_to_num(filled[in_month]), index=full.index[in_month])
+        spent = spent.add(lumps_in_month, fill_value=0.0)
+        past = np.cumsum(spent.to_numpy(float))
         hit = np.flatnonzero(past >= budget)
         if hit.size:
-            burn_date = month + pd.Timedelta(days=int(hit[0]))
+            burn_date = spent.index[int(hit[0])]
         else:
-            future = to_date + np.cumsum(paths.mean(axis=0))
+            future = to_date + np.cumsum(paths.mean(axis=0) + lump_days)
             hit = np.flatnonzero(future >= budget)
             if hit.size:
                 burn_date = as_of + pd.Timedelta(days=int(hit[0]) + 1)
@@ -162,7 +239,7 @@ def forecast_month(
         series=series, month=month, as_of=as_of, to_date=to_date, remaining_days=horizon,
         point=point, lower=float(lower), upper=float(upper), interval=interval,
         method=method, budget=budget, burn_rate=burn_rate, budget_burn_date=burn_date,
-        budget_share=share,
+        budget_share=share, lumps_expected=float(np.mean(draws)),
     )  # fmt: skip
 
 

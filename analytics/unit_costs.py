@@ -199,9 +199,12 @@ def unit_costs(
         def per(
             amount: np.ndarray, volume: np.ndarray, floor: float, scale: float
         ) -> np.ndarray:
-            return np.where(
-                volume >= max(floor, 1e-12), amount / volume * scale, np.nan
-            )
+            # Divide only where the volume counts, into a NaN-filled result:
+            # no full-size temporaries for the quotient and the mask's where.
+            out = np.full(len(volume), np.nan)
+            np.divide(amount, volume, out=out, where=volume >= max(floor, 1e-12))
+            out *= scale
+            return out
 
         by_time = phases > 0
         by_tokens = ~by_time & (pg > 0)

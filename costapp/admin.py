@@ -33,6 +33,7 @@ class DeploymentAdmin(admin.ModelAdmin):
         "gpu_type",
         "mig_profile",
         "pool",
+        "target_utilisation",
     ]
     list_filter = ["team", "engine", "gpu_type"]
     search_fields = ["name", "model_name", "team"]

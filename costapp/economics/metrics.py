@@ -16,13 +16,20 @@ Per series (deployment, team, fleet) and currency, two clocks:
 - ``clock="final"`` or ``"estimated"``: the last day with a bill; alert on
   this one for money (``costapp_unit_cost_period_end_timestamp_seconds`` says
   which day it is, so a stale bill is visible and alertable).
+
+Idle dollars (``IdleFigure``), both kinds (``kind="paid"``: GPU-hours paid
+that no replica used; ``kind="headroom"``: serving below capacity at the
+target utilisation), per deployment or pool for its last complete UTC day
+(before the scrape's day), with ``costapp_idle_period_end_timestamp_seconds``
+beside them as for the bill clock. A pool's own series has an empty
+``deployment``; its members' series carry its name in ``pool``.
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, date, datetime, time, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -36,6 +43,7 @@ from prometheus_client.registry import Collector
 from costapp.api.tokens import api_token_authenticate, metrics_tokens_exist
 from costapp.models import Deployment, UnitCostFigure
 from costapp.models.api import SCOPE_METRICS
+from costapp.models.economics import IdleFigure
 
 LABELS = ["deployment", "team", "clock", "currency"]
 SCOPES = ("deployment", "team", "fleet")
@@ -52,9 +60,10 @@ GAUGES = (
      "Upper edge of the baseline band"),
     ("baseline_per_1m_tokens", "costapp_cost_per_1m_tokens_baseline_dollars",
      "EWMA baseline of the cost per 1M tokens"),
-    ("idle_cost", "costapp_idle_dollars",
-     "Idle dollars (paid GPU-hours no replica used) in the period"),
+    ("idle_cost", "costapp_unit_cost_idle_dollars",
+     "Pool idle dollars included in the period's (fully loaded) cost"),
 )  # fmt: skip
+IDLE_LABELS = ["deployment", "pool", "team", "kind", "method", "currency"]
 
 
 def latest_figures() -> list[UnitCostFigure]:
@@ -78,6 +87,71 @@ def latest_figures() -> list[UnitCostFigure]:
                 grain=grain, clock=clock, period_start=row["last"],
             )  # fmt: skip
     return list(base.filter(wanted).order_by("scope", "name", "grain"))
+
+
+def latest_idle(*, today: date) -> list[IdleFigure]:
+    """Per deployment or pool, kind and currency: the last stored day before
+    ``today`` (UTC), whose 24 hours are over; a row whose dollars are unknown
+    is still the last day (its sample is missing, its period end is not)."""
+    wanted = Q(pk__in=[])
+    latest = (
+        IdleFigure.objects.filter(day__lt=today)
+        .values("scope", "name", "kind", "currency")
+        .annotate(last=Max("day"))
+    )
+    for row in latest:
+        wanted |= Q(
+            scope=row["scope"], name=row["name"], kind=row["kind"],
+            currency=row["currency"], day=row["last"],
+        )  # fmt: skip
+    return list(IdleFigure.objects.filter(wanted).order_by("scope", "name", "kind"))
+
+
+def idle_labels(f: IdleFigure, fleet: dict[str, tuple[str, str]]) -> list[str]:
+    """deployment, pool, team, kind, method, currency of one idle figure;
+    ``fleet`` maps a deployment to its (team, pool)."""
+    if f.scope == "pool":
+        return ["", f.name, "", f.kind, f.method, f.currency]
+    team, pool = fleet.get(f.name, ("", ""))
+    return [f.name, pool, team, f.kind, f.method, f.currency]
+
+
+def _fleet() -> dict[str, tuple[str, str]]:
+    return {
+        name: (team, pool or "")
+        for name, team, pool in Deployment.objects.values_list(
+            "name", "team", "pool__name"
+        )
+    }
+
+
+def _idle_families(now: datetime) -> Iterator[GaugeMetricFamily]:
+    dollars = GaugeMetricFamily(
+        "costapp_idle_dollars",
+        "Idle dollars of the last complete UTC day (kind: paid, headroom)",
+        labels=IDLE_LABELS,
+    )
+    gpu_hours = GaugeMetricFamily(
+        "costapp_idle_gpu_hours",
+        "Idle GPU-hours of the last complete UTC day (kind: paid, headroom)",
+        labels=IDLE_LABELS,
+    )
+    period_end = GaugeMetricFamily(
+        "costapp_idle_period_end_timestamp_seconds",
+        "End of the UTC day the idle series of these labels describe",
+        labels=IDLE_LABELS,
+    )
+    fleet = _fleet()
+    today = now.astimezone(UTC).date()
+    for f in latest_idle(today=today):
+        labels = idle_labels(f, fleet)
+        if f.amount is not None:  # unknown is missing, never 0
+            dollars.add_metric(labels, float(f.amount))
+        if f.gpu_hours is not None:
+            gpu_hours.add_metric(labels, float(f.gpu_hours))
+        end = datetime.combine(f.day + timedelta(days=1), time(), tzinfo=UTC)
+        period_end.add_metric(labels, end.timestamp())
+    yield from (dollars, gpu_hours, period_end)
 
 
 class UnitCostCollector(Collector):
@@ -115,6 +189,7 @@ class UnitCostCollector(Collector):
         yield from families.values()
         yield period_end
         yield flagged
+        yield from _idle_families(timezone.now())
 
 
 METRICS_RIGHT = "costapp.view_unitcostfigure"

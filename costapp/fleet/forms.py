@@ -39,7 +39,14 @@ class DeploymentForm(forms.ModelForm):
             "pool",
             "slo_ttft_p95_ms",
             "slo_itl_p95_ms",
+            "target_utilisation",
         ]
+        help_texts = {
+            "target_utilisation": (
+                "Share of the predicted capacity a replica should run at, in "
+                "(0, 1]; headroom idle is measured below it (0.7 = 70%)."
+            )
+        }
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -66,6 +73,8 @@ class DeploymentForm(forms.ModelForm):
             "pool": pool.name if pool else None,
             "slo": slo,
         }
+        if data.get("target_utilisation") is not None:
+            entry["target_utilisation"] = data["target_utilisation"]
         pools = dict(Pool.objects.values_list("name", "gpu_type"))
         for field, message in deployment_problems(entry, pools=pools):
             model_field = _MODEL_FIELD.get(field, field.split("[", 1)[0])

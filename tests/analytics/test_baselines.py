@@ -290,3 +290,122 @@ def test_the_per_token_band_learns_the_spread_of_dollars_per_token() -> None:
         last["baseline_per_1m_tokens"] * math.exp(2.5 * last["sigma_tokens"])
     )
     assert not out["flag"].any()
+
+
+# --- the loop split: only what decides a flag is sequential ------------------
+
+
+def _hourly_fleet(
+    n_series: int, n_days: int, seed: int, step_at: int, step: float, hold: int
+) -> pd.DataFrame:
+    """Hours with a diurnal and weekly shape, noise, gaps, zero-request and
+    low-volume hours, holidays, a cost step long enough to become a level
+    shift and a launch (traffic up at once)."""
+    rng = np.random.default_rng(seed)
+    hours = pd.date_range(MONDAY, periods=n_days * 24, freq="h")
+    n = len(hours)
+    shape = np.where(hours.weekday >= 5, 0.6, 1.0) * (
+        0.6 + 0.4 * np.sin(np.asarray(hours.hour) / 24 * 2 * np.pi).clip(0)
+    )
+    frames = []
+    for i in range(n_series):
+        req = 1e3 * (i + 1) * shape * rng.lognormal(0, 0.03, n)
+        req[n // 2 + 24 * i :] *= 1.5  # a launch
+        # Under the minimum volume (accepted: it would end a held run, so
+        # none during the step, which is to become a level shift).
+        calm = np.arange(n) < step_at * 24
+        req[calm & (rng.random(n) < 0.03)] = 50.0
+        gpu = req / 400 * rng.lognormal(0, 0.02, n)
+        cost = gpu * 2.0 * rng.lognormal(0, 0.03, n)
+        cost[step_at * 24 + 5 * i : (step_at + hold + 2) * 24] *= step
+        tokens = req * 300 * rng.lognormal(0, 0.05, n)
+        req[rng.random(n) < 0.02] = 0.0
+        gpu[rng.random(n) < 0.03] = np.nan
+        tokens[rng.random(n) < 0.03] = np.nan
+        cost[rng.random(n) < 0.01] = -3.0  # a credit
+        frame = pd.DataFrame(
+            {"series": f"s{i}", "period_start": hours, "cost": cost,
+             "gpu_hours": gpu, "tokens": tokens, "requests": req,
+             "holiday": np.asarray(hours.normalize() == hours[0] + pd.Timedelta(
+                 days=int(rng.integers(8, n_days)))),}
+        )  # fmt: skip
+        keep = rng.random(n) > 0.02  # missing hours
+        frames.append(frame[keep])
+    return pd.concat(frames, ignore_index=True)
+
+
+def _with_reference_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import analytics.baselines as baselines
+    from tests.analytics.baseline_reference import reference_run
+
+    monkeypatch.setattr(baselines, "_run", reference_run)
+
+
+@given(
+    st.integers(1, 4), st.integers(15, 45), st.integers(0, 2**16),
+    st.integers(3, 12), st.floats(1.2, 2.5), st.integers(1, 4),
+    st.sampled_from(["day", "hour"]),
+)  # fmt: skip
+def test_the_split_loop_gives_the_figures_and_states_of_the_single_loop(
+    n_series: int, n_days: int, seed: int, step_at: int, step: float, hold: int,
+    grain: str,
+) -> None:  # fmt: skip
+    from analytics.baselines import baselines_run
+
+    frame = _hourly_fleet(n_series, n_days, seed, step_at, step, hold)
+    if grain == "day":
+        frame = (
+            frame.assign(period_start=frame["period_start"].dt.normalize())
+            .groupby(["series", "period_start"], as_index=False)
+            .agg(cost=("cost", "sum"), gpu_hours=("gpu_hours", "sum"),
+                 tokens=("tokens", "sum"), requests=("requests", "sum"),
+                 holiday=("holiday", "any"))
+        )  # fmt: skip
+    cfg = BaselineConfig(grain=grain, hold_days=hold, min_obs=2)  # type: ignore[arg-type]
+    cuts = [MONDAY + pd.Timedelta(days=d) for d in (step_at, n_days // 2 + 1)]
+    got = baselines_run(frame, config=cfg, checkpoints=cuts)
+    with pytest.MonkeyPatch.context() as mp:
+        _with_reference_loop(mp)
+        want = baselines_run(frame, config=cfg, checkpoints=cuts)
+    for col in want.figures.columns:
+        np.testing.assert_allclose(
+            got.figures[col].to_numpy(float), want.figures[col].to_numpy(float),
+            rtol=1e-12, atol=0, equal_nan=True, err_msg=col,
+        )  # fmt: skip
+    assert want.final is not None and got.final is not None
+    for day, state in [*want.checkpoints.items(), (None, want.final)]:
+        mine = got.final if day is None else got.checkpoints[day]
+        assert mine.arrays.keys() == state.arrays.keys()
+        for name, arr in state.arrays.items():
+            np.testing.assert_allclose(
+                mine.arrays[name].astype(float), arr.astype(float), rtol=1e-12,
+                atol=0, equal_nan=True, err_msg=f"{day} {name}",
+            )  # fmt: skip
+
+
+def test_the_benchmark_fleet_shifts_level_and_the_loops_agree_on_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A case the property is sure to cover: hourly, several series, level
+    shifts and holidays, resumed from a checkpoint."""
+    from analytics.baselines import baselines_run
+
+    frame = _hourly_fleet(3, 40, 7, 15, 1.8, 2)  # a Tuesday to Friday step
+    cfg = BaselineConfig(grain="hour", hold_days=2)
+    cut = MONDAY + pd.Timedelta(days=20)
+    got = baselines_run(frame, config=cfg, checkpoints=[cut])
+    assert got.figures["level_shift"].any() and got.figures["held"].any()
+    resumed = baselines_run(
+        frame[frame["period_start"] >= cut], config=cfg, initial=got.checkpoints[cut]
+    )
+    later = frame.index[frame["period_start"] >= cut]
+    pd.testing.assert_frame_equal(resumed.figures, got.figures.loc[later])
+    _with_reference_loop(monkeypatch)
+    want = baselines_run(frame, config=cfg)
+    for col in ("baseline", "lower", "upper", "sigma_price", "sigma_fleet",
+                "sigma_tokens", "cost_b", "gpu_hours_b", "tokens_b", "requests_b"):  # fmt: skip
+        np.testing.assert_allclose(
+            got.figures[col], want.figures[col], rtol=1e-12, equal_nan=True,
+            err_msg=col,
+        )  # fmt: skip
+    assert (got.figures["flag"] == want.figures["flag"]).all()

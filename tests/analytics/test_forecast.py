@@ -89,3 +89,79 @@ def test_the_calibrated_interval_is_the_model_interval_widened_by_the_days_left(
     assert cal.point == raw.point
     assert cal.upper - cal.point == pytest.approx(scale * (raw.upper - raw.point))
     assert cal.point - cal.lower == pytest.approx(scale * (raw.point - raw.lower))
+
+
+# --- lumps: credits, refunds, taxes and fees by record type ---------------
+
+
+def _billed(
+    start: str = "2026-07-01", end: str = "2026-11-30", usage: float = 100.0
+) -> pd.DataFrame:
+    """$100/day of usage, a -$500 credit on each 1st and a $300 tax on each
+    month's last day, as Cost Explorer lines (one row per day and type)."""
+    days = pd.date_range(start, end)
+    rows = [(d, "usage", usage) for d in days]
+    rows += [(d, "credit", -500.0) for d in days if d.day == 1]
+    rows += [(d, "Tax", 300.0) for d in days if d.is_month_end]
+    return pd.DataFrame(rows, columns=["day", "record_type", "cost"])
+
+
+def test_lumps_are_forecast_by_day_of_month_and_daily_spend_by_the_model() -> None:
+    lines = _billed()
+    out = forecast_month(lines, as_of="2026-11-14", repetitions=200)
+    # To date: 14 days of usage and the credit of the 1st; to come: 16 days
+    # of usage and the tax of the 30th (every previous month had one).
+    assert out.to_date == pytest.approx(14 * 100 - 500)
+    assert out.lumps_expected == pytest.approx(300.0)
+    assert out.point == pytest.approx(14 * 100 - 500 + 16 * 100 + 300)
+    assert out.lower == pytest.approx(out.point) and out.upper == pytest.approx(
+        out.point
+    )
+    # The last day: the tax is in spend to date, nothing is left to come.
+    last = forecast_month(lines, as_of="2026-11-30", repetitions=50)
+    assert last.lumps_expected == 0.0
+    assert last.point == pytest.approx(30 * 100 - 500 + 300)
+
+
+def test_without_record_types_the_lumps_are_fitted_as_daily_spend() -> None:
+    lines = _billed().drop(columns="record_type")
+    out = forecast_month(lines, as_of="2026-11-14", repetitions=200)
+    assert out.lumps_expected == 0.0
+    assert out.method.startswith("ets")  # credits and taxes make it vary
+    exact = 14 * 100 - 500 + 16 * 100 + 300
+    assert out.point != pytest.approx(exact, rel=1e-6)
+
+
+def test_lumps_vary_the_interval_and_count_only_months_the_history_covers() -> None:
+    lines = _billed(start="2026-08-10")  # August is not whole: not a month to learn
+    lines.loc[
+        (lines["record_type"] == "Tax") & (lines["day"] == "2026-10-31"), "cost"
+    ] = 900.0
+    out = forecast_month(lines, as_of="2026-11-14", repetitions=1000, widen=None)
+    # September's $300 and October's $900: the point takes their mean, the
+    # (uncalibrated) interval spans them.
+    assert out.lumps_expected == pytest.approx(600.0)
+    assert out.point == pytest.approx(14 * 100 - 500 + 16 * 100 + 600)
+    assert out.lower == pytest.approx(14 * 100 - 500 + 16 * 100 + 300)
+    assert out.upper == pytest.approx(14 * 100 - 500 + 16 * 100 + 900)
+
+
+def test_a_series_of_credits_only_is_its_credits() -> None:
+    lines = _billed()
+    credits = lines[lines["record_type"] == "credit"]
+    out = forecast_month(credits, as_of="2026-11-14", repetitions=100)
+    assert out.to_date == pytest.approx(-500.0)
+    assert out.point == pytest.approx(-500.0)
+    before = forecast_month(credits, as_of="2026-10-31", repetitions=100)
+    assert before.point == pytest.approx(-500.0)  # October's, posted on the 1st
+
+
+def test_the_burn_date_counts_lumps_already_posted_and_to_come() -> None:
+    lines = _billed()
+    lines = lines[lines["record_type"] != "credit"]
+    # $100/day and $300 on the 30th: a $2,950 budget is spent on the 30th
+    # (29 x 100 = 2,900 on the 29th; the 30th's 100 + 300 passes it).
+    out = forecast_month(lines, as_of="2026-11-10", budget=2950.0, repetitions=100)
+    assert out.budget_burn_date == pd.Timestamp("2026-11-30")
+    late = forecast_month(lines, as_of="2026-11-30", budget=3100.0, repetitions=100)
+    assert late.budget_burn_date == pd.Timestamp("2026-11-30")  # 3,000 + 300

@@ -98,12 +98,16 @@ def test_a_real_prometheus_scrapes_with_a_users_metrics_token(
     try:
         wait_for(
             lambda: bool(
-                query('costapp_idle_dollars{deployment="",team="",clock="final"}')
+                query(
+                    'costapp_unit_cost_idle_dollars{deployment="",team="",clock="final"}'
+                )
             ),
             timeout=60,
             what="a scrape with the user's token",
         )
-        (fleet,) = query('costapp_idle_dollars{deployment="",team="",clock="final"}')
+        (fleet,) = query(
+            'costapp_unit_cost_idle_dollars{deployment="",team="",clock="final"}'
+        )
         stored = (
             UnitCostFigure.objects.filter(scope="fleet", grain="day", clock="final")
             .latest("period_start")

@@ -1,0 +1,187 @@
+"""The baselines' day loop as first written: every state, the traffic level
+and all four sigmas updated inside one loop over days. ``analytics.baselines``
+now runs only what decides a flag in that loop and the rest after it; this
+copy is the specification its tests hold it to (figures and saved states)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analytics.baseline_state import BaselineConfig, _fresh_state
+
+
+def reference_run(
+    C: np.ndarray,
+    R: np.ndarray,
+    G: np.ndarray,
+    T: np.ndarray,
+    H: np.ndarray,
+    slot_grid: np.ndarray,
+    S: int,
+    cfg: BaselineConfig,
+    init: dict[str, np.ndarray] | None = None,
+    checkpoints: frozenset[int] = frozenset(),
+) -> tuple[
+    dict[str, np.ndarray], dict[int, dict[str, np.ndarray]], dict[str, np.ndarray]
+]:
+    """The day loop. Grids are (day, period of day, series); states are
+    (component, slot, series) with components cost, requests, GPU-hours,
+    tokens in that order."""
+    n_days, P, N = C.shape
+    a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
+    av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
+    al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))  # traffic level decay per row
+    hold_rows = cfg.hold_days * P
+    k = cfg.band_k
+    floor = cfg.band_floor
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        X = np.stack([C, R, G, T])  # (4, day, P, N)
+        valid = (C > 0) & (R > 0) & np.isfinite(C) & np.isfinite(R)
+        U = np.where(valid, 1000.0 * C / R, np.nan)
+        vol = valid & (R >= cfg.min_requests)
+        g_present = np.isfinite(G) & (G >= 0)
+        t_present = np.isfinite(T) & (T >= 0)
+        X = np.where(np.isfinite(X), X, 0.0)  # one pass, unlike nan_to_num
+        # Which of the four parts a period may update, before the flag says
+        # whether it does: cost and requests always, GPU-hours and tokens
+        # where measured.
+        present = np.stack([np.ones_like(g_present), np.ones_like(g_present),
+                            g_present, t_present])  # fmt: skip
+        lnU = np.log(U)
+        lnG = np.log(np.where(G > 0, G, np.nan))
+        lnP = np.log(np.where((G > 0) & valid, C / G, np.nan))
+        lnR = np.log(np.where(valid, R, np.nan))
+        lnK = np.log(np.where(valid & (T > 0), C / T, np.nan))  # $ per token
+
+    # Slot states: EWMA numerators (adjust=True form) and weights.
+    state = (
+        _fresh_state(S, N) if init is None else {k: v.copy() for k, v in init.items()}
+    )
+    num, wgt, nobs = state["num"], state["wgt"], state["nobs"]
+    shadow, shadow_w, shadow_on = state["shadow"], state["shadow_w"], state["shadow_on"]
+    run = state["run"]
+    # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
+    lvl_num, lvl_w = state["lvl_num"], state["lvl_w"]
+    # Sigma states per series (u, price, fleet, $ per token): sums of squared
+    # log residuals.
+    ss, sw = state["ss"], state["sw"]
+    saved: dict[int, dict[str, np.ndarray]] = {}
+
+    def snapshot() -> dict[str, np.ndarray]:
+        return {
+            "num": num.copy(), "wgt": wgt.copy(), "nobs": nobs.copy(),
+            "shadow": shadow.copy(), "shadow_w": shadow_w.copy(),
+            "shadow_on": shadow_on.copy(), "run": run.copy(), "lvl_num": lvl_num.copy(),
+            "lvl_w": lvl_w.copy(), "ss": ss.copy(), "sw": sw.copy(),
+        }  # fmt: skip
+
+    # Every day writes all of these: no need to fill them first.
+    base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
+    sig = np.empty((4, n_days, N))
+    warm_g = np.zeros((n_days, P, N), dtype=bool)
+    flag_g = np.zeros((n_days, P, N), dtype=bool)
+    held_g = np.zeros((n_days, P, N), dtype=bool)
+    shift_g = np.zeros((n_days, N), dtype=bool)
+    rows = np.arange(P)[:, None]
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for d in range(n_days):
+            if d in checkpoints:
+                saved[d] = snapshot()
+            sl = slot_grid[d]  # (P,) distinct slots within a day
+            slot_num = num[:, sl]  # (4, P, N)
+            slot_w = wgt[:, sl]
+            b = slot_num / slot_w
+            ln_rb_slot = np.log(b[1])
+            # One factor for all four parts: u_b is untouched, but the parts
+            # follow a launch within days instead of weeks of slot updates.
+            b *= np.exp(np.where(lvl_w > 0, lvl_num / lvl_w, 0.0))
+            base[:, d] = b
+            has_b = slot_w[0] > 0
+            ln_ub = np.log(1000.0 * b[0] / b[1])
+            sigmas = np.fmax(np.sqrt(ss / np.where(sw > 0, sw, np.nan)), floor)
+            sig[:, d] = sigmas
+            warm = nobs[sl] >= cfg.min_obs
+            dev = lnU[d] - ln_ub
+            flag = warm & vol[d] & has_b & (np.abs(dev) > k * sigmas[0])
+            held = valid[d] & (flag | H[d])
+            accept = valid[d] & ~held
+            warm_g[d], flag_g[d], held_g[d] = warm, flag, held
+
+            # Sigmas and the level learn from accepted, volume-ok rows.
+            learn = accept & vol[d] & has_b
+            g_ok = learn & np.isfinite(lnG[d]) & (b[2] > 0)
+            r_u = np.where(learn, dev, 0.0)
+            r_p = np.where(g_ok, lnP[d] - np.log(b[0] / b[2]), 0.0)
+            r_f = np.where(g_ok, lnG[d] - np.log(b[2]), 0.0)
+            t_ok = learn & np.isfinite(lnK[d]) & (b[3] > 0)
+            r_t = np.where(t_ok, lnK[d] - np.log(b[0] / b[3]), 0.0)
+            m_u = learn.sum(axis=0)
+            m_g = g_ok.sum(axis=0)
+            m_t = t_ok.sum(axis=0)
+            decay = np.stack([av**m_u, av**m_g, av**m_g, av**m_t])
+            ss = decay * ss + np.stack(
+                [(r_u**2).sum(0), (r_p**2).sum(0), (r_f**2).sum(0), (r_t**2).sum(0)]
+            )
+            sw = decay * sw + np.stack([m_u, m_g, m_g, m_t])
+            dl = al**m_u
+            lvl_num = dl * lvl_num + np.where(learn, lnR[d] - ln_rb_slot, 0.0).sum(
+                axis=0
+            )
+            lvl_w = dl * lvl_w + m_u
+
+            # Slot update (slots are distinct within a day: plain fancy indexing).
+            x = X[:, d]
+            mask = present[:, d] & accept
+            num[:, sl] = np.where(mask, a * slot_num + x, slot_num)
+            wgt[:, sl] = np.where(mask, a * slot_w + 1.0, slot_w)
+            nobs[sl] += accept
+
+            # Run of held rows per series, in row order within the day; the
+            # held rows since the last accepted one feed the shadow state.
+            any_acc = accept.any(axis=0)
+            last_acc = np.where(any_acc, P - 1 - np.argmax(accept[::-1], axis=0), -1)
+            held_after = held & (rows > last_acc[None, :])
+            run = np.where(any_acc, held_after.sum(axis=0), run + held.sum(axis=0))
+            # Shadows are touched only where a run is going on (rare).
+            clear = any_acc & shadow_on
+            if clear.any():
+                shadow[:, :, clear] = 0.0
+                shadow_w[:, :, clear] = 0.0
+                shadow_on &= ~clear
+            if held_after.any():
+                smask = present[:, d] & held_after
+                s_num = shadow[:, sl]
+                s_w = shadow_w[:, sl]
+                shadow[:, sl] = np.where(smask, a * s_num + x, s_num)
+                shadow_w[:, sl] = np.where(smask, a * s_w + 1.0, s_w)
+                shadow_on |= held_after.any(axis=0)
+
+            shift = run >= hold_rows
+            if shift.any():
+                # The held values are the new level of the slots they reached.
+                take = (shadow_w > 0) & shift[None, None, :]
+                num = np.where(take, shadow, num)
+                wgt = np.where(take, shadow_w, wgt)
+                shift_g[d] = shift
+                run[shift] = 0.0
+                lvl_num[shift] = 0.0
+                lvl_w[shift] = 0.0
+                shadow[:, :, shift] = 0.0
+                shadow_w[:, :, shift] = 0.0
+                shadow_on &= ~shift
+
+    final = snapshot()
+    figures = {
+        "cost_b": base[0],
+        "gpu_hours_b": base[2],
+        "tokens_b": base[3],
+        "requests_b": base[1],
+        "sig": sig,
+        "warm": warm_g,
+        "flag": flag_g,
+        "held": held_g,
+        "shift": shift_g,
+    }
+    return figures, saved, final
