@@ -1,0 +1,196 @@
+"""Writes of the stored allocation: ``CostShare`` and ``CostUsageDay`` per UTC day.
+
+``allocation_days`` (costs/selectors.py) reads these instead of allocating
+every bill line on every request. A day is the unit: one transaction per day
+replaces its shares (every account, currency and basis) and its deployments'
+usage whole, then stamps ``CostShareDay`` with the time taken *before* the
+inputs were read and the digest of the rules, so a run that finished later or
+a rule change makes the day stale (read on the fly) until it is recomputed.
+
+Who recomputes: ``economics.tasks.unit_costs_recompute_task`` calls
+``cost_shares_for_run`` first, before the unit costs read the allocation
+(so after every Cost Explorer, FOCUS, demo or telemetry run); the beat's full
+recompute and the ``fleet_load`` command call ``cost_shares_rebuild`` for the
+days that went stale; ``manage.py costs_allocate`` rebuilds a window
+explicitly. A day never stored (data from before migration 0011) is simply
+allocated on the fly until one of those stores it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, timedelta
+from typing import get_args
+
+from django.db import transaction
+from django.db.models import Max, Min, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from costapp.costs.selectors import (
+    BASES,
+    Basis,
+    _day_ranges,
+    _nominal_gpu_seconds,
+    allocation_digest,
+    allocation_rules,
+    allocations_compute,
+    stored_days,
+    usage_days,
+    utc_day_start,
+)
+from costapp.models import (
+    CostLine,
+    CostShare,
+    CostShareDay,
+    CostUsageDay,
+    DeploymentHour,
+    IngestRun,
+)
+
+logger = logging.getLogger(__name__)
+
+ALL_BASES: tuple[Basis, ...] = tuple(BASES)  # type: ignore[arg-type]
+# Days computed per read of the inputs: a month of lines and hours at a time
+# keeps memory flat over a year.
+CHUNK_DAYS = 31
+
+assert set(ALL_BASES) == set(get_args(Basis))
+
+
+@dataclass(frozen=True)
+class SharesResult:
+    days: int
+    shares: int
+    usage_rows: int
+
+
+def _tokens(a: date, b: date) -> dict[tuple[str, date], tuple[float, float]]:
+    rows = (
+        DeploymentHour.objects.filter(
+            hour__gte=utc_day_start(a), hour__lt=utc_day_start(b)
+        )
+        .annotate(day=TruncDate("hour", tzinfo=UTC))
+        .values_list("deployment__name", "day")
+        .annotate(p=Sum("prompt_tokens"), g=Sum("generation_tokens"))
+        .order_by()
+    )
+    return {(n, d): (float(p or 0.0), float(g or 0.0)) for n, d, p, g in rows}
+
+
+def _chunks(days: Collection[date]) -> Iterator[tuple[date, date, set[date]]]:
+    for a, b in _day_ranges(days):
+        while a < b:
+            c = min(b, a + timedelta(days=CHUNK_DAYS))
+            yield a, c, {a + timedelta(days=i) for i in range((c - a).days)}
+            a = c
+
+
+def cost_shares_compute(*, days: Collection[date]) -> SharesResult:
+    """Recompute and store the shares and usage of ``days``, one transaction
+    per day, each replacing that day's rows whole."""
+    n_days = n_shares = n_usage = 0
+    for a, b, chunk in _chunks(days):
+        computed_at = timezone.now()  # before reading: a later run makes it stale
+        rules = allocation_rules()
+        digest = allocation_digest(rules, _nominal_gpu_seconds())
+        usage = usage_days(a, b)
+        tokens = _tokens(a, b)
+        allocations = allocations_compute(a, b, ALL_BASES, rules=rules, usage=usage)
+        per_day: dict[date, list[CostShare]] = defaultdict(list)
+        for basis, by_key in allocations.items():
+            for (account, day, currency), allocation in by_key.items():
+                per_day[day].extend(
+                    CostShare(
+                        day=day,
+                        account_id=account,
+                        currency=currency,
+                        basis=basis,
+                        line_id=int(s.line_key),
+                        target=s.target,
+                        pool=s.pool,
+                        how=s.how,
+                        amount=s.amount,
+                    )
+                    for s in allocation.shares
+                )
+        usage_per_day: dict[date, list[CostUsageDay]] = defaultdict(list)
+        for (name, day), u in usage.items():
+            p, g = tokens.get((name, day), (0.0, 0.0))
+            usage_per_day[day].append(
+                CostUsageDay(
+                    day=day,
+                    deployment=name,
+                    gpu_hours=u.gpu_hours,
+                    requests=u.requests,
+                    nominal_hours=u.nominal_hours,
+                    prompt_tokens=p,
+                    generation_tokens=g,
+                )
+            )
+        for day in sorted(chunk):
+            with transaction.atomic():
+                CostShare.objects.filter(day=day).delete()
+                CostUsageDay.objects.filter(day=day).delete()
+                CostShare.objects.bulk_create(per_day.get(day, []), batch_size=5000)
+                CostUsageDay.objects.bulk_create(
+                    usage_per_day.get(day, []), batch_size=5000
+                )
+                CostShareDay.objects.update_or_create(
+                    day=day,
+                    defaults={"computed_at": computed_at, "rules_digest": digest},
+                )
+            n_days += 1
+            n_shares += len(per_day.get(day, []))
+            n_usage += len(usage_per_day.get(day, []))
+    logger.info(
+        "cost shares stored: %d days, %d shares, %d usage rows",
+        n_days,
+        n_shares,
+        n_usage,
+    )
+    return SharesResult(n_days, n_shares, n_usage)
+
+
+def data_span() -> tuple[date, date] | None:
+    """First and day-after-last UTC day holding a bill line or telemetry."""
+    lines = CostLine.objects.aggregate(a=Min("period_start"), b=Max("period_start"))
+    hours = DeploymentHour.objects.aggregate(a=Min("hour"), b=Max("hour"))
+    firsts = [v for v in (lines["a"], hours["a"]) if v is not None]
+    lasts = [v for v in (lines["b"], hours["b"]) if v is not None]
+    if not firsts:
+        return None
+    return (
+        min(firsts).astimezone(UTC).date(),
+        max(lasts).astimezone(UTC).date() + timedelta(days=1),
+    )
+
+
+def cost_shares_rebuild(
+    *, start: date | None = None, end: date | None = None, stale_only: bool = True
+) -> SharesResult:
+    """(Re)store ``start``..``end`` (default: every day with data); with
+    ``stale_only`` only the days ``stored_days`` does not vouch for."""
+    span = data_span()
+    if span is None:
+        return SharesResult(0, 0, 0)
+    start = start or span[0]
+    end = end or span[1]
+    if start >= end:
+        return SharesResult(0, 0, 0)
+    days = {start + timedelta(days=i) for i in range((end - start).days)}
+    if stale_only:
+        days -= stored_days(start, end)
+    return cost_shares_compute(days=days)
+
+
+def cost_shares_for_run(*, run: IngestRun) -> SharesResult:
+    """Recompute the days a run's window touches (a restated bill, a late
+    telemetry hour), so the unit costs that follow read fresh shares."""
+    first = run.window_start.astimezone(UTC).date()
+    last = (run.window_end - timedelta(microseconds=1)).astimezone(UTC).date()
+    days = {first + timedelta(days=i) for i in range((last - first).days + 1)}
+    return cost_shares_compute(days=days)
