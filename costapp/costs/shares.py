@@ -7,13 +7,15 @@ usage whole, then stamps ``CostShareDay`` with the time taken *before* the
 inputs were read and the digest of the rules, so a run that finished later or
 a rule change makes the day stale (read on the fly) until it is recomputed.
 
-Who recomputes: ``economics.tasks.unit_costs_recompute_task`` calls
-``cost_shares_for_run`` first, before the unit costs read the allocation
-(so after every Cost Explorer, FOCUS, demo or telemetry run); the beat's full
-recompute and the ``fleet_load`` command call ``cost_shares_rebuild`` for the
-days that went stale; ``manage.py costs_allocate`` rebuilds a window
-explicitly. A day never stored (data from before migration 0011) is simply
-allocated on the fly until one of those stores it.
+Who recomputes: ``economics.services.unit_costs_recompute`` calls
+``cost_shares_rebuild`` for the stale days first, before it reads the
+allocation; it runs after every Cost Explorer, FOCUS, demo or telemetry run
+(``unit_costs_recompute_task``), nightly in full, and in the ``demo`` and
+``unit_costs_recompute`` commands. The ``fleet_load`` command does the same
+after a load (changed rules, pools or members change the digest).
+``manage.py costs_allocate`` rebuilds a window explicitly. A day never stored
+(data from before migration 0011) or stale is allocated on the fly until one
+of those stores it: slower to read, never wrong.
 """
 
 from __future__ import annotations
@@ -184,13 +186,4 @@ def cost_shares_rebuild(
     days = {start + timedelta(days=i) for i in range((end - start).days)}
     if stale_only:
         days -= stored_days(start, end)
-    return cost_shares_compute(days=days)
-
-
-def cost_shares_for_run(*, run: IngestRun) -> SharesResult:
-    """Recompute the days a run's window touches (a restated bill, a late
-    telemetry hour), so the unit costs that follow read fresh shares."""
-    first = run.window_start.astimezone(UTC).date()
-    last = (run.window_end - timedelta(microseconds=1)).astimezone(UTC).date()
-    days = {first + timedelta(days=i) for i in range((last - first).days + 1)}
     return cost_shares_compute(days=days)

@@ -8,7 +8,6 @@ from celery import shared_task
 from django.utils import timezone
 
 from costapp.alerts.tasks import alert_rules_evaluate_task
-from costapp.costs.shares import cost_shares_for_run, cost_shares_rebuild
 from costapp.economics.idle import idle_figures_recompute
 from costapp.economics.inputs import run_changes
 from costapp.economics.services import unit_costs_recompute
@@ -24,8 +23,6 @@ def unit_costs_recompute_task(run_id: int) -> int | None:
     run = IngestRun.objects.filter(pk=run_id).first()
     if run is None or run.status not in (IngestRun.SUCCEEDED, IngestRun.PARTIAL):
         return None
-    # The run's days' stored allocation first: the recompute reads it.
-    cost_shares_for_run(run=run)
     since, series = run_changes(run)
     result = unit_costs_recompute(now=timezone.now(), since=since, series=series)
     # Idle prices headroom at the day figures just written: after them.
@@ -40,7 +37,6 @@ def unit_costs_recompute_task(run_id: int) -> int | None:
 def unit_costs_recompute_all_task() -> int:
     """Beat: the full recompute, so nothing an incremental one missed (a
     fleet file edit, a rate card entered by hand) stays stale for long."""
-    cost_shares_rebuild(stale_only=True)
     rows = unit_costs_recompute(now=timezone.now()).rows_written
     idle_figures_recompute(now=timezone.now())
     return rows
