@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 from costapp.costs.exports import ROW_GROUP, SCHEMA_FIELDS, SUMMARY_COLUMNS, Export
 from costapp.csv_export import csv_lines
 
+TEXTS_HELD = 100_000
+
 
 def _text_cell(value: str) -> str:
     """One text cell exactly as the one formula-safe writer writes it
@@ -34,16 +36,18 @@ def csv_rows(export: Export) -> Iterator[str]:
     over its tuple: numbers are formatted in place (a Decimal fixed-point, a
     float by ``repr``; they never need quoting) and the text cells (account,
     currency, deployment or team, pool, allocation, status: few distinct
-    values) go through the writer once per distinct value, cached.
+    values) go through the writer once per distinct value, cached (and
+    their joined text once per distinct combination).
     tests/costs/test_exports.py checks the bytes against ``csv_lines``.
     """
     yield from csv_lines(export.spec.columns, [])
-    cache: dict[str, str] = {}
+    cells: dict[str, str] = {}
+    texts: dict[tuple[str, ...], str] = {}
 
     def t(value: str) -> str:
-        cell = cache.get(value)
+        cell = cells.get(value)
         if cell is None:
-            cell = cache[value] = _text_cell(value)
+            cell = cells[value] = _text_cell(value)
         return cell
 
     for (
@@ -51,10 +55,15 @@ def csv_rows(export: Export) -> Iterator[str]:
         status, d_final, d_estimated, d_provisional, bill, provisional, requests,
         prompt, generation, gpu_hours, nominal, per_1k, per_1m, per_gpu_hour,
     ) in export.rows():  # fmt: skip
+        # The seven text cells repeat row after row: one lookup for all.
+        key = (account, currency, basis, target, pool, allocation, status)
+        text = texts.get(key)
+        if text is None:
+            if len(texts) > TEXTS_HELD:  # bounded, whatever the fleet
+                texts.clear()
+            text = texts[key] = ",".join(map(t, key))
         yield (
-            f"{period.isoformat()},{period_days},{t(account)},{t(currency)},"
-            f"{t(basis)},{t(target)},{t(pool)},{t(allocation)},{t(status)},"
-            f"{d_final},{d_estimated},{d_provisional},"
+            f"{period.isoformat()},{period_days},{text},{d_final},{d_estimated},{d_provisional},"
             f"{'' if bill is None else format(bill, 'f')},"
             f"{'' if provisional is None else format(provisional, 'f')},"
             f"{'' if requests is None else repr(requests)},"

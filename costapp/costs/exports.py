@@ -169,24 +169,49 @@ def file_stem(spec: ExportSpec, coverage: Coverage) -> str:
 # -- rows ---------------------------------------------------------------------
 
 
-@dataclass
 class _Row:
-    period: date
-    account: str
-    currency: str
-    target: str
-    pool: str
-    hows: set[str] = field(default_factory=set)
-    bill: Decimal | None = None
-    provisional: Decimal | None = None
-    days: dict[str, set[date]] = field(
-        default_factory=lambda: {FINAL: set(), ESTIMATED: set(), PROVISIONAL: set()}
-    )
-    requests: float | None = None
-    prompt: float | None = None
-    generation: float | None = None
-    gpu_hours: float | None = None
-    nominal: int = 0
+    """One export row being built (a plain slotted class: a year makes tens
+    of thousands, and a dataclass's default factories cost more than the
+    row's own arithmetic)."""
+
+    __slots__ = (
+        "account",
+        "bill",
+        "currency",
+        "days",
+        "generation",
+        "gpu_hours",
+        "hows",
+        "nominal",
+        "period",
+        "pool",
+        "prompt",
+        "provisional",
+        "requests",
+        "target",
+    )  # fmt: skip
+
+    def __init__(
+        self, period: date, account: str, currency: str, target: str, pool: str
+    ) -> None:
+        self.period = period
+        self.account = account
+        self.currency = currency
+        self.target = target
+        self.pool = pool
+        self.hows: set[str] = set()
+        self.bill: Decimal | None = None
+        self.provisional: Decimal | None = None
+        self.days: dict[str, set[date]] = {
+            FINAL: set(),
+            ESTIMATED: set(),
+            PROVISIONAL: set(),
+        }
+        self.requests: float | None = None
+        self.prompt: float | None = None
+        self.generation: float | None = None
+        self.gpu_hours: float | None = None
+        self.nominal = 0
 
     def add_bill(self, amount: Decimal) -> None:
         self.bill = amount if self.bill is None else self.bill + amount
@@ -197,15 +222,20 @@ class _Row:
         )
 
     def add_traffic(self, usage: UsageDay | None, tokens: tuple[float, float]) -> None:
-        def plus(a: float | None, b: float) -> float:
-            return b if a is None else a + b
-
         if usage is not None:
-            self.requests = plus(self.requests, float(usage.requests))
-            self.gpu_hours = plus(self.gpu_hours, float(usage.gpu_hours))
+            requests, gpu_hours = float(usage.requests), float(usage.gpu_hours)
+            self.requests = (
+                requests if self.requests is None else self.requests + requests
+            )
+            self.gpu_hours = (
+                gpu_hours if self.gpu_hours is None else self.gpu_hours + gpu_hours
+            )
             self.nominal += usage.nominal_hours
-        self.prompt = plus(self.prompt, tokens[0])
-        self.generation = plus(self.generation, tokens[1])
+        prompt, generation = tokens
+        self.prompt = prompt if self.prompt is None else self.prompt + prompt
+        self.generation = (
+            generation if self.generation is None else self.generation + generation
+        )
 
 
 def _ratio(cost: Decimal | None, amount: float | None, per: int) -> Decimal | None:
@@ -315,8 +345,9 @@ def _stored_usage(a: date, b: date) -> Iterator[tuple[Any, ...]]:
     )  # fmt: skip
 
 
-# (account, currency) -> the day's shares as (target, pool, how, amount).
-DayShares = dict[tuple[str, str], list[tuple[str, str, str, Decimal]]]
+# A share as the export reads it: (day, account, currency, target, pool, how,
+# amount), a day's sorted by account and currency, then allocation order.
+ShareRow = tuple[date, str, str, str, str, str, Decimal]
 
 
 def _stored_shares(a: date, b: date, basis: Basis) -> Iterator[tuple[Any, ...]]:
@@ -425,8 +456,10 @@ class Export:
         """The rows as tuples in ``SCHEMA_FIELDS`` order (what the writers use)."""
         spec = self.spec
         stored = stored_days(spec.start, spec.end)
-        for key, total in _stored_totals(spec.start, spec.end, spec.basis).items():
-            self.totals.stored[key] += total
+        for account_currency, total in _stored_totals(
+            spec.start, spec.end, spec.basis
+        ).items():
+            self.totals.stored[account_currency] += total
         # One server-side cursor each over the window, read a day at a time.
         shares = _ByDay(_stored_shares(spec.start, spec.end, spec.basis))
         usage = _ByDay(_stored_usage(spec.start, spec.end))
@@ -494,7 +527,7 @@ class Export:
         live = {a + timedelta(days=i) for i in range((b - a).days)} - stored
         usage: dict[tuple[str, date], UsageDay] = {}
         tokens: dict[tuple[str, date], tuple[float, float]] = {}
-        live_allocs: dict[date, DayShares] = defaultdict(dict)
+        live_allocs: dict[date, list[ShareRow]] = defaultdict(list)
         by_day: dict[date, list[str]] = defaultdict(list)
         if live:
             rules = allocation_rules()
@@ -506,9 +539,10 @@ class Export:
                     x, y, [self.spec.basis], rules=rules, usage=live_usage
                 )[self.spec.basis]
                 for (account, day, currency), allocation in sorted(allocs.items()):
-                    live_allocs[day][(account, currency)] = [
-                        (s.target, s.pool, s.how, s.amount) for s in allocation.shares
-                    ]
+                    live_allocs[day].extend(
+                        (day, account, currency, s.target, s.pool, s.how, s.amount)
+                        for s in allocation.shares
+                    )
             for name, day in set(usage) | set(tokens):
                 by_day[day].append(name)
         day = a
@@ -517,58 +551,61 @@ class Export:
             day_usage = stored_usage.take(day)
             if day in live:
                 yield self._day(
-                    day, live_allocs.get(day, {}), usage, tokens,
+                    day, live_allocs.get(day, []), usage, tokens,
                     sorted(by_day.get(day, [])),
                 )  # fmt: skip
-                day += timedelta(days=1)
-                continue
-            shares: DayShares = {}
-            for _, account, currency, target, pool, how, amount in day_shares:
-                shares.setdefault((account, currency), []).append(
-                    (target, pool, how, amount)
+            else:
+                for _, name, gpu_h, req, nominal, p, g in day_usage:
+                    usage[(name, day)] = UsageDay(gpu_h, req, nominal)
+                    tokens[(name, day)] = (p, g)
+                yield self._day(
+                    day, day_shares, usage, tokens, [r[1] for r in day_usage]
                 )
-            for _, name, gpu_h, req, nominal, p, g in day_usage:
-                usage[(name, day)] = UsageDay(gpu_h, req, nominal)
-                tokens[(name, day)] = (p, g)
-            yield self._day(
-                day, shares, usage, tokens, sorted(n for _, n, *_ in day_usage)
-            )
             day += timedelta(days=1)
 
     def _day(
         self,
         day: date,
-        grouped: DayShares,
+        shares: list[ShareRow],
         usage: dict[tuple[str, date], UsageDay],
         tokens: dict[tuple[str, date], tuple[float, float]],
         active: list[str],
     ) -> list[_Row]:
+        """The rows of one day from its shares, sorted by account and
+        currency (each in the order the allocation produced them)."""
         book = self._book
         rows: dict[tuple[str, str, str, str], _Row] = {}
         # Which row carries each deployment's traffic (exactly one per day).
         traffic_row: dict[str, _Row] = {}
-        fleet, target_of = self._fleet, self._target
-        for (account, currency), shares in sorted(grouped.items()):
-            status = (
-                ESTIMATED
-                if day in self.coverage.estimated.get(account, set())
-                else FINAL
-            )
-            for name, pool, how, amount in shares:
-                target = target_of(name)
-                key = (account, currency, target, pool)
-                row = rows.get(key)
-                if row is None:
-                    row = rows[key] = _Row(day, account, currency, target, pool)
-                    row.days[status].add(day)
-                row.hows.add(how)
-                row.add_bill(amount)
-                if name not in (IDLE, UNALLOCATED):
+        fleet = self._fleet
+        target_of = self._target if self.spec.by == "team" else None
+        # Each billed account's first currency (in sorted order).
+        currencies: dict[str, str] = {}
+        status = FINAL
+        for _, account, currency, name, pool, how, amount in shares:
+            if account not in currencies:
+                currencies[account] = currency
+                status = (
+                    ESTIMATED
+                    if day in self.coverage.estimated.get(account, ())
+                    else FINAL
+                )
+            target = name if target_of is None else target_of(name)
+            key = (account, currency, target, pool)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = _Row(day, account, currency, target, pool)
+                row.days[status].add(day)
+            row.hows.add(how)
+            row.bill = amount if row.bill is None else row.bill + amount
+            if name != IDLE and name != UNALLOCATED:
+                if name not in traffic_row:
+                    traffic_row[name] = row
+                else:
                     dep = fleet.get(name)
-                    home = dep.account_id if dep is not None else ""
-                    if name not in traffic_row or account == home:
+                    if dep is not None and account == dep.account_id:
                         traffic_row[name] = row
-        billed_accounts = sorted({a for a, _ in grouped})
+        billed_accounts = sorted(currencies)
         for name in active:
             dep = self._fleet.get(name)
             if dep is None:
@@ -581,7 +618,7 @@ class Export:
             if billed and row is None:
                 # The day is billed and none of it is this deployment's: $0.
                 account = home or billed_accounts[0]
-                currency = next(c for a, c in sorted(grouped) if a == account)
+                currency = currencies[account]
                 key = (account, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:

@@ -527,7 +527,7 @@ def allocation_days(
         ):
             if day in stored:
                 shares[(account, day, currency)].append(
-                    Share(str(line_id), target, amount, how, pool)
+                    Share(str(line_id), target, amount, how, pool)  # type: ignore[arg-type]
                 )
         for key, items in shares.items():
             out[key] = DayAllocation(

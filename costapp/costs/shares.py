@@ -50,7 +50,6 @@ from costapp.models import (
     CostShareDay,
     CostUsageDay,
     DeploymentHour,
-    IngestRun,
 )
 
 logger = logging.getLogger(__name__)

@@ -115,7 +115,10 @@ def run_of(source: str, start: datetime, end: datetime, batch: Batch) -> IngestR
     return run
 
 
-def bill(day: date, *, p5: Decimal = D("1320.9600000001")) -> Batch:
+P5_DAY = Decimal("1320.9600000001")
+
+
+def bill(day: date, *, p5: Decimal = P5_DAY) -> Batch:
     at = utc(day.year, day.month, day.day)
     records = [
         CostRecord(
@@ -198,7 +201,6 @@ def share_of(day: date, target: str = "chat") -> Decimal:
 
 def chat_share(day: date) -> Decimal:
     return share_of(day, "chat")
-
 
 
 def test_the_stored_shares_equal_a_fresh_allocation_after_a_restated_bill_day(
