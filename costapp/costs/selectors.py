@@ -452,12 +452,16 @@ def allocations_compute(
 
 
 def stored_days(start: date, end: date, *, digest: str | None = None) -> set[date]:
-    """Days of ``start``..``end`` whose stored shares hold: computed under the
-    current digest, and no ingest run overlapping the day has finished since
-    (or is still running; a Cost Explorer run commits month by month).
+    """Days of ``start``..``end`` whose stored shares hold: marked (a write
+    to a bill line or a deployment-hour of the day drops the mark in its own
+    transaction: triggers of migration 0011), computed under the current
+    digest, and no ingest run overlapping the day has finished since it was
+    computed or is still running (a run that wrote while the day was being
+    computed; a Cost Explorer run commits month by month).
 
-    Writes outside a run (a hand edit in the admin or a shell, ``batch_write``
-    called directly) are not seen here: ``manage.py costs_allocate`` rebuilds.
+    Not seen: a write outside a run that commits while the day is being
+    computed, after the compute read it. ``manage.py costs_allocate --all``
+    rebuilds.
     """
     if digest is None:
         digest = allocation_digest(allocation_rules(), _nominal_gpu_seconds())

@@ -4,8 +4,10 @@
 every bill line on every request. A day is the unit: one transaction per day
 replaces its shares (every account, currency and basis) and its deployments'
 usage whole, then stamps ``CostShareDay`` with the time taken *before* the
-inputs were read and the digest of the rules, so a run that finished later or
-a rule change makes the day stale (read on the fly) until it is recomputed.
+inputs were read and the digest of the rules. A later write to the day's bill
+lines or hours deletes the stamp (database triggers), and a run that finished
+after it or a rule change makes it stale too: the day is read on the fly
+until it is recomputed.
 
 Who recomputes: ``economics.services.unit_costs_recompute`` calls
 ``cost_shares_rebuild`` for the stale days first, before it reads the

@@ -168,10 +168,12 @@ class CostShareDay(models.Model):
     """A UTC day whose allocation is stored in ``CostShare`` (every account,
     currency and basis of the day, plus the deployments' usage that day).
 
-    ``computed_at`` is taken before the inputs were read, so a run that
-    finished after it may have changed them; ``rules_digest`` is the digest of
-    the rules, pools and nominal sizes the shares were computed with. A day
-    whose row is missing or stale by either is allocated on the fly instead
+    Any write to a bill line or a deployment-hour of the day deletes this row
+    in the writer's transaction (triggers, migration 0011). ``computed_at`` is
+    taken before the inputs were read, so a run that finished after it may
+    have changed them; ``rules_digest`` is the digest of the rules, pools and
+    nominal sizes the shares were computed with. A day whose row is missing
+    or stale by either is allocated on the fly instead
     (``costapp.costs.shares``).
     """
 

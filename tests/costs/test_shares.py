@@ -14,7 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db.models import Sum
 from django.utils import timezone
 
@@ -330,3 +330,44 @@ def test_the_fast_csv_is_byte_for_byte_the_formula_safe_writer(fleet: Path) -> N
     )
     assert fast == reference
     assert fast.count("\r\n") > 10
+
+
+def test_costs_allocate_stores_the_missing_days_then_nothing_unless_told_all(
+    fleet: Path,
+) -> None:
+    out = io.StringIO()
+    call_command("costs_allocate", stdout=out)
+    assert out.getvalue().startswith(f"stored {DAYS} day(s)")
+    assert_stored_equals_fresh()
+    out = io.StringIO()
+    call_command("costs_allocate", stdout=out)
+    assert out.getvalue().startswith("stored 0 day(s)")
+    out = io.StringIO()
+    call_command(
+        "costs_allocate", "--start", str(START), "--end", str(END), "--all", stdout=out
+    )
+    assert out.getvalue().startswith(f"stored {DAYS} day(s)")
+    with pytest.raises(CommandError, match=r"--start '2026-13-01': not a date"):
+        call_command("costs_allocate", "--start", "2026-13-01")
+
+
+def test_a_write_outside_any_run_drops_the_mark_of_the_days_it_touches(
+    fleet: Path,
+) -> None:
+    from costapp.models import CostLine, DeploymentHour
+
+    cost_shares_rebuild()
+    second, third = START + timedelta(days=1), START + timedelta(days=2)
+    # In this fleet code has no tag rule: its tagged line is unallocated.
+    before = share_of(second, "__unallocated__")
+    # A hand edit (admin, shell): no run records it, the trigger does.
+    CostLine.objects.filter(period_start=_at(second), tag_value="code").update(
+        amortized_cost=D("70")
+    )
+    DeploymentHour.objects.filter(hour=_at(third)).delete()
+    assert stored_days(START, END) == {START}
+    fresh = allocations_compute(START, END, ["amortized"])["amortized"]
+    assert allocation_days(START, END, "amortized") == fresh
+    assert share_of(second, "__unallocated__") == before - D("7.25") + D(70)
+    assert cost_shares_rebuild().days == 2
+    assert_stored_equals_fresh()
