@@ -238,34 +238,31 @@ class _Row:
         )
 
 
-def _ratio(cost: Decimal | None, amount: float | None, per: int) -> Decimal | None:
-    # Never divide by zero requests: no traffic is no unit cost, not infinity.
-    if cost is None or not amount:
-        return None
-    return (cost * per / Decimal(repr(amount))).quantize(QUANTUM)
-
-
 def _q(value: Decimal | None) -> Decimal | None:
     return None if value is None else value.quantize(QUANTUM)
 
 
-def _status(days: dict[str, set[date]]) -> str:
-    for status in (PROVISIONAL, ESTIMATED):
-        if days[status]:
-            return status
-    return FINAL
-
-
 def _values(row: _Row, basis: str, period_days: int) -> tuple[Any, ...]:
-    """The row in ``SCHEMA_FIELDS`` order."""
+    """The row in ``SCHEMA_FIELDS`` order; unit costs are the cost over the
+    traffic at 12 places (inlined: this runs once per row of a year)."""
     bill, provisional = row.bill, row.provisional
     cost = bill
     if provisional is not None:
         cost = provisional if cost is None else cost + provisional
+    requests, gpu_hours = row.requests, row.gpu_hours
     prompt, generation = row.prompt, row.generation
     tokens = None if prompt is None or generation is None else prompt + generation
+    # Never divide by zero requests: no traffic is no unit cost, not infinity.
+    per_1k = per_1m = per_gpu_hour = None
+    if cost is not None:
+        if requests:
+            per_1k = (cost * 1000 / Decimal(repr(requests))).quantize(QUANTUM)
+        if tokens:
+            per_1m = (cost * 1_000_000 / Decimal(repr(tokens))).quantize(QUANTUM)
+        if gpu_hours:
+            per_gpu_hour = (cost / Decimal(repr(gpu_hours))).quantize(QUANTUM)
     days = row.days
-    final, estimated, prov = days[FINAL], days[ESTIMATED], days[PROVISIONAL]
+    estimated, prov = days[ESTIMATED], days[PROVISIONAL]
     return (
         row.period,
         period_days,
@@ -276,19 +273,19 @@ def _values(row: _Row, basis: str, period_days: int) -> tuple[Any, ...]:
         row.pool,
         "; ".join(sorted(row.hows)),
         PROVISIONAL if prov else ESTIMATED if estimated else FINAL,
-        len(final),
+        len(days[FINAL]),
         len(estimated),
         len(prov),
         None if bill is None else bill.quantize(QUANTUM),
         None if provisional is None else provisional.quantize(QUANTUM),
-        row.requests,
+        requests,
         prompt,
         generation,
-        row.gpu_hours,
+        gpu_hours,
         row.nominal,
-        _ratio(cost, row.requests, 1000),
-        _ratio(cost, tokens, 1_000_000),
-        _ratio(cost, row.gpu_hours, 1),
+        per_1k,
+        per_1m,
+        per_gpu_hour,
     )
 
 
@@ -434,6 +431,11 @@ class Export:
         }
         self._book = rate_book()
         self._targets: dict[str, str] = {}
+        # name -> (home account, pool name): read once, not per row.
+        self._homes = {
+            d.name: (d.account_id, d.pool.name if d.pool else "")
+            for d in self._fleet.values()
+        }
 
     def _target(self, name: str) -> str:
         if self.spec.by != "team" or name in (IDLE, UNALLOCATED):
@@ -577,7 +579,7 @@ class Export:
         rows: dict[tuple[str, str, str, str], _Row] = {}
         # Which row carries each deployment's traffic (exactly one per day).
         traffic_row: dict[str, _Row] = {}
-        fleet = self._fleet
+        fleet, homes = self._fleet, self._homes
         target_of = self._target if self.spec.by == "team" else None
         # Each billed account's first currency (in sorted order).
         currencies: dict[str, str] = {}
@@ -602,18 +604,17 @@ class Export:
                 if name not in traffic_row:
                     traffic_row[name] = row
                 else:
-                    dep = fleet.get(name)
-                    if dep is not None and account == dep.account_id:
+                    home = homes.get(name)
+                    if home is not None and account == home[0]:
                         traffic_row[name] = row
         billed_accounts = sorted(currencies)
         for name in active:
-            dep = self._fleet.get(name)
+            dep = fleet.get(name)
             if dep is None:
                 continue
             use = usage.get((name, day))
-            home = dep.account_id
+            home, pool_name = homes[name]
             billed = home in billed_accounts if home else bool(billed_accounts)
-            pool_name = dep.pool.name if dep.pool else ""
             row = traffic_row.get(name)
             if billed and row is None:
                 # The day is billed and none of it is this deployment's: $0.
