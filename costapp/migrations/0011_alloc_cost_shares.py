@@ -139,7 +139,8 @@ class Migration(migrations.Migration):
             options={
                 "indexes": [
                     models.Index(
-                        fields=["basis", "day"], name="costapp_cos_basis_0f963e_idx"
+                        fields=["basis", "day", "account_id", "currency", "id"],
+                        name="costshare_read_order",
                     )
                 ],
             },
