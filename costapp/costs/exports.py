@@ -604,8 +604,8 @@ class Export:
                 if name not in traffic_row:
                     traffic_row[name] = row
                 else:
-                    home = homes.get(name)
-                    if home is not None and account == home[0]:
+                    known = homes.get(name)
+                    if known is not None and account == known[0]:
                         traffic_row[name] = row
         billed_accounts = sorted(currencies)
         for name in active:
