@@ -29,7 +29,6 @@ from typing import Any, Literal
 
 import pyarrow as pa
 from django.db import connection
-from django.db.models import Sum
 from django.db.models.functions import TruncDate
 
 from analytics.allocation import IDLE, UNALLOCATED
@@ -42,10 +41,11 @@ from costapp.costs.selectors import (
     allocation_rules,
     allocations_compute,
     stored_days,
+    token_days,
     usage_days,
     utc_day_start,
 )
-from costapp.models import CostLine, CostShare, CostUsageDay, Deployment, DeploymentHour
+from costapp.models import CostLine, CostShare, CostUsageDay, Deployment
 
 Grain = Literal["day", "month"]
 By = Literal["deployment", "team"]
@@ -298,21 +298,6 @@ def _months(start: date, end: date) -> Iterator[tuple[date, date]]:
         a = b
 
 
-def _tokens(a: date, b: date) -> dict[tuple[str, date], tuple[float, float]]:
-    rows = (
-        DeploymentHour.objects.filter(
-            hour__gte=utc_day_start(a), hour__lt=utc_day_start(b)
-        )
-        .annotate(day=TruncDate("hour", tzinfo=UTC))
-        .values_list("deployment__name", "day")
-        .annotate(p=Sum("prompt_tokens"), g=Sum("generation_tokens"))
-        .order_by()
-    )
-    return {
-        (n, d): (float(p or 0.0), float(g or 0.0)) for n, d, p, g in rows.iterator()
-    }
-
-
 class _ByDay:
     """A day-ordered iterator of rows (day first) handed out one day at a time."""
 
@@ -536,7 +521,7 @@ class Export:
             for x, y in _day_ranges(live):
                 live_usage = usage_days(x, y)
                 usage.update(live_usage)
-                tokens.update(_tokens(x, y))
+                tokens.update(token_days(x, y))
                 allocs = allocations_compute(
                     x, y, [self.spec.basis], rules=rules, usage=live_usage
                 )[self.spec.basis]

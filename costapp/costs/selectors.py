@@ -348,6 +348,22 @@ def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     }
 
 
+def token_days(start: date, end: date) -> dict[tuple[str, date], tuple[float, float]]:
+    """(deployment, UTC day) -> (prompt, generation) tokens, summed in SQL."""
+    rows = (
+        DeploymentHour.objects.filter(
+            hour__gte=utc_day_start(start), hour__lt=utc_day_start(end)
+        )
+        .annotate(day=TruncDate("hour", tzinfo=UTC))
+        .values_list("deployment__name", "day")
+        .annotate(p=Sum("prompt_tokens"), g=Sum("generation_tokens"))
+        .order_by()
+    )
+    return {
+        (n, d): (float(p or 0.0), float(g or 0.0)) for n, d, p, g in rows.iterator()
+    }
+
+
 # -- allocation ---------------------------------------------------------------
 
 

@@ -30,8 +30,7 @@ from datetime import UTC, date, timedelta
 from typing import get_args
 
 from django.db import transaction
-from django.db.models import Max, Min, Sum
-from django.db.models.functions import TruncDate
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from costapp.costs.selectors import (
@@ -43,8 +42,8 @@ from costapp.costs.selectors import (
     allocation_rules,
     allocations_compute,
     stored_days,
+    token_days,
     usage_days,
-    utc_day_start,
 )
 from costapp.models import (
     CostLine,
@@ -71,19 +70,6 @@ class SharesResult:
     usage_rows: int
 
 
-def _tokens(a: date, b: date) -> dict[tuple[str, date], tuple[float, float]]:
-    rows = (
-        DeploymentHour.objects.filter(
-            hour__gte=utc_day_start(a), hour__lt=utc_day_start(b)
-        )
-        .annotate(day=TruncDate("hour", tzinfo=UTC))
-        .values_list("deployment__name", "day")
-        .annotate(p=Sum("prompt_tokens"), g=Sum("generation_tokens"))
-        .order_by()
-    )
-    return {(n, d): (float(p or 0.0), float(g or 0.0)) for n, d, p, g in rows}
-
-
 def _chunks(days: Collection[date]) -> Iterator[tuple[date, date, set[date]]]:
     for a, b in _day_ranges(days):
         while a < b:
@@ -101,7 +87,7 @@ def cost_shares_compute(*, days: Collection[date]) -> SharesResult:
         rules = allocation_rules()
         digest = allocation_digest(rules, _nominal_gpu_seconds())
         usage = usage_days(a, b)
-        tokens = _tokens(a, b)
+        tokens = token_days(a, b)
         allocations = allocations_compute(a, b, ALL_BASES, rules=rules, usage=usage)
         per_day: dict[date, list[CostShare]] = defaultdict(list)
         for basis, by_key in allocations.items():
