@@ -1,6 +1,6 @@
 """The files of a finance export: CSV, Parquet, the summary, the ZIP.
 
-Every writer consumes ``Export.records()`` as it goes: nothing holds the rows.
+Every writer consumes ``Export.rows()`` as it goes: nothing holds the rows.
 CSV text goes through the one formula-safe writer (``costapp.csv_export``);
 money is fixed-point text there and ``decimal128(28, 12)`` in Parquet.
 """
@@ -18,12 +18,62 @@ import pyarrow.parquet as pq
 from costapp.costs.exports import ROW_GROUP, SCHEMA_FIELDS, SUMMARY_COLUMNS, Export
 from costapp.csv_export import csv_lines
 
+TEXTS_HELD = 100_000
+
+
+def _text_cell(value: str) -> str:
+    """One text cell exactly as the one formula-safe writer writes it
+    (neutralised, quoted where needed): a row of it and a constant, cut."""
+    line = list(csv_lines(["", "x"], [[value, "x"]]))[1]
+    return line[: -len(",x\r\n")]
+
 
 def csv_rows(export: Export) -> Iterator[str]:
-    """The data CSV, line by line, through the one formula-safe writer."""
-    names = [c for c, _ in SCHEMA_FIELDS]
-    rows = ([r[c] for c in names] for r in export.records())
-    return csv_lines(export.spec.columns, rows)
+    """The data CSV, line by line, as the one formula-safe writer
+    (``costapp.csv_export``) writes it, byte for byte.
+
+    A year is tens of thousands of rows of 22 cells, so a row is one f-string
+    over its tuple: numbers are formatted in place (a Decimal fixed-point, a
+    float by ``repr``; they never need quoting) and the text cells (account,
+    currency, deployment or team, pool, allocation, status: few distinct
+    values) go through the writer once per distinct value, cached (and
+    their joined text once per distinct combination).
+    tests/costs/test_exports.py checks the bytes against ``csv_lines``.
+    """
+    yield from csv_lines(export.spec.columns, [])
+    cells: dict[str, str] = {}
+    texts: dict[tuple[str, ...], str] = {}
+
+    def t(value: str) -> str:
+        cell = cells.get(value)
+        if cell is None:
+            cell = cells[value] = _text_cell(value)
+        return cell
+
+    for (
+        period, period_days, account, currency, basis, target, pool, allocation,
+        status, d_final, d_estimated, d_provisional, bill, provisional, requests,
+        prompt, generation, gpu_hours, nominal, per_1k, per_1m, per_gpu_hour,
+    ) in export.rows():  # fmt: skip
+        # The seven text cells repeat row after row: one lookup for all.
+        key = (account, currency, basis, target, pool, allocation, status)
+        text = texts.get(key)
+        if text is None:
+            if len(texts) > TEXTS_HELD:  # bounded, whatever the fleet
+                texts.clear()
+            text = texts[key] = ",".join(map(t, key))
+        yield (
+            f"{period.isoformat()},{period_days},{text},{d_final},{d_estimated},{d_provisional},"
+            f"{'' if bill is None else format(bill, 'f')},"
+            f"{'' if provisional is None else format(provisional, 'f')},"
+            f"{'' if requests is None else repr(requests)},"
+            f"{'' if prompt is None else repr(prompt)},"
+            f"{'' if generation is None else repr(generation)},"
+            f"{'' if gpu_hours is None else repr(gpu_hours)},{nominal},"
+            f"{'' if per_1k is None else format(per_1k, 'f')},"
+            f"{'' if per_1m is None else format(per_1m, 'f')},"
+            f"{'' if per_gpu_hour is None else format(per_gpu_hour, 'f')}\r\n"
+        )
 
 
 def summary_csv(export: Export) -> Iterator[str]:
@@ -58,9 +108,14 @@ def parquet_groups(export: Export, out: IO[bytes]) -> Iterator[int]:
         [(export.spec.by if c == "target" else c, t) for c, t in SCHEMA_FIELDS]
     )
     writer = pq.ParquetWriter(pa.PythonFile(_Counted(out), mode="w"), schema)
-    records = export.records()
-    while batch := list(itertools.islice(records, ROW_GROUP)):
-        columns = [pa.array([r[c] for r in batch], type=t) for c, t in SCHEMA_FIELDS]
+    rows = export.rows()
+    while batch := list(itertools.islice(rows, ROW_GROUP)):
+        columns = [
+            pa.array(values, type=t)
+            for values, (_, t) in zip(
+                zip(*batch, strict=True), SCHEMA_FIELDS, strict=True
+            )
+        ]
         writer.write_batch(pa.record_batch(columns, schema=schema))
         yield len(batch)
     writer.close()

@@ -7,9 +7,12 @@ bill for the account are *provisional*: their rate-card cost goes in
 ``provisional_cost`` and the bill column stays empty (a provisional figure is
 never added to a bill total). A day with any estimated line is *estimated*.
 
-Rows come from a generator: the window is read one month at a time and bill
-lines one day at a time over ``QuerySet.iterator()``, so memory does not grow
-with the window (tests/costs/test_exports.py measures 1 against 12 months).
+Rows come from a generator: the window is read one month at a time, the
+stored allocation (``CostShare``, ``CostUsageDay``: costapp/costs/shares.py)
+over ``QuerySet.iterator()``, so memory does not grow with the window
+(tests/costs/test_exports.py measures 1 against 12 months). A day whose stored
+shares are missing or stale is allocated from its bill lines on the fly, the
+same way (tests/costs/test_shares.py compares the two).
 The companion summary (days covered, missing and estimated; the exported bill
 against the stored one) is built during the same pass and written last.
 """
@@ -25,23 +28,24 @@ from decimal import Decimal
 from typing import Any, Literal
 
 import pyarrow as pa
-from django.db.models import Sum
+from django.db import connection
 from django.db.models.functions import TruncDate
 
-from analytics.allocation import IDLE, UNALLOCATED, DayUsage, PoolUsage, allocate_day
+from analytics.allocation import IDLE, UNALLOCATED
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import (
     NOMINAL_LABEL,
     Basis,
-    Rules,
     UsageDay,
-    _bill_line,
-    _lines,
+    _day_ranges,
     allocation_rules,
+    allocations_compute,
+    stored_days,
+    token_days,
     usage_days,
     utc_day_start,
 )
-from costapp.models import CostLine, Deployment, DeploymentHour
+from costapp.models import CostLine, CostShare, CostUsageDay, Deployment
 
 Grain = Literal["day", "month"]
 By = Literal["deployment", "team"]
@@ -165,24 +169,49 @@ def file_stem(spec: ExportSpec, coverage: Coverage) -> str:
 # -- rows ---------------------------------------------------------------------
 
 
-@dataclass
 class _Row:
-    period: date
-    account: str
-    currency: str
-    target: str
-    pool: str
-    hows: set[str] = field(default_factory=set)
-    bill: Decimal | None = None
-    provisional: Decimal | None = None
-    days: dict[str, set[date]] = field(
-        default_factory=lambda: {FINAL: set(), ESTIMATED: set(), PROVISIONAL: set()}
-    )
-    requests: float | None = None
-    prompt: float | None = None
-    generation: float | None = None
-    gpu_hours: float | None = None
-    nominal: int = 0
+    """One export row being built (a plain slotted class: a year makes tens
+    of thousands, and a dataclass's default factories cost more than the
+    row's own arithmetic)."""
+
+    __slots__ = (
+        "account",
+        "bill",
+        "currency",
+        "days",
+        "generation",
+        "gpu_hours",
+        "hows",
+        "nominal",
+        "period",
+        "pool",
+        "prompt",
+        "provisional",
+        "requests",
+        "target",
+    )  # fmt: skip
+
+    def __init__(
+        self, period: date, account: str, currency: str, target: str, pool: str
+    ) -> None:
+        self.period = period
+        self.account = account
+        self.currency = currency
+        self.target = target
+        self.pool = pool
+        self.hows: set[str] = set()
+        self.bill: Decimal | None = None
+        self.provisional: Decimal | None = None
+        self.days: dict[str, set[date]] = {
+            FINAL: set(),
+            ESTIMATED: set(),
+            PROVISIONAL: set(),
+        }
+        self.requests: float | None = None
+        self.prompt: float | None = None
+        self.generation: float | None = None
+        self.gpu_hours: float | None = None
+        self.nominal = 0
 
     def add_bill(self, amount: Decimal) -> None:
         self.bill = amount if self.bill is None else self.bill + amount
@@ -193,68 +222,71 @@ class _Row:
         )
 
     def add_traffic(self, usage: UsageDay | None, tokens: tuple[float, float]) -> None:
-        def plus(a: float | None, b: float) -> float:
-            return b if a is None else a + b
-
         if usage is not None:
-            self.requests = plus(self.requests, float(usage.requests))
-            self.gpu_hours = plus(self.gpu_hours, float(usage.gpu_hours))
+            requests, gpu_hours = float(usage.requests), float(usage.gpu_hours)
+            self.requests = (
+                requests if self.requests is None else self.requests + requests
+            )
+            self.gpu_hours = (
+                gpu_hours if self.gpu_hours is None else self.gpu_hours + gpu_hours
+            )
             self.nominal += usage.nominal_hours
-        self.prompt = plus(self.prompt, tokens[0])
-        self.generation = plus(self.generation, tokens[1])
-
-
-def _ratio(cost: Decimal | None, amount: float | None, per: int) -> Decimal | None:
-    # Never divide by zero requests: no traffic is no unit cost, not infinity.
-    if cost is None or not amount:
-        return None
-    return (cost * per / Decimal(repr(amount))).quantize(QUANTUM)
+        prompt, generation = tokens
+        self.prompt = prompt if self.prompt is None else self.prompt + prompt
+        self.generation = (
+            generation if self.generation is None else self.generation + generation
+        )
 
 
 def _q(value: Decimal | None) -> Decimal | None:
     return None if value is None else value.quantize(QUANTUM)
 
 
-def _status(days: dict[str, set[date]]) -> str:
-    for status in (PROVISIONAL, ESTIMATED):
-        if days[status]:
-            return status
-    return FINAL
-
-
-def _record(row: _Row, spec: ExportSpec, period_days: int) -> dict[str, Any]:
-    cost = row.bill
-    if row.provisional is not None:
-        cost = row.provisional if cost is None else cost + row.provisional
-    tokens = (
-        None
-        if row.prompt is None or row.generation is None
-        else row.prompt + row.generation
+def _values(row: _Row, basis: str, period_days: int) -> tuple[Any, ...]:
+    """The row in ``SCHEMA_FIELDS`` order; unit costs are the cost over the
+    traffic at 12 places (inlined: this runs once per row of a year)."""
+    bill, provisional = row.bill, row.provisional
+    cost = bill
+    if provisional is not None:
+        cost = provisional if cost is None else cost + provisional
+    requests, gpu_hours = row.requests, row.gpu_hours
+    prompt, generation = row.prompt, row.generation
+    tokens = None if prompt is None or generation is None else prompt + generation
+    # Never divide by zero requests: no traffic is no unit cost, not infinity.
+    per_1k = per_1m = per_gpu_hour = None
+    if cost is not None:
+        if requests:
+            per_1k = (cost * 1000 / Decimal(repr(requests))).quantize(QUANTUM)
+        if tokens:
+            per_1m = (cost * 1_000_000 / Decimal(repr(tokens))).quantize(QUANTUM)
+        if gpu_hours:
+            per_gpu_hour = (cost / Decimal(repr(gpu_hours))).quantize(QUANTUM)
+    days = row.days
+    estimated, prov = days[ESTIMATED], days[PROVISIONAL]
+    return (
+        row.period,
+        period_days,
+        row.account,
+        row.currency,
+        basis,
+        row.target,
+        row.pool,
+        "; ".join(sorted(row.hows)),
+        PROVISIONAL if prov else ESTIMATED if estimated else FINAL,
+        len(days[FINAL]),
+        len(estimated),
+        len(prov),
+        None if bill is None else bill.quantize(QUANTUM),
+        None if provisional is None else provisional.quantize(QUANTUM),
+        requests,
+        prompt,
+        generation,
+        gpu_hours,
+        row.nominal,
+        per_1k,
+        per_1m,
+        per_gpu_hour,
     )
-    return {
-        "period_start": row.period,
-        "period_days": period_days,
-        "account_id": row.account,
-        "currency": row.currency,
-        "basis": spec.basis,
-        "target": row.target,
-        "pool": row.pool,
-        "allocation": "; ".join(sorted(row.hows)),
-        "status": _status(row.days),
-        "days_final": len(row.days[FINAL]),
-        "days_estimated": len(row.days[ESTIMATED]),
-        "days_provisional": len(row.days[PROVISIONAL]),
-        "bill_amount": _q(row.bill),
-        "provisional_cost": _q(row.provisional),
-        "requests": row.requests,
-        "prompt_tokens": row.prompt,
-        "generation_tokens": row.generation,
-        "gpu_hours": row.gpu_hours,
-        "nominal_gpu_hours": row.nominal,
-        "cost_per_1k_requests": _ratio(cost, row.requests, 1000),
-        "cost_per_1m_tokens": _ratio(cost, tokens, 1_000_000),
-        "cost_per_gpu_hour": _ratio(cost, row.gpu_hours, 1),
-    }
 
 
 def _months(start: date, end: date) -> Iterator[tuple[date, date]]:
@@ -266,19 +298,92 @@ def _months(start: date, end: date) -> Iterator[tuple[date, date]]:
         a = b
 
 
-def _tokens(a: date, b: date) -> dict[tuple[str, date], tuple[float, float]]:
-    rows = (
-        DeploymentHour.objects.filter(
-            hour__gte=utc_day_start(a), hour__lt=utc_day_start(b)
+class _ByDay:
+    """A day-ordered iterator of rows (day first) handed out one day at a time."""
+
+    def __init__(self, rows: Iterator[tuple[Any, ...]]) -> None:
+        self._rows = rows
+        self._next = next(rows, None)
+
+    def take(self, day: date) -> list[tuple[Any, ...]]:
+        """The rows of ``day``; rows of earlier days are skipped."""
+        out = []
+        while self._next is not None and self._next[0] <= day:
+            if self._next[0] == day:
+                out.append(self._next)
+            self._next = next(self._rows, None)
+        return out
+
+
+def _stored_usage(a: date, b: date) -> Iterator[tuple[Any, ...]]:
+    return (
+        CostUsageDay.objects.filter(day__gte=a, day__lt=b)
+        .order_by("day", "deployment")
+        .values_list(
+            "day", "deployment", "gpu_hours", "requests", "nominal_hours",
+            "prompt_tokens", "generation_tokens",
         )
-        .annotate(day=TruncDate("hour", tzinfo=UTC))
-        .values_list("deployment__name", "day")
-        .annotate(p=Sum("prompt_tokens"), g=Sum("generation_tokens"))
-        .order_by()
+        .iterator(chunk_size=10000)
+    )  # fmt: skip
+
+
+# A share as the export reads it: (day, account, currency, target, pool, how,
+# amount), a day's sorted by account and currency, then allocation order.
+ShareRow = tuple[date, str, str, str, str, str, Decimal]
+
+
+def _stored_shares(a: date, b: date, basis: Basis) -> Iterator[tuple[Any, ...]]:
+    """Stored shares of [a, b) in one basis, by day, account, currency and the
+    order the allocation produced them (ids are written in that order)."""
+    return (
+        CostShare.objects.filter(basis=basis, day__gte=a, day__lt=b)
+        .order_by("day", "account_id", "currency", "id")
+        .values_list("day", "account_id", "currency", "target", "pool", "how", "amount")
+        .iterator(chunk_size=10000)
     )
-    return {
-        (n, d): (float(p or 0.0), float(g or 0.0)) for n, d, p, g in rows.iterator()
-    }
+
+
+_BASIS_SQL = {
+    "amortized": "amortized_cost",
+    "unblended": "unblended_cost",
+    "net_amortized": "COALESCE(net_amortized_cost, amortized_cost)",
+}
+
+
+def _stored_totals(a: date, b: date, basis: Basis) -> dict[tuple[str, str], Decimal]:
+    """The bill of [a, b) per (account, currency) summed by PostgreSQL from the
+    lines themselves (hourly lines of a day that has daily ones left out, as
+    ``selectors._lines``): what the summary reconciles the exported shares to."""
+    if connection.vendor != "postgresql":
+        return _stored_totals_orm(a, b, basis)
+    table = CostLine._meta.db_table
+    sql = f"""
+        SELECT c.account_id, c.currency, SUM({_BASIS_SQL[basis]})
+        FROM {table} c
+        WHERE c.period_start >= %s AND c.period_start < %s
+          AND (c.granularity = 'day' OR NOT EXISTS (
+            SELECT 1 FROM {table} d
+            WHERE d.granularity = 'day' AND d.account_id = c.account_id
+              AND d.period_start >= date_trunc('day', c.period_start AT TIME ZONE 'UTC')
+                  AT TIME ZONE 'UTC'
+              AND d.period_start < (date_trunc('day', c.period_start AT TIME ZONE 'UTC')
+                  + interval '1 day') AT TIME ZONE 'UTC'))
+        GROUP BY c.account_id, c.currency
+    """  # noqa: S608 (table and column names are constants)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [utc_day_start(a), utc_day_start(b)])
+        return {(acc, cur): total or Decimal(0) for acc, cur, total in cursor}
+
+
+def _stored_totals_orm(
+    a: date, b: date, basis: Basis
+) -> dict[tuple[str, str], Decimal]:
+    from costapp.costs.selectors import _lines, line_amount
+
+    out: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for line in _lines(a, b):
+        out[(line.account_id, line.currency)] += line_amount(line, basis)
+    return dict(out)
 
 
 @dataclass
@@ -309,26 +414,53 @@ class Export:
             d.name: d
             for d in Deployment.objects.select_related("pool").order_by("name")
         }
+        self._book = rate_book()
+        self._targets: dict[str, str] = {}
+        # name -> (home account, pool name): read once, not per row.
+        self._homes = {
+            d.name: (d.account_id, d.pool.name if d.pool else "")
+            for d in self._fleet.values()
+        }
 
     def _target(self, name: str) -> str:
-        if self.spec.by == "team" and name not in (IDLE, UNALLOCATED):
+        if self.spec.by != "team" or name in (IDLE, UNALLOCATED):
+            return name
+        team = self._targets.get(name)
+        if team is None:
             dep = self._fleet.get(name)
-            return (dep.team if dep is not None else "") or NO_TEAM
-        return name
+            team = self._targets[name] = (
+                dep.team if dep is not None else ""
+            ) or NO_TEAM
+        return team
 
     def records(self) -> Iterator[dict[str, Any]]:
-        rules = allocation_rules()
-        book = rate_book()
-        for a, b in _months(self.spec.start, self.spec.end):
-            if self.spec.grain == "month":
+        """The rows as dicts keyed by ``SCHEMA_FIELDS`` names."""
+        names = [c for c, _ in SCHEMA_FIELDS]
+        for values in self.rows():
+            yield dict(zip(names, values, strict=True))
+
+    def rows(self) -> Iterator[tuple[Any, ...]]:
+        """The rows as tuples in ``SCHEMA_FIELDS`` order (what the writers use)."""
+        spec = self.spec
+        stored = stored_days(spec.start, spec.end)
+        for account_currency, total in _stored_totals(
+            spec.start, spec.end, spec.basis
+        ).items():
+            self.totals.stored[account_currency] += total
+        # One server-side cursor each over the window, read a day at a time.
+        shares = _ByDay(_stored_shares(spec.start, spec.end, spec.basis))
+        usage = _ByDay(_stored_usage(spec.start, spec.end))
+        for a, b in _months(spec.start, spec.end):
+            days = self._days(a, b, stored, shares, usage)
+            if spec.grain == "month":
                 rows: dict[tuple[Any, ...], _Row] = {}
-                for day_rows in self._days(a, b, rules, book):
+                for day_rows in days:
                     for r in day_rows:
                         key = (r.account, r.currency, r.target, r.pool)
                         self._merge(rows, key, r, a)
                 yield from self._emit(rows.values(), (b - a).days)
             else:
-                for day_rows in self._days(a, b, rules, book):
+                for day_rows in days:
                     yield from self._emit(day_rows, 1)
 
     @staticmethod
@@ -354,126 +486,125 @@ class Export:
                 setattr(into, name, value if old is None else old + value)
         into.nominal += r.nominal
 
-    def _emit(self, rows: Iterable[_Row], period_days: int) -> Iterator[dict[str, Any]]:
+    def _emit(
+        self, rows: Iterable[_Row], period_days: int
+    ) -> Iterator[tuple[Any, ...]]:
+        totals, basis = self.totals, self.spec.basis
         for row in sorted(
             rows, key=lambda r: (r.account, r.currency, r.target, r.pool)
         ):
             key = (row.account, row.currency)
-            self.totals.rows[key] += 1
+            totals.rows[key] += 1
             if row.bill is not None:
-                self.totals.exported[key] += row.bill
+                totals.exported[key] += row.bill
             if row.provisional is not None:
-                self.totals.provisional[key] += row.provisional
-            record = _record(row, self.spec, period_days)
-            yield record
+                totals.provisional[key] += row.provisional
+            yield _values(row, basis, period_days)
 
-    def _days(self, a: date, b: date, rules: Rules, book: Any) -> Iterator[list[_Row]]:
-        """Rows of each day of [a, b), one day at a time."""
-        usage = usage_days(a, b)
-        tokens = _tokens(a, b)
+    def _days(
+        self,
+        a: date,
+        b: date,
+        stored: set[date],
+        stored_shares: _ByDay,
+        stored_usage: _ByDay,
+    ) -> Iterator[list[_Row]]:
+        """Rows of each day of [a, b), one day at a time: stored days from
+        the stored shares and usage, the others allocated on the fly."""
+        live = {a + timedelta(days=i) for i in range((b - a).days)} - stored
+        usage: dict[tuple[str, date], UsageDay] = {}
+        tokens: dict[tuple[str, date], tuple[float, float]] = {}
+        live_allocs: dict[date, list[ShareRow]] = defaultdict(list)
         by_day: dict[date, list[str]] = defaultdict(list)
-        for name, day in set(usage) | set(tokens):
-            by_day[day].append(name)
-        pools = [
-            PoolUsage(
-                p.name,
-                key="requests" if p.allocation_key == "requests" else "gpu_hours",
-                gpus_per_node=p.gpus_per_node,
-                members=rules.members.get(p.name, ()),
-            )
-            for p in rules.pools
-        ]
-        groups = itertools.groupby(
-            _lines(a, b), key=lambda line: line.period_start.date()
-        )
-        pending = next(groups, None)
+        if live:
+            rules = allocation_rules()
+            for x, y in _day_ranges(live):
+                live_usage = usage_days(x, y)
+                usage.update(live_usage)
+                tokens.update(token_days(x, y))
+                allocs = allocations_compute(
+                    x, y, [self.spec.basis], rules=rules, usage=live_usage
+                )[self.spec.basis]
+                for (account, day, currency), allocation in sorted(allocs.items()):
+                    live_allocs[day].extend(
+                        (day, account, currency, s.target, s.pool, s.how, s.amount)
+                        for s in allocation.shares
+                    )
+            for name, day in set(usage) | set(tokens):
+                by_day[day].append(name)
         day = a
         while day < b:
-            lines: list[CostLine] = []
-            if pending is not None and pending[0] == day:
-                lines = list(pending[1])
-                pending = next(groups, None)
-            yield self._day(
-                day,
-                lines,
-                usage,
-                tokens,
-                sorted(by_day.get(day, [])),
-                rules,
-                pools,
-                book,
-            )
+            day_shares = stored_shares.take(day)
+            day_usage = stored_usage.take(day)
+            if day in live:
+                yield self._day(
+                    day, live_allocs.get(day, []), usage, tokens,
+                    sorted(by_day.get(day, [])),
+                )  # fmt: skip
+            else:
+                for _, name, gpu_h, req, nominal, p, g in day_usage:
+                    usage[(name, day)] = UsageDay(gpu_h, req, nominal)
+                    tokens[(name, day)] = (p, g)
+                yield self._day(
+                    day, day_shares, usage, tokens, [r[1] for r in day_usage]
+                )
             day += timedelta(days=1)
 
     def _day(
         self,
         day: date,
-        lines: list[CostLine],
+        shares: list[ShareRow],
         usage: dict[tuple[str, date], UsageDay],
         tokens: dict[tuple[str, date], tuple[float, float]],
         active: list[str],
-        rules: Rules,
-        pools: list[PoolUsage],
-        book: Any,
     ) -> list[_Row]:
-        basis = self.spec.basis
-        day_usage = DayUsage(
-            gpu_hours={
-                n: usage[(n, day)].gpu_hours for n in active if (n, day) in usage
-            },
-            requests={n: usage[(n, day)].requests for n in active if (n, day) in usage},
-        )
-        grouped: dict[tuple[str, str], list[CostLine]] = defaultdict(list)
-        for line in lines:
-            grouped[(line.account_id, line.currency)].append(line)
+        """The rows of one day from its shares, sorted by account and
+        currency (each in the order the allocation produced them)."""
+        book = self._book
         rows: dict[tuple[str, str, str, str], _Row] = {}
         # Which row carries each deployment's traffic (exactly one per day).
         traffic_row: dict[str, _Row] = {}
-        for (account, currency), account_lines in sorted(grouped.items()):
-            status = (
-                ESTIMATED
-                if day in self.coverage.estimated.get(account, set())
-                else FINAL
-            )
-            bill_lines = [_bill_line(x, basis) for x in account_lines]
-            self.totals.stored[(account, currency)] += sum(
-                (x.amount for x in bill_lines), Decimal(0)
-            )
-            allocation = allocate_day(
-                lines=bill_lines,
-                rules=rules.rules,
-                pools=pools,
-                overheads=rules.overheads,
-                usage=day_usage,
-            )
-            for share in allocation.shares:
-                target = self._target(share.target)
-                key = (account, currency, target, share.pool)
-                row = rows.get(key)
-                if row is None:
-                    row = rows[key] = _Row(day, account, currency, target, share.pool)
-                    row.days[status].add(day)
-                row.hows.add(share.how)
-                row.add_bill(share.amount)
-                if share.target not in (IDLE, UNALLOCATED):
-                    dep = self._fleet.get(share.target)
-                    home = dep.account_id if dep is not None else ""
-                    if share.target not in traffic_row or account == home:
-                        traffic_row[share.target] = row
-        billed_accounts = sorted({a for a, _ in grouped})
+        fleet, homes = self._fleet, self._homes
+        target_of = self._target if self.spec.by == "team" else None
+        # Each billed account's first currency (in sorted order).
+        currencies: dict[str, str] = {}
+        status = FINAL
+        for _, account, currency, name, pool, how, amount in shares:
+            if account not in currencies:
+                currencies[account] = currency
+                status = (
+                    ESTIMATED
+                    if day in self.coverage.estimated.get(account, ())
+                    else FINAL
+                )
+            target = name if target_of is None else target_of(name)
+            key = (account, currency, target, pool)
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = _Row(day, account, currency, target, pool)
+                row.days[status].add(day)
+            row.hows.add(how)
+            row.bill = amount if row.bill is None else row.bill + amount
+            if name != IDLE and name != UNALLOCATED:
+                if name not in traffic_row:
+                    traffic_row[name] = row
+                else:
+                    known = homes.get(name)
+                    if known is not None and account == known[0]:
+                        traffic_row[name] = row
+        billed_accounts = sorted(currencies)
         for name in active:
-            dep = self._fleet.get(name)
+            dep = fleet.get(name)
             if dep is None:
                 continue
             use = usage.get((name, day))
-            home = dep.account_id
+            home, pool_name = homes[name]
             billed = home in billed_accounts if home else bool(billed_accounts)
-            pool_name = dep.pool.name if dep.pool else ""
             row = traffic_row.get(name)
             if billed and row is None:
                 # The day is billed and none of it is this deployment's: $0.
                 account = home or billed_accounts[0]
-                currency = next(c for a, c in sorted(grouped) if a == account)
+                currency = currencies[account]
                 key = (account, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:

@@ -1,12 +1,14 @@
 """Reads of the bill shared by the costs pages, the export and the overview.
 
-Bills are kept per line; allocation is computed on read with the pure
-``analytics.allocation`` (nothing allocated is stored, so a changed rule or a
-restated day never leaves a stale split behind).
+Bills are kept per line; their allocation (the pure
+``analytics.allocation``) is stored per UTC day by ``costapp.costs.shares``
+and read back here; a day whose stored shares are missing or stale (a run or
+a rule change since) is allocated on the fly, so a stale split is never read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping
@@ -27,12 +29,15 @@ from analytics.allocation import (
     Overhead,
     PoolUsage,
     Rule,
+    Share,
     allocate_day,
 )
 from costapp.costs.rates import rate_book
 from costapp.models import (
     BillingPeriodSource,
     CostLine,
+    CostShare,
+    CostShareDay,
     Deployment,
     DeploymentHour,
     IngestRun,
@@ -343,6 +348,22 @@ def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     }
 
 
+def token_days(start: date, end: date) -> dict[tuple[str, date], tuple[float, float]]:
+    """(deployment, UTC day) -> (prompt, generation) tokens, summed in SQL."""
+    rows = (
+        DeploymentHour.objects.filter(
+            hour__gte=utc_day_start(start), hour__lt=utc_day_start(end)
+        )
+        .annotate(day=TruncDate("hour", tzinfo=UTC))
+        .values_list("deployment__name", "day")
+        .annotate(p=Sum("prompt_tokens"), g=Sum("generation_tokens"))
+        .order_by()
+    )
+    return {
+        (n, d): (float(p or 0.0), float(g or 0.0)) for n, d, p, g in rows.iterator()
+    }
+
+
 # -- allocation ---------------------------------------------------------------
 
 
@@ -365,18 +386,25 @@ def _bill_line(line: CostLine, basis: Basis) -> BillLine:
     )
 
 
-def allocation_days(
-    start: date, end: date, basis: Basis
-) -> dict[tuple[str, date, str], DayAllocation]:
-    """(account, UTC day, currency) -> the day's allocation."""
-    rules = allocation_rules()
-    usage = usage_days(start, end)
-    grouped: dict[tuple[str, date, str], list[BillLine]] = defaultdict(list)
-    for line in _lines(start, end):
-        grouped[(line.account_id, line.period_start.date(), line.currency)].append(
-            _bill_line(line, basis)
+def allocation_digest(rules: Rules, nominal: Mapping[str, float]) -> str:
+    """What an allocation depends on besides bill lines and telemetry: the
+    rules, overheads, pools with their members and keys, and each
+    deployment's nominal size (unknown GPU-hours count at it). Stored shares
+    computed under another digest are stale."""
+    text = repr(
+        (
+            rules.rules,
+            rules.overheads,
+            [(p.name, p.allocation_key, p.gpus_per_node) for p in rules.pools],
+            sorted(rules.members.items()),
+            sorted(nominal.items()),
         )
-    pools = [
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _pool_usages(rules: Rules) -> list[PoolUsage]:
+    return [
         PoolUsage(
             p.name,
             key="requests" if p.allocation_key == "requests" else "gpu_hours",
@@ -385,25 +413,151 @@ def allocation_days(
         )
         for p in rules.pools
     ]
-    out: dict[tuple[str, date, str], DayAllocation] = {}
+
+
+def day_usages(
+    usage: Mapping[tuple[str, date], UsageDay],
+) -> dict[date, DayUsage]:
+    """``usage_days`` regrouped as the allocation's input, per day."""
     gpu_hours: dict[date, dict[str, Decimal]] = defaultdict(dict)
     finished: dict[date, dict[str, Decimal]] = defaultdict(dict)
     for (name, day), u in usage.items():
         gpu_hours[day][name] = u.gpu_hours
         finished[day][name] = u.requests
-    by_day_usage = {
+    return {
         day: DayUsage(gpu_hours=gpu_hours[day], requests=finished[day])
         for day in gpu_hours
     }
+
+
+def allocations_compute(
+    start: date,
+    end: date,
+    bases: Collection[Basis],
+    *,
+    rules: Rules | None = None,
+    usage: Mapping[tuple[str, date], UsageDay] | None = None,
+    days: Collection[date] | None = None,
+) -> dict[Basis, dict[tuple[str, date, str], DayAllocation]]:
+    """Allocate the bill of ``start``..``end`` (exclusive) from the lines,
+    the rules and telemetry as they are now, in each basis; ``days`` keeps
+    those days only. This is the reference the stored shares must equal."""
+    rules = rules if rules is not None else allocation_rules()
+    usage = usage if usage is not None else usage_days(start, end)
+    grouped: dict[tuple[str, date, str], list[CostLine]] = defaultdict(list)
+    for line in _lines(start, end):
+        day = line.period_start.date()
+        if days is None or day in days:
+            grouped[(line.account_id, day, line.currency)].append(line)
+    pools = _pool_usages(rules)
+    by_day_usage = day_usages(usage)
     empty = DayUsage(gpu_hours={}, requests={})
-    for (account, day, currency), lines in grouped.items():
-        out[(account, day, currency)] = allocate_day(
-            lines=lines,
-            rules=rules.rules,
-            pools=pools,
-            overheads=rules.overheads,
-            usage=by_day_usage.get(day, empty),
-        )
+    out: dict[Basis, dict[tuple[str, date, str], DayAllocation]] = {}
+    for basis in bases:
+        out[basis] = {
+            key: allocate_day(
+                lines=[_bill_line(x, basis) for x in lines],
+                rules=rules.rules,
+                pools=pools,
+                overheads=rules.overheads,
+                usage=by_day_usage.get(key[1], empty),
+            )
+            for key, lines in grouped.items()
+        }
+    return out
+
+
+def stored_days(start: date, end: date, *, digest: str | None = None) -> set[date]:
+    """Days of ``start``..``end`` whose stored shares hold: marked (a write
+    to a bill line or a deployment-hour of the day drops the mark in its own
+    transaction: triggers of migration 0011), computed under the current
+    digest, and no ingest run overlapping the day has finished since it was
+    computed or is still running (a run that wrote while the day was being
+    computed; a Cost Explorer run commits month by month).
+
+    Not seen: a write outside a run that commits while the day is being
+    computed, after the compute read it. ``manage.py costs_allocate --all``
+    rebuilds.
+    """
+    if digest is None:
+        digest = allocation_digest(allocation_rules(), _nominal_gpu_seconds())
+    marks = dict(
+        CostShareDay.objects.filter(
+            day__gte=start, day__lt=end, rules_digest=digest
+        ).values_list("day", "computed_at")
+    )
+    if not marks:
+        return set()
+    oldest = min(marks.values())
+    runs = IngestRun.objects.filter(
+        window_start__lt=utc_day_start(max(marks) + timedelta(days=1)),
+        window_end__gt=utc_day_start(min(marks)),
+    ).filter(
+        Q(status=IngestRun.RUNNING)
+        | Q(finished_at__gt=oldest)
+        | Q(finished_at__isnull=True, started_at__isnull=False)
+    )
+    for w_start, w_end, finished in runs.values_list(
+        "window_start", "window_end", "finished_at"
+    ):
+        first = w_start.astimezone(UTC).date()
+        last = (w_end - timedelta(microseconds=1)).astimezone(UTC).date()
+        for day in [d for d in marks if first <= d <= last]:
+            if finished is None or finished > marks[day]:
+                del marks[day]
+    return set(marks)
+
+
+def _day_ranges(days: Collection[date]) -> Iterator[tuple[date, date]]:
+    """Contiguous ``[start, end)`` runs of ``days``."""
+    ordered = sorted(days)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] - ordered[j] == timedelta(1):
+            j += 1
+        yield ordered[i], ordered[j] + timedelta(days=1)
+        i = j + 1
+
+
+def allocation_days(
+    start: date, end: date, basis: Basis
+) -> dict[tuple[str, date, str], DayAllocation]:
+    """(account, UTC day, currency) -> the day's allocation.
+
+    Read from the stored shares (``costapp.costs.shares``, one query) for the
+    days ``stored_days`` vouches for; every other day of the window (never
+    stored, stored before a run or a rule change) is allocated on the fly
+    from the lines, exactly as the shares would be. Both give the same
+    figures (tests/costs/test_shares.py)."""
+    stored = stored_days(start, end)
+    out: dict[tuple[str, date, str], DayAllocation] = {}
+    if stored:
+        shares: dict[tuple[str, date, str], list[Share]] = defaultdict(list)
+        rows = (
+            CostShare.objects.filter(basis=basis, day__gte=start, day__lt=end)
+            .order_by("id")
+            .values_list(
+                "account_id", "day", "currency", "line_id", "target", "amount",
+                "how", "pool",
+            )
+        )  # fmt: skip
+        for account, day, currency, line_id, target, amount, how, pool in rows.iterator(
+            chunk_size=10000
+        ):
+            if day in stored:
+                shares[(account, day, currency)].append(
+                    Share(str(line_id), target, amount, how, pool)  # type: ignore[arg-type]
+                )
+        for key, items in shares.items():
+            out[key] = DayAllocation(
+                total=sum((s.amount for s in items), Decimal(0)), shares=tuple(items)
+            )
+    days = {start + timedelta(days=i) for i in range((end - start).days)} - stored
+    if days:
+        rules = allocation_rules()
+        for a, b in _day_ranges(days):
+            out.update(allocations_compute(a, b, [basis], rules=rules)[basis])
     return out
 
 

@@ -30,6 +30,7 @@ from analytics.anomalies import TOKEN_BAND, detect_run
 from analytics.baselines import BaselineConfig, BaselineState, baselines_run
 from analytics.lmdi import lmdi_aggregate
 from analytics.unit_costs import MIN_TOKENS, period_of, rollup, unit_costs
+from costapp.costs.shares import cost_shares_rebuild
 from costapp.economics.frames import (
     KEYS,
     affected_series,
@@ -416,6 +417,9 @@ def unit_costs_recompute(
     ``since``, or runs the series' whole history where none is saved; only
     rows from ``since`` on (whole weeks and months) are written.
     """
+    # The stored allocation first (the days a run or a rule change made stale,
+    # or never stored): the inputs read it.
+    cost_shares_rebuild(stale_only=True)
     inputs = recompute_inputs_read(basis=basis)
     frames = figure_frames(inputs)
     affected = affected_series(series, inputs)

@@ -9,7 +9,14 @@ from costapp.models.alerts import (
 )
 from costapp.models.api import ApiToken
 from costapp.models.capacity import Calibration, Scenario
-from costapp.models.costs import BillingPeriodSource, CostLine, RateCard
+from costapp.models.costs import (
+    BillingPeriodSource,
+    CostLine,
+    CostShare,
+    CostShareDay,
+    CostUsageDay,
+    RateCard,
+)
 from costapp.models.economics import (
     BaselineCheckpoint,
     Budget,
@@ -38,6 +45,9 @@ __all__ = [
     "Capability",
     "Channel",
     "CostLine",
+    "CostShare",
+    "CostShareDay",
+    "CostUsageDay",
     "Delivery",
     "Deployment",
     "DeploymentHour",

@@ -162,3 +162,86 @@ class RateCard(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_type} {self.instance_type} {self.kind} from {self.effective_from}"
+
+
+class CostShareDay(models.Model):
+    """A UTC day whose allocation is stored in ``CostShare`` (every account,
+    currency and basis of the day, plus the deployments' usage that day).
+
+    Any write to a bill line or a deployment-hour of the day deletes this row
+    in the writer's transaction (triggers, migration 0011). ``computed_at`` is
+    taken before the inputs were read, so a run that finished after it may
+    have changed them; ``rules_digest`` is the digest of the rules, pools and
+    nominal sizes the shares were computed with. A day whose row is missing
+    or stale by either is allocated on the fly instead
+    (``costapp.costs.shares``).
+    """
+
+    day = models.DateField(unique=True)
+    computed_at = models.DateTimeField()
+    rules_digest = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"shares of {self.day} at {self.computed_at:%Y-%m-%d %H:%M:%S}"
+
+
+class CostShare(models.Model):
+    """One share of one bill line in one basis (``analytics.allocation.Share``).
+
+    ``line_id`` is the CostLine's pk when the share was computed, on purpose
+    not a foreign key: an ingest's delete of restated lines never has to
+    touch this table, and the day is stale by its run until recomputed.
+    """
+
+    BASES = [
+        ("amortized", "amortized"),
+        ("unblended", "unblended"),
+        ("net_amortized", "net amortized"),
+    ]
+
+    day = models.DateField()
+    account_id = models.CharField(max_length=32)
+    currency = models.CharField(max_length=3)
+    basis = models.CharField(max_length=16, choices=BASES)
+    line_id = models.BigIntegerField()
+    target = models.CharField(max_length=100)  # deployment, __idle__, __unallocated__
+    pool = models.CharField(max_length=100, blank=True)
+    how = models.CharField(max_length=16)
+    amount = money_field()
+
+    class Meta:
+        # The order the readers ask for (a day's shares by account, currency,
+        # then allocation order): an index scan, no sort.
+        indexes = [
+            models.Index(
+                fields=["basis", "day", "account_id", "currency", "id"],
+                name="costshare_read_order",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.account_id} {self.basis} {self.target} {self.amount}"
+
+
+class CostUsageDay(models.Model):
+    """A deployment's measured day as the allocation used it (``UsageDay``:
+    GPU-hours with unknown hours at nominal size, finished requests) plus its
+    tokens, stored with the day's shares so the export reads both at once."""
+
+    day = models.DateField()
+    deployment = models.CharField(max_length=100)
+    gpu_hours = models.DecimalField(max_digits=20, decimal_places=6)
+    requests = models.DecimalField(max_digits=20, decimal_places=0)
+    nominal_hours = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.FloatField(default=0)
+    generation_tokens = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["day", "deployment"], name="costusageday_natural_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.deployment} {self.gpu_hours} GPU-h"

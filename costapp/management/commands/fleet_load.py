@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from costapp.alerts.fleetfile import AlertsFileError, alert_rules_load
+from costapp.costs.shares import cost_shares_rebuild
 from costapp.fleet.fleetfile import FleetFileError, fleet_load
 
 
@@ -28,6 +29,8 @@ class Command(BaseCommand):
                 alerts = alert_rules_load(path=options["path"])
         except (FleetFileError, AlertsFileError) as exc:
             raise CommandError(str(exc)) from None
+        # Changed rules, pools or members make stored shares stale: restore them.
+        shares = cost_shares_rebuild(stale_only=True)
         for label, names in (
             ("created", result.created),
             ("updated", result.updated),
@@ -42,6 +45,8 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"alerts: {len(alerts.rules)} rule(s), {len(alerts.channels)} channel(s)"
             )
+        if shares.days:
+            self.stdout.write(f"allocation restored for {shares.days} day(s)")
         for name, secret in alerts.new_secrets.items():
             # Shown once: the receiver needs it to verify signatures.
             self.stdout.write(f"new webhook secret for {name}: {secret}")
