@@ -83,7 +83,7 @@ def triggers_drop(apps: Any, schema_editor: Any) -> None:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("costapp", "0010_unit_cost_grains"),
+        ("costapp", "0011_replicas_unknown"),
     ]
 
     operations = [
