@@ -91,7 +91,7 @@ def idle_rows_read(
 
     cap_days: dict[tuple[str, str, str], date] = {}
     grouped = (
-        qs.values("scope", "name", "currency", "kind")
+        qs.values("scope", "name", "currency", "kind", "method")
         .annotate(
             n=Count("pk"),
             missing=Count("pk", filter=~known),
@@ -101,21 +101,21 @@ def idle_rows_read(
         )
         .order_by()
     )
-    for g in grouped:
+    for g in grouped:  # a row per method too: methods come with the sums
         key = (g["scope"], g["name"], g["currency"])
         a = series(key)
         p = "paid" if g["kind"] == "paid" else "head"
         a[f"{p}_n"] += g["n"]
         a[f"{p}_m"] += g["missing"]
         if g["n"] > g["missing"]:
-            a[f"{p}_h"] = g["hours"]
-            a[f"{p}_a"] = g["amount"]
-        if g["kind"] == "headroom" and g["cap_day"] is not None:
-            cap_days[key] = g["cap_day"]
+            a[f"{p}_h"] = (a[f"{p}_h"] or 0.0) + g["hours"]
+            a[f"{p}_a"] = (a[f"{p}_a"] or Decimal(0)) + g["amount"]
+        if g["kind"] == "headroom":
+            a["methods"].add(g["method"])
+            if g["cap_day"] is not None and g["cap_day"] > cap_days.get(key, date.min):
+                cap_days[key] = g["cap_day"]
     headroom = qs.filter(kind="headroom").order_by()
     keys = ("scope", "name", "currency")
-    for *key, method in headroom.values_list(*keys, "method").distinct():
-        series(tuple(key))["methods"].add(method)  # type: ignore[arg-type]
     for *key, flags in headroom.exclude(flags=[]).values_list(*keys, "flags"):
         series(tuple(key))["under"] += int(UNDERESTIMATES in (flags or []))  # type: ignore[arg-type]
     notes = headroom.filter(note__startswith="no capacity")
