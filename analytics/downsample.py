@@ -107,10 +107,18 @@ def _group(grid: Grid, times: object) -> tuple[npt.NDArray, npt.NDArray]:
     return index, keep
 
 
-def _by(index: npt.NDArray, keep: npt.NDArray) -> pd.Index:
-    # A pd.Index, not the bare array: pandas formats a bare array under 1,000
-    # elements into an error message it then discards, 3 ms a groupby.
-    return pd.Index(index[keep])
+def _bucket_sum(
+    grid: Grid, index: npt.NDArray, values: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """(sum of the known values, how many are known) per bucket of ``index``
+    (rows already inside the grid). numpy, not a pandas groupby: a page
+    buckets a few dozen columns and the groupby's overhead was most of it."""
+    known = ~np.isnan(values)
+    total = np.bincount(
+        index, weights=np.where(known, values, 0.0), minlength=grid.count
+    )
+    count = np.bincount(index, weights=known.astype(float), minlength=grid.count)
+    return total, count
 
 
 def sums(
@@ -121,12 +129,15 @@ def sums(
     makes its bucket's sum missing (GPU-seconds: a partial sum would read as
     an efficiency gain)."""
     index, keep = _group(grid, times)
+    inside = index[keep]
     frame = values.reset_index(drop=True).loc[keep].astype(float)
-    grouped = frame.groupby(_by(index, keep))
-    out = grouped.sum(min_count=1)
-    if strict:
-        out = out.mask(grouped.count() < grouped.size().to_numpy()[:, None])
-    return out.reindex(range(grid.count)).set_axis(grid.starts)
+    rows = np.bincount(inside, minlength=grid.count)
+    out: dict[object, FloatArray] = {}
+    for column in frame.columns:
+        total, known = _bucket_sum(grid, inside, frame[column].to_numpy())
+        summed = np.where(known > 0, total, np.nan)
+        out[column] = np.where(known < rows, np.nan, summed) if strict else summed
+    return pd.DataFrame(out, index=grid.starts, columns=frame.columns)
 
 
 def ratio_of_sums(
@@ -169,19 +180,15 @@ def gauge(
     w = np.ones_like(m) if weights is None else np.asarray(weights, dtype=float)
     known = np.isfinite(m) & np.isfinite(w) & (w > 0)
     index, keep = _group(grid, times)
-    frame = pd.DataFrame(
-        {
-            "wm": np.where(known, m * w, np.nan),
-            "w": np.where(known, w, np.nan),
-            "max": np.where(np.isfinite(hi), hi, np.nan),
-        }
-    ).loc[keep]
-    grouped = frame.groupby(_by(index, keep))
-    summed = grouped[["wm", "w"]].sum(min_count=1)
-    out = pd.DataFrame(
-        {"mean": summed["wm"] / summed["w"], "max": grouped["max"].max()}
-    )
-    return out.reindex(range(grid.count)).set_axis(grid.starts)
+    inside = index[keep]
+    wm, n = _bucket_sum(grid, inside, np.where(known, m * w, np.nan)[keep])
+    weight, _ = _bucket_sum(grid, inside, np.where(known, w, np.nan)[keep])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.where(n > 0, wm / weight, np.nan)
+    top = np.full(grid.count, np.nan)
+    # fmax skips NaN: a bucket keeps NaN only when none of its maxima is known.
+    np.fmax.at(top, inside, np.where(np.isfinite(hi), hi, np.nan)[keep])
+    return pd.DataFrame({"mean": mean, "max": top}, index=grid.starts)
 
 
 def _bounds_key(bounds: Sequence[float | None]) -> tuple[float, ...]:
