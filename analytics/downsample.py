@@ -118,7 +118,7 @@ def _bucket_sum(
         index, weights=np.where(known, values, 0.0), minlength=grid.count
     )
     count = np.bincount(index, weights=known.astype(float), minlength=grid.count)
-    return total, count
+    return total.astype(float), count.astype(float)
 
 
 def sums(

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 from django.db.models import Avg, Case, Count, F, Max, Q, QuerySet, Sum, When
@@ -340,8 +340,8 @@ def overview_read(
     prev7 = _since(end, 14) & ~last7
     base28 = _since(end, 35) & ~last7
     tokens = F("prompt_tokens") + F("generation_tokens")
-    sums = {
-        row["name"]: row
+    sums: dict[str, dict[str, Any]] = {
+        row["name"]: dict(row)
         for row in figures.values("name")
         .annotate(
             week_cost=Sum("shown", filter=last7),

@@ -126,7 +126,7 @@ class Histograms:
 
     times: np.ndarray  # datetime64[ns], UTC
     bounds: list[list[float | None]]
-    counts: Sequence[Sequence[float]]  # lists as stored, arrays once bucketed
+    counts: Sequence[Sequence[float]]  # lists as stored; arrays once bucketed
     sums: list[float]
 
 
@@ -220,7 +220,7 @@ def _bucketed(grid: Grid, h: Histograms) -> Histograms:
     return Histograms(
         times=np.concatenate(times) if times else starts[:0],
         bounds=bounds,
-        counts=counts,
+        counts=counts,  # type: ignore[arg-type]  # rows of floats, as arrays
         sums=[],
     )
 
