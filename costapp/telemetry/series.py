@@ -104,7 +104,7 @@ def _fetch(qs: QuerySet[Any], names: list[str]) -> list[tuple[Any, ...]]:
     sql, params = query.get_compiler(using=qs.db).as_sql()
     with connections[qs.db].cursor() as cursor:
         cursor.execute(sql, params)
-        columns = [c.name for c in cursor.description]
+        columns = [c[0] for c in cursor.description]
         rows = cursor.fetchall()
     order = [columns.index(n) for n in names]
     if order == list(range(len(columns))):
