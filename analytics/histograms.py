@@ -11,6 +11,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 
 class BucketMismatch(ValueError):
     pass
@@ -92,3 +95,42 @@ def bucket_quantile(q: float, buckets: Buckets) -> float | None:
                 return upper
             return lower + (upper - lower) * (rank - below) / in_bucket
     return bounds[-2] if len(bounds) > 1 else None
+
+
+def bucket_quantiles(
+    q: float, bounds: Sequence[float | None], cumulative: npt.ArrayLike
+) -> npt.NDArray[np.float64]:
+    """``bucket_quantile`` of every row of ``cumulative`` (rows of cumulative
+    counts on the same ``bounds``) at once, with the same arithmetic in the
+    same order, so each value is the one the scalar function returns; NaN
+    where it returns None."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile must be within 0..1, got {q}")
+    counts = np.asarray(cumulative, dtype=float)
+    if counts.ndim != 2 or counts.shape[1] != len(bounds):
+        raise BucketMismatch(f"{counts.shape} counts for {len(bounds)} bounds")
+    out = np.full(counts.shape[0], np.nan)
+    if not counts.shape[0] or not counts.shape[1]:
+        return out
+    upper_bounds = np.asarray(_bounds_key(bounds), dtype=float)
+    total = counts[:, -1]
+    observed = ~(total <= 0)  # as the scalar: only a count <= 0 is no count
+    if not observed.any():
+        return out
+    if upper_bounds[-1] != math.inf:
+        raise BucketMismatch("the last bucket must be +Inf")
+    highest = upper_bounds[-2] if len(upper_bounds) > 1 else np.nan
+    rank = q * total
+    reached = counts >= rank[:, None]
+    found = reached.any(axis=1)
+    i = np.argmax(reached, axis=1)
+    rows = np.arange(counts.shape[0])
+    upper = upper_bounds[i]
+    lower = np.where(i > 0, upper_bounds[i - 1], 0.0)
+    below = np.where(i > 0, counts[rows, i - 1], 0.0)
+    in_bucket = counts[rows, i] - below
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inside = lower + (upper - lower) * (rank - below) / in_bucket
+    value = np.where(in_bucket <= 0, upper, inside)
+    value = np.where(np.isinf(upper) | ~found, highest, value)
+    return np.where(observed, value, np.nan)

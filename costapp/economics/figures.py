@@ -7,17 +7,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 
 import pandas as pd
+from django.db.models import Count, Q, Sum
 
 from analytics.forecast import MonthForecast, forecast_month
 from analytics.unit_costs import (
     window_totals,
-)
-from costapp.economics.selectors import (
-    utc_midnight,
 )
 from costapp.models import (
     Budget,
@@ -27,6 +25,10 @@ from costapp.models import (
 from costapp.models.economics import FLEET
 
 # --- stored figures ----------------------------------------------------------------
+
+
+def utc_midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class FigureRow:
     note: str
 
 
-def _figure_row(f: UnitCostFigure) -> FigureRow:
+def figure_row(f: UnitCostFigure) -> FigureRow:
     tokens = (
         None
         if f.prompt_tokens is None or f.generation_tokens is None
@@ -110,12 +112,12 @@ def figures_read(
         qs = qs.filter(period_start__lt=_as_utc(end))
     if flagged_only:
         qs = qs.exclude(flag="")
-    return [_figure_row(f) for f in qs.order_by("name", "period_start")]
+    return [figure_row(f) for f in qs.order_by("name", "period_start")]
 
 
 def figure_get(pk: int) -> FigureRow | None:
     found = UnitCostFigure.objects.filter(pk=pk).first()
-    return _figure_row(found) if found is not None else None
+    return figure_row(found) if found is not None else None
 
 
 def flagged_read(
@@ -135,7 +137,7 @@ def flagged_read(
     ).exclude(flag="")
     if names is not None:
         qs = qs.filter(name__in=list(names))
-    return [_figure_row(f) for f in qs.order_by("-period_start", "scope", "name")]
+    return [figure_row(f) for f in qs.order_by("-period_start", "scope", "name")]
 
 
 def _as_utc(value: date | datetime) -> datetime:
@@ -275,11 +277,16 @@ class PoolIdle:
 
 
 def pool_idle_read(
-    *, start: date, end: date, deployments: Iterable[str] | None = None
+    *,
+    start: date,
+    end: date,
+    deployments: Iterable[str] | None = None,
+    pools: Iterable[str] | None = None,
 ) -> list[PoolIdle]:
     """Idle dollars per pool in the window (billed days), from the stored
-    pool figures; with ``deployments``, only the pools they belong to."""
-    names = None
+    pool figures; with ``deployments``, only the pools they belong to; with
+    ``pools``, those pools only."""
+    names = None if pools is None else list(pools)
     if deployments is not None:
         names = sorted(
             set(
@@ -288,19 +295,38 @@ def pool_idle_read(
                 .values_list("pool__name", flat=True)
             )
         )
+    # Summed by the database over the billed days (those with an idle cost).
+    qs = UnitCostFigure.objects.filter(
+        scope="pool",
+        grain="day",
+        period_start__gte=_as_utc(start),
+        period_start__lt=_as_utc(end),
+    )
+    if names is not None:
+        qs = qs.filter(name__in=names)
+    billed = Q(idle_cost__isnull=False)
+    sums = (
+        qs.values("name", "currency")
+        .annotate(
+            idle=Sum("idle_cost", filter=billed),
+            cost=Sum("cost", filter=billed & Q(cost__isnull=False)),
+            days=Count("pk", filter=billed),
+        )
+        .order_by("name", "currency")
+    )
     out = []
-    for w in scope_windows_read(scope="pool", start=start, end=end, names=names):
-        billed = [r for r in w.figures if r.idle_cost is not None]
-        frame = figures_frame(billed)
-        idle = float(frame["idle_cost"].sum()) if len(frame) else float("nan")
-        cost = float(frame["cost"].sum()) if len(frame) else float("nan")
+    nan = float("nan")
+    for s in sums:
+        idle = float(s["idle"]) if s["days"] else nan
+        # A billed day without a cost adds nothing (as NaN skipped in a sum).
+        cost = float(s["cost"] or 0) if s["days"] else nan
         out.append(
             PoolIdle(
-                pool=w.name,
-                currency=w.currency,
+                pool=s["name"],
+                currency=s["currency"],
                 idle_cost=idle,
                 cost=cost,
-                idle_share=idle / cost if cost > 0 else float("nan"),
+                idle_share=idle / cost if cost > 0 else nan,
             )
         )
     return out
@@ -445,23 +471,35 @@ class DeploymentEconomics:
     window: ScopeWindow | None
     pool: PoolIdle | None
     flagged: list[FigureRow]
+    rows: list[FigureRow]  # the window's figures at its grain, every currency
 
 
 def deployment_economics_read(
     deployment: Deployment, *, start: date, end: date, grain: str = "day"
 ) -> DeploymentEconomics:
-    windows = scope_windows_read(
+    """The deployment's figures of the window, read once: its card (the
+    first currency), its pool's idle and its flagged days."""
+    rows = figures_read(
         scope="deployment", names=[deployment.name], start=start, end=end, grain=grain
     )
+    groups: dict[str, list[FigureRow]] = {}
+    for r in rows:
+        groups.setdefault(r.currency, []).append(r)
+    windows = [
+        _window(items, "deployment", deployment.name, currency)
+        for currency, items in sorted(groups.items())
+    ]
     pool = None
     if deployment.pool is not None:
         pool = next(
-            (p for p in pool_idle_read(start=start, end=end)
-             if p.pool == deployment.pool.name),
+            iter(pool_idle_read(start=start, end=end, pools=[deployment.pool.name])),
             None,
-        )  # fmt: skip
-    flagged = flagged_read(start=start, end=end, scopes=("deployment",),
-                           names=[deployment.name])  # fmt: skip
+        )
+    if grain == "day":
+        flagged = [r for r in reversed(rows) if r.flag]
+    else:
+        flagged = flagged_read(start=start, end=end, scopes=("deployment",),
+                               names=[deployment.name])  # fmt: skip
     return DeploymentEconomics(
-        window=windows[0] if windows else None, pool=pool, flagged=flagged
+        window=windows[0] if windows else None, pool=pool, flagged=flagged, rows=rows
     )

@@ -11,7 +11,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Count, Max, Q, Sum
 
 from costapp import formatting as fmt
 from costapp.economics.idle import UNDERESTIMATES
@@ -75,28 +75,59 @@ def idle_rows_read(
         qs = qs.filter(name__in=list(names))
     meta = {d.name: (d.team, d.pool.name if d.pool else "")
             for d in Deployment.objects.select_related("pool")}  # fmt: skip
+    # Summed by the database, per series, currency and kind; the few facts
+    # that are not sums (methods, flags, notes, the latest capacity) are read
+    # from the rows that carry them only.
+    known = Q(gpu_hours__isnull=False, amount__isnull=False)
     acc: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for f in qs.order_by("scope", "name", "day"):
-        a = acc.setdefault(
-            (f.scope, f.name, f.currency),
+
+    def series(key: tuple[str, str, str]) -> dict[str, Any]:
+        return acc.setdefault(
+            key,
             {"paid_h": None, "paid_a": None, "paid_n": 0, "paid_m": 0,
              "head_h": None, "head_a": None, "head_n": 0, "head_m": 0,
              "methods": set(), "under": 0, "cap": None, "notes": set()},
         )  # fmt: skip
-        p = "paid" if f.kind == "paid" else "head"
-        a[f"{p}_n"] += 1
-        if f.gpu_hours is None or f.amount is None:
-            a[f"{p}_m"] += 1
-        else:
-            a[f"{p}_h"] = (a[f"{p}_h"] or 0.0) + f.gpu_hours
-            a[f"{p}_a"] = (a[f"{p}_a"] or Decimal(0)) + f.amount
-        if f.kind == "headroom":
-            a["methods"].add(f.method)
-            a["under"] += int(UNDERESTIMATES in (f.flags or []))
-            if f.capacity_per_replica is not None:
-                a["cap"] = f.capacity_per_replica
-        if f.note and f.kind == "headroom" and f.note.startswith("no capacity"):
-            a["notes"].add(f.note)
+
+    cap_days: dict[tuple[str, str, str], date] = {}
+    grouped = (
+        qs.values("scope", "name", "currency", "kind", "method")
+        .annotate(
+            n=Count("pk"),
+            missing=Count("pk", filter=~known),
+            hours=Sum("gpu_hours", filter=known),
+            amount=Sum("amount", filter=known),
+            cap_day=Max("day", filter=Q(capacity_per_replica__isnull=False)),
+        )
+        .order_by()
+    )
+    for g in grouped:  # a row per method too: methods come with the sums
+        key = (g["scope"], g["name"], g["currency"])
+        a = series(key)
+        p = "paid" if g["kind"] == "paid" else "head"
+        a[f"{p}_n"] += g["n"]
+        a[f"{p}_m"] += g["missing"]
+        if g["n"] > g["missing"]:
+            a[f"{p}_h"] = (a[f"{p}_h"] or 0.0) + g["hours"]
+            a[f"{p}_a"] = (a[f"{p}_a"] or Decimal(0)) + g["amount"]
+        if g["kind"] == "headroom":
+            a["methods"].add(g["method"])
+            if g["cap_day"] is not None and g["cap_day"] > cap_days.get(key, date.min):
+                cap_days[key] = g["cap_day"]
+    headroom = qs.filter(kind="headroom").order_by()
+    keys = ("scope", "name", "currency")
+    for *key, flags in headroom.exclude(flags=[]).values_list(*keys, "flags"):
+        series(tuple(key))["under"] += int(UNDERESTIMATES in (flags or []))  # type: ignore[arg-type]
+    notes = headroom.filter(note__startswith="no capacity")
+    for *key, note in notes.values_list(*keys, "note").distinct():
+        series(tuple(key))["notes"].add(note)  # type: ignore[arg-type]
+    if cap_days:
+        latest = headroom.filter(
+            day__in=set(cap_days.values()), capacity_per_replica__isnull=False
+        ).values_list(*keys, "day", "capacity_per_replica")
+        for scope, name, cur, day, cap in latest:
+            if cap_days.get((scope, name, cur)) == day:
+                acc[(scope, name, cur)]["cap"] = cap
     out = []
     for (scope, name, cur), a in sorted(acc.items()):
         team, pool = meta.get(name, ("", "")) if scope == "deployment" else ("", name)

@@ -12,27 +12,31 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
-from django.db.models import Avg, Count, Q, Sum
+from django.db.models import Avg, Case, Count, F, Max, Q, QuerySet, Sum, When
 from django.db.models.functions import TruncDate
 
 from analytics.unit_costs import (
+    WindowTotals,
     daily_unit_costs,
+    per_1k_requests,
+    per_1m_tokens,
     relative_change,
-    totals_by_deployment,
     truncation_share,
-    window_totals,
 )
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import billed_deployment_days, deployments_in_scope
+from costapp.economics.figures import FigureRow, figure_row, utc_midnight
 from costapp.models import (
     Deployment,
     DeploymentHour,
+    UnitCostFigure,
 )
+from costapp.models.costs import money_field
 
 QUANTUM = Decimal("1e-12")
 Basis = Literal["provisional", "billed"]
@@ -66,10 +70,6 @@ class DeploymentDay:
     @property
     def tokens(self) -> float:
         return self.prompt_tokens + self.generation_tokens
-
-
-def utc_midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)
 
 
 def deployment_days_read(
@@ -159,6 +159,45 @@ def deployment_days_read(
     return out
 
 
+def deployment_usage_days(
+    deployment: Deployment, *, start: date, end: date
+) -> pd.DataFrame:
+    """Finished requests by reason, GPU-hours and replicas per UTC day in
+    ``[start, end)``, summed by the database (the deployment page's bars; no
+    cost: the page's costs are the stored figures). A day with one unknown
+    hour of GPU-seconds has unknown GPU-hours (NaN)."""
+    grouped = (
+        DeploymentHour.objects.filter(
+            deployment=deployment,
+            hour__gte=utc_midnight(start),
+            hour__lt=utc_midnight(end),
+        )
+        .annotate(day=TruncDate("hour", tzinfo=UTC))
+        .values("day")
+        .annotate(
+            stop=Sum("requests_stop"),
+            length=Sum("requests_length"),
+            aborted=Sum("requests_aborted"),
+            gpu_unknown=Count("id", filter=Q(gpu_seconds__isnull=True)),
+            gpu_seconds=Sum("gpu_seconds"),
+            replicas=Avg("replicas_mean"),
+        )
+        .order_by("day")
+        .values_list("day", "stop", "length", "aborted", "gpu_unknown",
+                     "gpu_seconds", "replicas")
+    )  # fmt: skip
+    return pd.DataFrame.from_records(
+        [
+            (day, float(stop or 0.0), float(length or 0.0), float(aborted or 0.0),
+             math.nan if unknown else float(gpu or 0.0) / 3600.0,
+             float(replicas or 0.0))
+            for day, stop, length, aborted, unknown, gpu, replicas in grouped
+        ],
+        columns=["day", "requests_stop", "requests_length", "requests_aborted",
+                 "gpu_hours", "replicas_mean"],
+    )  # fmt: skip
+
+
 def deployment_days_frame(rows: Iterable[DeploymentDay]) -> pd.DataFrame:
     """Rows as a DataFrame with unit costs (analytics.unit_costs)."""
     records = [
@@ -216,16 +255,32 @@ class DeploymentSummary:
     cost_per_1m_tokens_7d: float
     gpu_hours_7d: float
     truncation_share: float
+    # Of the window's stored figures: the last day with a unit cost, and how
+    # many of its days are flagged.
+    last: FigureRow | None = None
+    flags: int = 0
 
 
 @dataclass(frozen=True)
 class Overview:
     start: date
     end: date  # exclusive
-    days: pd.DataFrame  # one row per deployment-day, with unit costs
+    days: pd.DataFrame  # deployment, day, cost_per_1k_requests (stored)
     kpis: list[Kpi]
     deployments: list[DeploymentSummary]
     basis: set[str]
+
+
+def _since(end: date, days: int) -> Q:
+    return Q(period_start__gte=utc_midnight(end - timedelta(days=days)))
+
+
+def _nan(value: object) -> float:
+    return math.nan if value is None else float(value)  # type: ignore[arg-type]
+
+
+def _float(value: object) -> float:
+    return 0.0 if value is None else float(value)  # type: ignore[arg-type]
 
 
 def overview_read(
@@ -236,30 +291,83 @@ def overview_read(
     deployments: Iterable[str] | None = None,
 ) -> Overview:
     """Everything the overview shows, for the ``days`` days before ``today``;
-    ``team``/``deployments`` keep those deployments only."""
+    ``team``/``deployments`` keep those deployments only.
+
+    Read from the stored daily figures of the deployments, never re-derived
+    from hours and bills per request: a day's cost is its allocated bill
+    where one arrived, else its measured GPU-hours at the rate card (the
+    figure's list cost). Per deployment the window's sums come from SQL, the
+    last figure with a unit cost from one more query.
+    """
     end = today
     start = end - timedelta(days=days)
     scope = deployments_in_scope(
         team=team, deployments=None if deployments is None else list(deployments)
     )
-    frame = deployment_days_frame(
-        deployment_days_read(
-            start=start,
-            end=end,
-            deployments=scope,
-            billed=billed_deployment_days(start, end),
+    figures = UnitCostFigure.objects.filter(
+        scope="deployment",
+        grain="day",
+        currency="USD",
+        period_start__gte=utc_midnight(start),
+        period_start__lt=utc_midnight(end),
+    )
+    if scope is not None:
+        figures = figures.filter(name__in=scope)
+    # The overview's clock: the allocated bill where it arrived, else the
+    # measured GPU-hours at the rate card in force (the stored list cost).
+    figures = figures.annotate(
+        shown=Case(
+            When(clock="provisional", then=F("list_cost")),
+            default=F("cost"),
+            output_field=money_field(),
         )
     )
-    last7 = frame[frame["day"] >= end - timedelta(days=7)]
-    prev7 = frame[
-        (frame["day"] >= end - timedelta(days=14))
-        & (frame["day"] < end - timedelta(days=7))
-    ]
-    base28 = frame[
-        (frame["day"] >= end - timedelta(days=35))
-        & (frame["day"] < end - timedelta(days=7))
-    ]
-    cur, prev = window_totals(last7), window_totals(prev7)
+    daily = list(
+        figures.order_by("name", "period_start").values_list(
+            "name", "period_start", "shown", "requests", "clock"
+        )
+    )
+    frame = daily_unit_costs(
+        pd.DataFrame.from_records(
+            [
+                (name, at.astimezone(UTC).date(), _nan(cost), _nan(requests), 0.0)
+                for name, at, cost, requests, _ in daily
+            ],
+            columns=["deployment", "day", "cost", "requests", "tokens"],
+        )
+    )
+    last7 = _since(end, 7)
+    prev7 = _since(end, 14) & ~last7
+    base28 = _since(end, 35) & ~last7
+    tokens = F("prompt_tokens") + F("generation_tokens")
+    sums: dict[str, dict[str, Any]] = {
+        row["name"]: dict(row)
+        for row in figures.values("name")
+        .annotate(
+            week_cost=Sum("shown", filter=last7),
+            week_requests=Sum("requests", filter=last7),
+            week_length=Sum("requests_length", filter=last7),
+            week_tokens=Sum(tokens, filter=last7),
+            week_gpu_hours=Sum("gpu_hours", filter=last7),
+            any7=Count("pk", filter=last7),
+            prev_cost=Sum("shown", filter=prev7),
+            prev_requests=Sum("requests", filter=prev7),
+            prev_tokens=Sum(tokens, filter=prev7),
+            base_cost=Sum("shown", filter=base28),
+            base_requests=Sum("requests", filter=base28),
+            any28=Count("pk", filter=base28),
+            flagged=Count("pk", filter=~Q(flag="")),
+            last_at=Max("period_start", filter=Q(cost_per_1k_requests__isnull=False)),
+        )
+        .order_by()
+    }
+    last = _last_figures(figures, {n: r["last_at"] for n, r in sums.items()})
+
+    def total(key: str) -> float:
+        return math.fsum(_float(r[key]) for r in sums.values())
+
+    cur = _totals(total("week_cost"), total("week_requests"), total("week_tokens"))
+    prev = _totals(total("prev_cost"), total("prev_requests"), total("prev_tokens"))
     kpis = [
         Kpi("Spend, last 7 days", cur.cost, prev.cost,
             relative_change(cur.cost, prev.cost), "usd"),
@@ -273,20 +381,26 @@ def overview_read(
         Kpi("Requests, last 7 days", cur.requests, prev.requests,
             relative_change(cur.requests, prev.requests), "count"),
     ]  # fmt: skip
-    sums = ("cost", "requests", "tokens", "gpu_hours", "requests_stop",
-            "requests_length")  # fmt: skip
-    week = totals_by_deployment(last7, sum_columns=sums).set_index("deployment")
-    base = totals_by_deployment(base28).set_index("deployment")
     summaries = []
-    fleet = Deployment.objects.order_by("name")
+    fleet = Deployment.objects.order_by("name").only(
+        "name", "team", "gpu_type", "mig_profile", "tensor_parallel_size"
+    )
     if scope is not None:
         fleet = fleet.filter(name__in=scope)
+    nan = float("nan")
     for dep in fleet:
-        w = week.loc[dep.name] if dep.name in week.index else None
-        b = base.loc[dep.name] if dep.name in base.index else None
-        nan = float("nan")
-        per_1k = float(w["cost_per_1k_requests"]) if w is not None else nan
-        per_1k_base = float(b["cost_per_1k_requests"]) if b is not None else nan
+        s = sums.get(dep.name)
+        week = bool(s and s["any7"])
+        base = bool(s and s["any28"])
+        cost = _float(s["week_cost"]) if week else 0.0  # type: ignore[index]
+        requests = _float(s["week_requests"]) if week else 0.0  # type: ignore[index]
+        length = _float(s["week_length"]) if week else 0.0  # type: ignore[index]
+        per_1k = per_1k_requests(cost, requests) if week else nan
+        per_1k_base = (
+            per_1k_requests(_float(s["base_cost"]), _float(s["base_requests"]))  # type: ignore[index]
+            if base
+            else nan
+        )
         summaries.append(
             DeploymentSummary(
                 name=dep.name,
@@ -294,30 +408,54 @@ def overview_read(
                 gpu=f"{dep.gpu_type} MIG {dep.mig_profile}"
                 if dep.mig_profile
                 else f"{dep.tensor_parallel_size}× {dep.gpu_type}",  # noqa: RUF001
-                requests_7d=float(w["requests"]) if w is not None else 0.0,
-                cost_7d=float(w["cost"]) if w is not None else 0.0,
+                requests_7d=requests,
+                cost_7d=cost,
                 cost_per_1k_7d=per_1k,
                 cost_per_1k_baseline=per_1k_base,
                 cost_per_1k_change=relative_change(per_1k, per_1k_base),
-                cost_per_1m_tokens_7d=float(w["cost_per_1m_tokens"])
-                if w is not None
+                cost_per_1m_tokens_7d=per_1m_tokens(cost, _float(s["week_tokens"]))  # type: ignore[index]
+                if week
                 else nan,
-                gpu_hours_7d=float(w["gpu_hours"]) if w is not None else 0.0,
-                truncation_share=truncation_share(
-                    float(w["requests_stop"]), float(w["requests_length"])
-                )
-                if w is not None
+                gpu_hours_7d=_float(s["week_gpu_hours"]) if week else 0.0,  # type: ignore[index]
+                truncation_share=truncation_share(requests - length, length)
+                if week
                 else nan,
+                last=last.get(dep.name),
+                flags=int(s["flagged"]) if s else 0,
             )
         )
+    clocks = {clock for *_, clock in daily}
+    basis = {"provisional" if c == "provisional" else "billed" for c in clocks}
     return Overview(
         start=start,
         end=end,
         days=frame,
         kpis=kpis,
         deployments=summaries,
-        basis=set(frame["basis"].unique()) if len(frame) else set(),
+        basis=basis,
     )
+
+
+def _totals(cost: float, requests: float, tokens: float) -> WindowTotals:
+    """Totals as ``analytics.unit_costs.window_totals`` makes them: unit
+    costs are ratios of the sums (NaN under the minimum volume)."""
+    return WindowTotals(
+        cost, requests, tokens, per_1k_requests(cost, requests),
+        per_1m_tokens(cost, tokens),
+    )  # fmt: skip
+
+
+def _last_figures(
+    figures: QuerySet[UnitCostFigure], last_at: Mapping[str, datetime | None]
+) -> dict[str, FigureRow]:
+    """The stored figure of each name at its ``last_at``, in one query."""
+    wanted = {(n, at) for n, at in last_at.items() if at is not None}
+    if not wanted:
+        return {}
+    rows = figures.filter(
+        name__in={n for n, _ in wanted}, period_start__in={at for _, at in wanted}
+    )
+    return {f.name: figure_row(f) for f in rows if (f.name, f.period_start) in wanted}
 
 
 @dataclass(frozen=True)

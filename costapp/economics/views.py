@@ -118,17 +118,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         }
         for k in data.kpis
     ]
-    stored = {
-        w.name: w
-        for w in scope_windows_read(
-            scope="deployment", start=start, end=end, names=filters.deployments
-        )
-        if w.currency == "USD"
-    }
     rows = []
     for s in data.deployments:
-        w = stored.get(s.name)
-        last = present.last_row(w.last if w else None, "USD")
         rows.append(
             {
                 "name": s.name,
@@ -140,8 +131,8 @@ def overview(request: HttpRequest) -> HttpResponse:
                 "cost_raw": repr(s.cost_7d),
                 "per_1k": fmt.usd_unit(s.cost_per_1k_7d),
                 "per_1k_raw": repr(s.cost_per_1k_7d),
-                "last": last,
-                "flags": len(w.flagged) if w else 0,
+                "last": present.last_row(s.last, "USD"),
+                "flags": s.flags,
                 "per_1m": fmt.usd_unit(s.cost_per_1m_tokens_7d),
                 "per_1m_raw": repr(s.cost_per_1m_tokens_7d),
                 "gpu_hours": fmt.number(s.gpu_hours_7d),

@@ -11,16 +11,12 @@ from django.urls import reverse
 from costapp import formatting as fmt
 from costapp.access import requires
 from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_window
-from costapp.costs.selectors import BASES, billed_deployment_days
+from costapp.costs.selectors import BASES
 from costapp.economics import charts, present
-from costapp.economics.figures import deployment_economics_read, figures_read
+from costapp.economics.figures import deployment_economics_read
 from costapp.economics.forms import EconomicsGrainForm
 from costapp.economics.idle_selectors import idle_cards_read
-from costapp.economics.selectors import (
-    deployment_days_frame,
-    deployment_days_read,
-    utc_midnight,
-)
+from costapp.economics.selectors import deployment_usage_days, utc_midnight
 from costapp.models import Deployment
 from costapp.telemetry import charts as telemetry_charts
 from costapp.telemetry.series import device_grid_read, phase_share, series_read
@@ -56,23 +52,15 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     start, end, basis = w["start"], w["end"], w["basis"]
     lower, upper = utc_midnight(start), utc_midnight(end)
     tz = settings.DISPLAY_TIME_ZONE
-    days = deployment_days_frame(
-        deployment_days_read(
-            start=start,
-            end=end,
-            deployments=[deployment.name],
-            billed=billed_deployment_days(start, end, basis),
-        )
-    )
+    # Usage bars only: the page's costs are the stored figures below.
+    days = deployment_usage_days(deployment, start=start, end=end)
     series = series_read(deployment, start=lower, end=upper)
     phase, phase_source = phase_share(series)
     # The grain of the cost view (day, week, month); the window is the range's.
     grain_form = EconomicsGrainForm(request.GET or None)
     grain = grain_form.grain_or_default()
     economics = deployment_economics_read(deployment, start=start, end=end, grain=grain)
-    figure_rows = figures_read(
-        scope="deployment", names=[deployment.name], start=start, end=end, grain=grain
-    )
+    figure_rows = economics.rows
     currency = economics.window.currency if economics.window else "USD"
     links = {
         r.pk: reverse("economics:explanation", args=[r.pk])

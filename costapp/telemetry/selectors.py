@@ -6,6 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
+import numpy as np
 from django.db.models import Avg, Count, Max, Min, QuerySet, Sum
 
 from analytics.histograms import BucketMismatch, bucket_quantile, buckets_sum
@@ -17,6 +18,7 @@ from costapp.models import (
     HistogramHour,
     IngestRun,
 )
+from costapp.telemetry.series import Raw, raw_read
 
 LATENCY_METRICS = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
 QUANTILES = (0.5, 0.95, 0.99)
@@ -53,17 +55,35 @@ def _percentiles(items: list[tuple[list, list]]) -> dict[str, float | None]:
 
 
 def window_latency(
-    deployment: Deployment, start: datetime, end: datetime
+    deployment: Deployment,
+    start: datetime,
+    end: datetime,
+    raw: Raw | None = None,
 ) -> dict[str, dict[str, float | None]]:
     """Percentiles over the whole window, from buckets summed over its hours
-    (never from averaged percentiles)."""
-    per_metric: dict[str, list[tuple[list, list]]] = defaultdict(list)
-    rows = HistogramHour.objects.filter(
-        deployment=deployment, hour__gte=start, hour__lt=end
-    ).values_list("metric", "bounds", "cumulative_counts")
-    for metric, bounds, counts in rows.iterator():
-        per_metric[metric].append((bounds, counts))
-    return {m: _percentiles(per_metric[m]) for m in LATENCY_METRICS if per_metric[m]}
+    (never from averaged percentiles). ``raw``: the page's read of the window
+    (with every metric of ``LATENCY_METRICS``), summed here, not read again."""
+    if raw is None:
+        raw = raw_read(deployment, start=start, end=end, metrics=LATENCY_METRICS)
+    out: dict[str, dict[str, float | None]] = {}
+    for m in LATENCY_METRICS:
+        h = raw.histograms.get(m)
+        if h is None or not h.counts:
+            continue
+        by_bounds: dict[int, list[int]] = {}
+        for row, b in enumerate(h.bounds):
+            by_bounds.setdefault(id(b), []).append(row)
+        summed = []
+        for rows in by_bounds.values():
+            counts = [h.counts[r] for r in rows]
+            width = {len(c) for c in counts}
+            if len(width) == 1:
+                totals = np.asarray(counts, dtype=float).sum(axis=0).tolist()
+                summed.append((h.bounds[rows[0]], totals))
+            else:  # as buckets_sum adds them: it refuses the mismatch
+                summed.extend((h.bounds[r], h.counts[r]) for r in rows)
+        out[m] = _percentiles(summed)
+    return out
 
 
 @dataclass(frozen=True)

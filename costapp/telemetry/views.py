@@ -64,10 +64,12 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=name)
     start, end, notes = WindowForm(request.GET).window(selectors.default_window(dep))
     tz = settings.DISPLAY_TIME_ZONE
-    raw = series.raw_read(dep, start=start, end=end)  # read once, bucket twice
+    # Read once: bucketed for the charts and the table, summed for the window.
+    raw = series.raw_read(dep, start=start, end=end, metrics=selectors.LATENCY_METRICS)
     chart_series = series.series_bucket(raw, grid_for(start, end))
     phase, phase_source = series.phase_share(chart_series)
-    table = series.series_bucket(raw, series.table_grid(start, end))
+    # The table shows p95s only.
+    table = series.series_bucket(raw, series.table_grid(start, end), (0.95,))
     rows = series.table_rows(table)
     figures = {
         "traffic": charts.traffic(chart_series, tz=tz),
@@ -99,7 +101,7 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
             "gpu_unknown": sum(r["gpu_unknown"] for r in rows),
             "figures": figures,
             "has_hours": not chart_series.empty,
-            "window_latency": selectors.window_latency(dep, start, end),
+            "window_latency": selectors.window_latency(dep, start, end, raw),
             "devices": selectors.device_summary(dep, start, end),
             "discovery": selectors.discovery(dep),
         },

@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from analytics.histograms import BucketMismatch, Buckets, bucket_quantile, buckets_sum
+from analytics.histograms import (
+    BucketMismatch,
+    Buckets,
+    bucket_quantile,
+    bucket_quantiles,
+    buckets_sum,
+)
 
 BOUNDS = (0.1, 0.5, 1.0, None)
 
@@ -53,3 +59,33 @@ def test_bucket_quantiles_land_in_the_bucket_of_the_exact_quantile(
         i = int(np.searchsorted(bounds, exact))
         lower = bounds[i - 1] if i > 0 else 0.0
         assert lower - 1e-9 <= value <= bounds[i] + 1e-9
+
+
+@given(
+    st.lists(
+        st.lists(st.integers(0, 50), min_size=4, max_size=4), min_size=1, max_size=30
+    ),
+    st.sampled_from([0.0, 0.01, 0.5, 0.95, 0.99, 1.0]),
+)
+def test_the_vectorised_quantile_is_the_scalar_one_row_by_row(
+    increments: list[list[int]], q: float
+) -> None:
+    # Cumulative rows, some empty, some with everything in the +Inf bucket.
+    rows = np.cumsum(np.asarray(increments, dtype=float), axis=1)
+    got = bucket_quantiles(q, BOUNDS, rows)
+    for row, value in zip(rows, got, strict=True):
+        want = bucket_quantile(q, Buckets(BOUNDS, tuple(row)))
+        if want is None:
+            assert math.isnan(value)
+        else:
+            assert value == want  # the same arithmetic: equal, not close
+
+
+def test_the_vectorised_quantile_refuses_what_the_scalar_refuses() -> None:
+    with pytest.raises(ValueError):
+        bucket_quantiles(1.5, BOUNDS, [[1.0, 2.0, 3.0, 3.0]])
+    with pytest.raises(BucketMismatch):
+        bucket_quantiles(0.5, (0.1, 0.5, 1.0), [[1.0, 2.0, 3.0]])
+    with pytest.raises(BucketMismatch):
+        bucket_quantiles(0.5, BOUNDS, [[1.0, 2.0, 3.0]])
+    assert np.isnan(bucket_quantiles(0.5, (0.1, 0.5, 1.0), [[0.0, 0.0, 0.0]])).all()

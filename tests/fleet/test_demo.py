@@ -12,6 +12,7 @@ from costapp.economics.selectors import (
     deployment_days_read,
     overview_read,
 )
+from costapp.economics.services import unit_costs_recompute
 from costapp.fleet.demo_setup import demo_user_ensure
 from costapp.models import (
     CostLine,
@@ -43,6 +44,8 @@ def demo(
     with django_db_blocker.unblock():  # type: ignore[attr-defined]
         demo_tables_wipe()
         run = demo_load(end=END, days=DAYS)
+        # The figures the overview reads, as ``manage.py demo`` writes them.
+        unit_costs_recompute(now=END)
         yield run
         demo_tables_wipe()
 
