@@ -29,7 +29,7 @@ from analytics.unit_costs import (
     truncation_share,
 )
 from costapp.costs.rates import rate_book
-from costapp.costs.selectors import billed_deployment_days, deployments_in_scope
+from costapp.costs.selectors import deployments_in_scope
 from costapp.economics.figures import FigureRow, figure_row, utc_midnight
 from costapp.models import (
     Deployment,
@@ -190,7 +190,7 @@ def deployment_usage_days(
         [
             (day, float(stop or 0.0), float(length or 0.0), float(aborted or 0.0),
              math.nan if unknown else float(gpu or 0.0) / 3600.0,
-             float(replicas or 0.0))
+             math.nan if replicas is None else float(replicas))
             for day, stop, length, aborted, unknown, gpu, replicas in grouped
         ],
         columns=["day", "requests_stop", "requests_length", "requests_aborted",
@@ -456,32 +456,3 @@ def _last_figures(
         name__in={n for n, _ in wanted}, period_start__in={at for _, at in wanted}
     )
     return {f.name: figure_row(f) for f in rows if (f.name, f.period_start) in wanted}
-
-
-@dataclass(frozen=True)
-class DeploymentDetail:
-    deployment: Deployment
-    start: date
-    end: date
-    days: pd.DataFrame  # unit costs, requests by reason, GPU-hours, replicas
-
-
-def deployment_detail_read(
-    deployment: Deployment, *, today: date, days: int = 90
-) -> DeploymentDetail:
-    end = today
-    start = end - timedelta(days=days)
-    frame = deployment_days_frame(
-        deployment_days_read(
-            start=start,
-            end=end,
-            deployments=[deployment.name],
-            billed=billed_deployment_days(start, end),
-        )
-    )
-    return DeploymentDetail(
-        deployment=deployment,
-        start=start,
-        end=end,
-        days=frame,
-    )
