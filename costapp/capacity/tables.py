@@ -72,7 +72,14 @@ class Cell:
     tone: str = ""  # good, bad or ""
 
 
+# The engine's Result holds 0 for these where a column cannot serve (its int
+# and float fields have no "none"); 0 replicas would read as "needs none".
+UNSERVED_MISSING = frozenset({"replicas", "gpus_needed"})
+
+
 def _value(result: Result, metric: Metric) -> float | None:
+    if metric.field in UNSERVED_MISSING and not result.feasible:
+        return None
     raw = getattr(result, metric.field)
     if raw is None:
         return None
@@ -217,6 +224,10 @@ def backtest_notes(found: DeploymentBacktest) -> list[str]:
     ]
 
 
+def _share(value: float | None) -> str:
+    return MISSING if value is None else f"{number(value * 100, 1)}%"
+
+
 def _pct(value: float | None) -> str:
     return MISSING if value is None else f"{value:+.1%}"
 
@@ -261,7 +272,7 @@ def backtest_rows(
                 _error_tone(bt.itl_error, large_error),
                 f"{len(compared)} hours, token-weighted; batch "
                 f"{min(batches):.1f} to {max(batches):.1f} per replica; median "
-                f"|error| per hour {number((bt.itl_median_abs_error or 0) * 100, 1)}%",
+                f"|error| per hour {_share(bt.itl_median_abs_error)}",
             )
         )
     both = [h for h in bt.hours if h.throughput_error is not None]
