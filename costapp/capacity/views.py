@@ -122,6 +122,9 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
             "throughput_chart": charts.throughput_latency(curves) if curves else None,
             "memory_chart": charts.memory_use(bars) if bars else None,
             "simulation": simulation if not isinstance(simulation, str) else None,
+            "simulation_rows": tables.simulation_rows(simulation.result)
+            if isinstance(simulation, Simulation)
+            else [],
             "simulation_error": simulation if isinstance(simulation, str) else None,
             "query": query.urlencode(),
             "save_form": SaveScenarioForm(initial={"query": query.urlencode()}),

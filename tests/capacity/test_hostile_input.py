@@ -246,3 +246,29 @@ def test_an_absurd_calibration_upload_field_is_refused_naming_it(
         errors = page.context["errors"]
         assert any(f"({field}) = " in e for e in errors), (field, errors)
     assert Calibration.objects.count() == 0
+
+
+def test_a_simulation_percentile_of_no_samples_is_missing_not_nan_ms() -> None:
+    from analytics.capacity.simulate import SimulationResult
+    from costapp.capacity.tables import simulation_rows
+
+    nan = float("nan")
+    result = SimulationResult(
+        requests_completed=0, duration_s=10.0, throughput_tokens_per_s=0.0,
+        requests_per_s=0.0, ttft_p50_ms=40.0, ttft_p95_ms=nan, ttft_p99_ms=nan,
+        itl_mean_ms=nan, itl_p50_ms=nan, itl_p95_ms=nan, itl_p99_ms=nan,
+        e2e_p50_ms=nan, e2e_p95_ms=nan, preemptions=0, mean_running_batch=0.0,
+        steps=0,
+    )  # fmt: skip
+    rows = dict(simulation_rows(result))
+    assert rows["TTFT"] == ["40.0 ms", MISSING, MISSING]
+    assert rows["End to end"] == [MISSING, MISSING, MISSING]
+
+
+def test_the_simulated_column_shows_its_end_to_end_p99(chat: Deployment) -> None:
+    client = _client(user_in("lee", "tech lead"))
+    page = client.get("/capacity/chat/", {"simulate": "today"})
+    rows = dict(_clean(page) and page.context["simulation_rows"])
+    _, p95, p99 = rows["End to end"]
+    assert p99 != MISSING and p99.endswith(" ms")
+    assert float(p95[:-3].replace(",", "")) <= float(p99[:-3].replace(",", ""))
