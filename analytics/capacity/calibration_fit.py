@@ -392,6 +392,7 @@ def fit_from_telemetry(
     min_batch_spread: float = 1.5,
     prompt_tokens: float | None = None,
     output_tokens: float | None = None,
+    cached_prompt_tokens: float = 0.0,
 ) -> Calibration:
     """Fit ITL = a + b * batch to hourly telemetry; refuses data that is too flat.
 
@@ -403,7 +404,8 @@ def fit_from_telemetry(
     request shape (``prompt_tokens``, ``output_tokens``), that share (batch x one
     prompt's prefill / output tokens, at the roofline prefill rate the engine also
     uses with this calibration) is taken out before fitting, so the engine does
-    not count it twice.
+    not count it twice. ``prompt_tokens`` is the uncached part; the new tokens'
+    attention spans the ``cached_prompt_tokens`` too, as the engine has it.
     """
     for column in ("mean_running_batch", "itl_seconds"):
         if column not in hourly:
@@ -419,13 +421,17 @@ def fit_from_telemetry(
     b = data["mean_running_batch"].to_numpy(float)
     y = data["itl_seconds"].to_numpy(float)
     setting = _setting(key, model)
+    raw_slope = float(np.polyfit(b, y, 1)[0]) if np.ptp(b) > 0 else 0.0
+    share = 0.0  # prefill seconds per running request per step
     if prompt_tokens and output_tokens:
         f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
+        whole = prompt_tokens + cached_prompt_tokens
         prefill = (
             prompt_tokens * 2.0 * setting["active"]
-            + prompt_tokens * prompt_tokens * setting["attn"]
+            + (whole * whole - cached_prompt_tokens**2) * setting["attn"]
         ) / f_pre
-        y = y - b * prefill / output_tokens
+        share = prefill / output_tokens
+        y = y - b * share
     spread = float(b.max() / b.min())
     if spread < min_batch_spread:
         raise CalibrationRefused(
@@ -436,10 +442,23 @@ def fit_from_telemetry(
             "identifiable",
         )
     slope, intercept = np.polyfit(b, y, 1)
+    if slope <= 0 and raw_slope > 0 and share > 0:
+        # The data is not flat: what it lacks is the prefill share the engine
+        # adds to every step, so no decode step fits it (a stall-free ITL).
+        raise CalibrationRefused(
+            "telemetry.itl_seconds",
+            f"{raw_slope * 1e3:.3f} ms per running request",
+            "mean ITL grows less with the running batch than the prefill sharing "
+            f"the steps accounts for on its own ({share * 1e3:.3f} ms per running "
+            f"request: a {prompt_tokens:.0f}-token uncached prefill over "
+            f"{output_tokens:.0f} output tokens at the roofline prefill rate), so "
+            "no decode step reproduces it; this ITL carries no prefill work, and "
+            "a fit would only move the error into the decode step",
+        )
     if slope <= 0:
         raise CalibrationRefused(
             "telemetry.itl_seconds",
-            float(slope),
+            f"{float(slope) * 1e3:.3f} ms per running request",
             "ITL does not grow with batch in this data (slope <= 0): too noisy to fit",
         )
     predicted = intercept + slope * b

@@ -38,6 +38,7 @@ class SimulationResult:
     preemptions: int
     mean_running_batch: float
     steps: int
+    e2e_p99_ms: float = float("nan")  # nan: no request finished
 
 
 def poisson_arrivals(rate_per_s: float, duration_s: float, seed: int = 0) -> np.ndarray:
@@ -241,6 +242,7 @@ def simulate(
         itl_p99_ms=itl[2],
         e2e_p50_ms=pct(e2e, 50),
         e2e_p95_ms=pct(e2e, 95),
+        e2e_p99_ms=pct(e2e, 99),
         preemptions=preemptions,
         mean_running_batch=batch_time / sim_time,
         steps=len(step_durations),

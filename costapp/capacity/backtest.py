@@ -255,7 +255,8 @@ def telemetry_fit(
         float(scenario.prompt_tokens),
         float(scenario.output_tokens),
     )
-    uncached = prompt * (1.0 - float(found.hit_rate or 0.0))
+    cached = prompt * float(found.hit_rate or 0.0)
+    uncached = prompt - cached
     key = CalibrationKey(
         gpu=scenario.gpu,
         model=str(getattr(scenario.model, "name", scenario.model)),
@@ -271,6 +272,7 @@ def telemetry_fit(
         context_tokens=prompt + output / 2.0,
         prompt_tokens=uncached,
         output_tokens=output,
+        cached_prompt_tokens=cached,
     )
 
 

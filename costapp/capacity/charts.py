@@ -107,6 +107,9 @@ def memory_use(bars: Sequence[MemoryBar]) -> str:
     fig.update_layout(
         **_LAYOUT,
         barmode="stack",
+        # A label that only fits shrunk to a few pixels is hidden (the hover
+        # still has it): 7.9 GiB free read as a smudge at 0.6x.
+        uniformtext={"minsize": 11, "mode": "hide"},
         title={"text": "Memory per GPU (GiB)", "x": 0.01},
         yaxis={"title": "GiB", "gridcolor": "#eef1f4"},
     )

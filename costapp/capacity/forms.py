@@ -45,23 +45,49 @@ def _all_mig_profiles() -> list[str]:
     return list(seen)
 
 
+# ASCII digits only (re.ASCII: \d alone matches full-width digits too).
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", re.ASCII)
+
+
+def _plain_number(value: Any, example: str) -> Any:
+    # Django's number fields call int()/float(), which also take "1_000",
+    # full-width or Arabic-Indic digits and "Infinity": not what a user meant.
+    if (
+        isinstance(value, str)
+        and value.strip()
+        and not _PLAIN_NUMBER.fullmatch(value.strip())
+    ):
+        raise forms.ValidationError(f"Enter a plain number such as {example}.")
+    return value
+
+
+class IntegerField(forms.IntegerField):
+    def to_python(self, value: Any) -> int | None:
+        return super().to_python(_plain_number(value, "64"))
+
+
+class FloatField(forms.FloatField):
+    def to_python(self, value: Any) -> float | None:  # type: ignore[override]
+        return super().to_python(_plain_number(value, "0.9"))
+
+
 class VariantForm(forms.Form):
     """One what-if column: a blank field keeps today's value."""
 
     kv_dtype = forms.ChoiceField(label="KV-cache dtype", required=False)
-    max_model_len = forms.IntegerField(
+    max_model_len = IntegerField(
         label="max_model_len", required=False, min_value=16, max_value=10_000_000
     )
-    max_num_seqs = forms.IntegerField(
+    max_num_seqs = IntegerField(
         label="max_num_seqs", required=False, min_value=1, max_value=65_536
     )
-    max_num_batched_tokens = forms.IntegerField(
+    max_num_batched_tokens = IntegerField(
         label="max_num_batched_tokens",
         required=False,
         min_value=1,
         max_value=10_000_000,
     )
-    gpu_memory_utilization = forms.FloatField(
+    gpu_memory_utilization = FloatField(
         label="gpu_memory_utilization", required=False, min_value=0.05, max_value=0.99
     )
     block_size = forms.TypedChoiceField(
@@ -91,19 +117,19 @@ class VariantForm(forms.Form):
     )
     gpu = forms.ChoiceField(label="GPU type", required=False)
     mig_profile = forms.ChoiceField(label="MIG profile", required=False)
-    target_requests_per_s = forms.FloatField(
+    target_requests_per_s = FloatField(
         label="Target req/s", required=False, min_value=0.0001, max_value=1_000_000
     )
-    prompt_tokens = forms.IntegerField(
+    prompt_tokens = IntegerField(
         label="Prompt tokens", required=False, min_value=1, max_value=10_000_000
     )
-    output_tokens = forms.IntegerField(
+    output_tokens = IntegerField(
         label="Output tokens", required=False, min_value=1, max_value=1_000_000
     )
-    itl_sla_ms = forms.FloatField(
+    itl_sla_ms = FloatField(
         label="ITL SLA (ms)", required=False, min_value=0.1, max_value=1_000_000
     )
-    ttft_sla_ms = forms.FloatField(
+    ttft_sla_ms = FloatField(
         label="TTFT SLA (ms)", required=False, min_value=0.1, max_value=10_000_000
     )
     sla_percentile = forms.TypedChoiceField(
@@ -198,10 +224,10 @@ def _parse_layouts(text: str) -> list[list[str]]:
         for token in line.replace(" ", "").split("+"):
             match = re.match(r"^(\d+)\s*[x\u00d7*]\s*(.+)$", token)
             count_text = match.group(1) if match else ""
-            if match and (len(count_text) > 2 or int(count_text) > MAX_MIG_PARTS):
+            if match and not 1 <= int(count_text[:3]) <= MAX_MIG_PARTS:
                 raise forms.ValidationError(
                     f"layouts={shown(token)}: {count_text[:20]} instances; a GPU "
-                    f"holds at most {MAX_MIG_PARTS}"
+                    f"holds 1 to {MAX_MIG_PARTS}"
                 )
             if match:
                 parts.extend([match.group(2)] * int(count_text))
@@ -298,6 +324,17 @@ SEARCH_FIELDS: dict[str, tuple[str, type]] = {
 MAX_COMBINATIONS = 20_000
 
 
+def _search_choice_refused(field: forms.Field, raw: str) -> str | None:
+    """Why ``raw`` is not a choice for ``field`` (None: it is one)."""
+    try:
+        value = field.clean(raw)
+    except forms.ValidationError as exc:
+        return " ".join(str(m) for m in exc.messages)
+    if value is None or value == "":
+        return "not a choice"
+    return None
+
+
 class SearchForm(forms.Form):
     deployment = forms.ModelChoiceField(
         queryset=Deployment.objects.all(), to_field_name="name"
@@ -314,7 +351,9 @@ class SearchForm(forms.Form):
         ],
         initial="cost_per_1k_requests",
     )
-    max_gpus = forms.FloatField(required=False, min_value=0.01, label="At most GPUs")
+    max_gpus = FloatField(
+        required=False, min_value=0.01, max_value=1_000_000, label="At most GPUs"
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -330,7 +369,10 @@ class SearchForm(forms.Form):
         data = super().clean() or {}
         space: dict[str, list[Any]] = {}
         combos = 1
-        for name, (_, kind) in SEARCH_FIELDS.items():
+        # Each choice is cleaned by the what-if's field of the same name: the
+        # same bounds, choices and plain ASCII numbers.
+        cells = VariantForm().fields
+        for name in SEARCH_FIELDS:
             text = (data.get(f"space_{name}") or "").strip()
             if not text:
                 continue
@@ -341,16 +383,17 @@ class SearchForm(forms.Form):
                 if name == "mig_profile" and raw.lower() == NONE:
                     values.append(None)
                     continue
-                try:
-                    values.append(kind(raw))
-                except ValueError:
+                refused = _search_choice_refused(cells[name], raw)
+                if refused:
                     self.add_error(
-                        f"space_{name}",
-                        f"{raw!r} is not a {kind.__name__} (in {name})",
+                        f"space_{name}", f"{shown(raw)} (in {name}): {refused}"
                     )
                     return data
+                values.append(cells[name].clean(raw))
             space[name] = values
             combos *= len(values)
+        if any(f"space_{name}" in self.errors for name in SEARCH_FIELDS):
+            return data  # a field refused on its own (too long, a NUL byte)
         if not space:
             raise forms.ValidationError("declare choices for at least one parameter")
         if combos > MAX_COMBINATIONS:
@@ -371,20 +414,29 @@ class CalibrationUploadForm(forms.Form):
     model = forms.ChoiceField(label="Model", required=False)
     weight_dtype = forms.ChoiceField(label="Weights", required=False)
     kv_dtype = forms.ChoiceField(label="KV-cache dtype", required=False)
-    tp = forms.IntegerField(
+    tp = IntegerField(
         label="Tensor parallel", required=False, min_value=1, max_value=64
     )
     engine_version = forms.CharField(
         label="vLLM version", required=False, max_length=32
     )
-    batch_size = forms.IntegerField(
-        required=False, min_value=1, help_text="vllm bench latency only"
+    batch_size = IntegerField(
+        required=False,
+        min_value=1,
+        max_value=65_536,
+        help_text="vllm bench latency only",
     )
-    input_len = forms.IntegerField(
-        required=False, min_value=1, help_text="vllm bench latency only"
+    input_len = IntegerField(
+        required=False,
+        min_value=1,
+        max_value=10_000_000,
+        help_text="vllm bench latency only",
     )
-    output_len = forms.IntegerField(
-        required=False, min_value=1, help_text="vllm bench latency only"
+    output_len = IntegerField(
+        required=False,
+        min_value=1,
+        max_value=1_000_000,
+        help_text="vllm bench latency only",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -39,8 +39,8 @@ METRICS: tuple[Metric, ...] = (
         1,
         "lower",
     ),
-    Metric("kv_cache_memory_bytes", "KV pool", "GiB", 1 / 1024**3, 2),
-    Metric("kv_cache_tokens", "KV pool", "tokens"),
+    Metric("kv_cache_memory_bytes", "KV pool memory", "GiB", 1 / 1024**3, 2),
+    Metric("kv_cache_tokens", "KV pool tokens", "tokens"),
     Metric("num_gpu_blocks", "KV blocks", "blocks"),
     Metric("max_concurrency", "Max concurrency (this request shape)", "seqs", 1, 1),
     Metric("batch_size", "Batch within the ITL SLA", "seqs"),
@@ -72,7 +72,14 @@ class Cell:
     tone: str = ""  # good, bad or ""
 
 
+# The engine's Result holds 0 for these where a column cannot serve (its int
+# and float fields have no "none"); 0 replicas would read as "needs none".
+UNSERVED_MISSING = frozenset({"replicas", "gpus_needed"})
+
+
 def _value(result: Result, metric: Metric) -> float | None:
+    if metric.field in UNSERVED_MISSING and not result.feasible:
+        return None
     raw = getattr(result, metric.field)
     if raw is None:
         return None
@@ -97,7 +104,14 @@ def _delta(base: float | None, value: float | None, metric: Metric) -> Cell:
     diff = (value - base) * metric.scale
     if abs(diff) < 0.5 * 10 ** (-metric.digits):
         return Cell("=", "", "")
-    rel = f" ({(value - base) / base:+.0%})" if base else ""
+    share = (value - base) / base if base else None
+    # Below 1% a whole percent reads "-0%": one decimal then.
+    if share is None:
+        rel = ""
+    elif abs(share) >= 0.01:
+        rel = f" ({share:+.0%})"
+    else:
+        rel = f" ({share:+.1%})"
     better = (diff > 0) == (metric.better == "higher")
     return Cell(f"{diff:+,.{metric.digits}f}{rel}", "", "good" if better else "bad")
 
@@ -217,6 +231,10 @@ def backtest_notes(found: DeploymentBacktest) -> list[str]:
     ]
 
 
+def _share(value: float | None) -> str:
+    return MISSING if value is None else f"{number(value * 100, 1)}%"
+
+
 def _pct(value: float | None) -> str:
     return MISSING if value is None else f"{value:+.1%}"
 
@@ -261,7 +279,7 @@ def backtest_rows(
                 _error_tone(bt.itl_error, large_error),
                 f"{len(compared)} hours, token-weighted; batch "
                 f"{min(batches):.1f} to {max(batches):.1f} per replica; median "
-                f"|error| per hour {number((bt.itl_median_abs_error or 0) * 100, 1)}%",
+                f"|error| per hour {_share(bt.itl_median_abs_error)}",
             )
         )
     both = [h for h in bt.hours if h.throughput_error is not None]
@@ -375,6 +393,17 @@ class MigRow:
     best: bool = False
 
 
+def _layout_text(layout: Sequence[str]) -> str:
+    """``3g.40gb + 2x2g.20gb``: a run of one profile is written once."""
+    runs: list[list[Any]] = []
+    for profile in layout:
+        if runs and runs[-1][0] == profile:
+            runs[-1][1] += 1
+        else:
+            runs.append([profile, 1])
+    return " + ".join(p if n == 1 else f"{n}x{p}" for p, n in runs)
+
+
 def mig_rows(comparison: MigComparison) -> list[MigRow]:
     """One row per deployment and layout; the cheapest per deployment marked."""
     price = comparison.price
@@ -382,20 +411,24 @@ def mig_rows(comparison: MigComparison) -> list[MigRow]:
     rows: list[MigRow] = []
     for found in comparison.deployments:
         for report in found.reports:
-            instances = tuple(
-                f"{p.profile}@{p.start}: "
-                + (
+            # Instances that say the same (seven 1g slices refused for the
+            # same reason) are one line naming their placements.
+            said: dict[str, list[str]] = {}
+            for p, r in zip(report.placements, report.instances, strict=True):
+                text = (
                     f"{r.max_requests_per_s_within_sla:,.2f} req/s, batch "
                     f"{r.batch_size}, {r.kv_cache_tokens:,} KV tokens"
                     if r.feasible
                     else f"does not run ({r.reason})"
                 )
-                for p, r in zip(report.placements, report.instances, strict=True)
+                said.setdefault(text, []).append(f"{p.profile}@{p.start}")
+            instances = tuple(
+                f"{', '.join(where)}: {text}" for text, where in said.items()
             )
             rows.append(
                 MigRow(
                     deployment=found.deployment,
-                    layout=" + ".join(report.layout),
+                    layout=_layout_text(report.layout),
                     valid=report.valid,
                     reason=report.reason,
                     placements=", ".join(
@@ -437,8 +470,14 @@ def _config_text(row: Mapping[str, Any], keys: Sequence[str]) -> str:
         value = row.get(key)
         if key == "mig_profile" and (value is None or value != value):
             value = "whole GPU"
+        elif isinstance(value, float) and value.is_integer():
+            value = int(value)  # a frame column of ints comes back as floats
         parts.append(f"{key}={value}")
     return ", ".join(parts)
+
+
+def _unit(text: str, unit: str) -> str:
+    return text if text == MISSING else f"{text} {unit}"
 
 
 def _money(value: Any, currency: str, places: int) -> str:
@@ -467,9 +506,9 @@ def search_rows(
                 "cost_per_1m_tokens": _money(
                     row.get("cost_per_1m_tokens"), currency, 4
                 ),
-                "p95_latency_s": _fmt(row.get("p95_latency_s"), 2),
-                "itl_ms": _fmt(row.get("itl_at_percentile_ms"), 1),
-                "ttft_ms": _fmt(row.get("ttft_ms"), 0),
+                "p95_latency_s": _unit(_fmt(row.get("p95_latency_s"), 2), "s"),
+                "itl_ms": _unit(_fmt(row.get("itl_at_percentile_ms"), 1), "ms"),
+                "ttft_ms": _unit(_fmt(row.get("ttft_ms"), 0), "ms"),
                 "gpus": _fmt(row.get("gpus_needed"), 2),
                 "rps": _fmt(row.get("max_requests_per_s_within_sla"), 2),
                 "kv_tokens": _fmt(row.get("kv_cache_tokens"), 0),
@@ -494,3 +533,23 @@ def pareto_series(
         [float(v) for v in front["p95_latency_s"]],
         outcome.currency,
     )
+
+
+def simulation_rows(result: Any) -> list[tuple[str, list[str]]]:
+    """The simulation's percentiles as (row, [p50, p95, p99]) text; a percentile
+    of no samples (no request finished) is missing, not "nan ms"."""
+
+    def ms(value: float, digits: int) -> str:
+        return MISSING if not math.isfinite(value) else f"{number(value, digits)} ms"
+
+    return [
+        (
+            label,
+            [ms(getattr(result, f"{key}_p{q}_ms"), digits) for q in (50, 95, 99)],
+        )
+        for label, key, digits in (
+            ("TTFT", "ttft", 1),
+            ("ITL", "itl", 1),
+            ("End to end", "e2e", 0),
+        )
+    ]

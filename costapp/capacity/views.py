@@ -31,6 +31,7 @@ from costapp.capacity.whatif import (
 from costapp.formatting import MISSING, money
 from costapp.models import Calibration, Deployment
 from costapp.models import Scenario as SavedScenario
+from costapp.validation import shown
 
 # Rows of the input grid, in the order a tech lead thinks about them.
 PARAMETERS = (
@@ -66,7 +67,7 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
         simulation = (
             simulate_column(chosen[0], page.calibrations)
             if chosen
-            else f"simulate = {wanted!r}: no such column on this page"
+            else f"simulate = {shown(wanted)}: no such column on this page"
         )
     rows = [
         (
@@ -121,6 +122,9 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
             "throughput_chart": charts.throughput_latency(curves) if curves else None,
             "memory_chart": charts.memory_use(bars) if bars else None,
             "simulation": simulation if not isinstance(simulation, str) else None,
+            "simulation_rows": tables.simulation_rows(simulation.result)
+            if isinstance(simulation, Simulation)
+            else [],
             "simulation_error": simulation if isinstance(simulation, str) else None,
             "query": query.urlencode(),
             "save_form": SaveScenarioForm(initial={"query": query.urlencode()}),

@@ -286,6 +286,34 @@ def test_chats_replica_check_fails_on_consistent_telemetry_at_the_stall_bound(
     assert replicas.tone == "bad" and "not evidence" not in replicas.note
 
 
+def test_fitting_chat_from_its_own_telemetry_is_refused_as_stall_free(
+    now: datetime, lead: User, client: Client
+) -> None:
+    """Chat's errors are within 15%, so the page does not offer the fit; posted
+    anyway, it is refused: chat's mean ITL grows 0.17 ms per running request,
+    less than the 0.19 ms the prefill sharing the steps adds on its own, so no
+    decode step reproduces it. Nothing is stored, "today" stays on the
+    roofline, and the replica check still fails at the stall bound (a telemetry
+    fit sets the decode step only; the prefill chunk that sets the bound keeps
+    the roofline's rate)."""
+    client.force_login(lead)
+    page = client.get("/capacity/chat/")
+    assert 'action="/capacity/chat/fit"' not in page.content.decode()
+    posted = client.post("/capacity/chat/fit", follow=True)
+    assert posted.status_code == 200
+    shown = [str(m) for m in posted.context["messages"]]
+    assert len(shown) == 1, shown
+    assert shown[0].startswith(
+        "Fit from telemetry refused: telemetry.itl_seconds = '0.17"
+    )
+    assert "ms per running request" in shown[0]
+    assert "carries no prefill work" in shown[0] and "too noisy" not in shown[0]
+    assert Calibration.objects.count() == 0
+    bt = deployment_backtest(Deployment.objects.get(name="chat")).backtest
+    assert bt is not None and bt.calibration.startswith("roofline")
+    assert bt.replicas_ok is False
+
+
 def test_a_running_gauge_below_what_its_itl_allows_is_named_inconsistent(
     now: datetime, lead: User, client: Client
 ) -> None:

@@ -28,12 +28,16 @@ def test_mig_comparison_lists_valid_layouts_and_refuses_an_invalid_one_with_the_
     assert response.status_code == 200, response.context.get("errors")
     rows = {r.layout: r for r in response.context["rows"]}
     assert rows["7g.80gb"].valid and rows["4g.40gb + 3g.40gb"].valid
-    assert rows["3g.40gb + 2g.20gb + 2g.20gb"].valid
-    assert rows[" + ".join(["1g.10gb"] * 7)].valid
-    assert not rows["4g.40gb + 4g.40gb"].valid
-    assert "8 compute slices" in rows["4g.40gb + 4g.40gb"].reason
-    assert not rows["3g.40gb + 3g.40gb + 1g.10gb"].valid
-    assert "9 memory slices" in rows["3g.40gb + 3g.40gb + 1g.10gb"].reason
+    # A run of one profile is written once ("7x1g" is 7x1g.10gb, not seven names).
+    assert rows["3g.40gb + 2x2g.20gb"].valid
+    assert rows["7x1g.10gb"].valid
+    assert not rows["2x4g.40gb"].valid
+    assert "8 compute slices" in rows["2x4g.40gb"].reason
+    assert not rows["2x3g.40gb + 1g.10gb"].valid
+    assert "9 memory slices" in rows["2x3g.40gb + 1g.10gb"].reason
+    # Seven instances refused for one reason are one line naming all seven.
+    (refused,) = rows["7x1g.10gb"].instances
+    assert refused.startswith(", ".join(f"1g.10gb@{i}" for i in range(7)) + ": ")
     assert rows["7g.80gb"].cost_per_1k_requests.startswith("$")
     assert b"refused" in response.content
 
@@ -77,6 +81,26 @@ def test_search_ranks_configurations_by_cost_and_lists_the_infeasible(
         for r in response.context["infeasible"]
     )
     assert 'id="chart-pareto"' in response.content.decode()
+    # Integers read as typed (the frame holds them as floats), units in the cell.
+    assert any("max_num_seqs=64," in r["config"] for r in ranked)
+    assert not any(".0," in r["config"] for r in ranked)
+    assert ranked[0]["p95_latency_s"].endswith(" s")
+    assert ranked[0]["itl_ms"].endswith(" ms")
+
+
+def test_a_search_figure_that_is_missing_has_no_unit() -> None:
+    import pandas as pd
+
+    from costapp.capacity.tables import search_rows
+    from costapp.formatting import MISSING
+
+    (row,) = search_rows(
+        pd.DataFrame([{"max_num_seqs": 64.0, "p95_latency_s": float("nan")}]),
+        ["max_num_seqs"],
+        10,
+    )
+    assert row["config"] == "max_num_seqs=64"
+    assert row["p95_latency_s"] == MISSING and row["itl_ms"] == MISSING
 
 
 def test_search_offers_the_seed_weighted_objective_and_refuses_a_bad_choice(

@@ -150,6 +150,89 @@ def test_telemetry_fit_recovers_the_slope_and_reports_r2() -> None:
     assert cal.fit.mape < 1e-9
 
 
+def _hourly_from_engine(
+    scenario: Scenario, batch: np.ndarray, slower: float = 1.0
+) -> pd.DataFrame:
+    """Mean ITL as the engine computes it (decode step x ``slower`` plus the
+    prefill share at its prefix-cache hits), one row per batch."""
+    from analytics.capacity.backtest import predicted_itl_s
+    from analytics.capacity.engine import step_model
+
+    model = step_model(scenario)
+    prompt, output = float(scenario.prompt_tokens), float(scenario.output_tokens)
+    cached = prompt * float(scenario.prefix_cache_hit_rate or 0.0)
+    itl = [
+        predicted_itl_s(model, scenario, float(b))
+        + (slower - 1.0) * model.decode_step_s(float(b), prompt + output / 2.0)
+        for b in batch
+    ]
+    assert cached > 0
+    return pd.DataFrame({"mean_running_batch": batch, "itl_seconds": itl})
+
+
+def test_a_telemetry_fit_gives_back_the_engines_itl_with_prefix_cache_hits() -> None:
+    """The fit takes out the prefill share the engine adds back: the new tokens'
+    attention spans the cached prompt too. Taken out at the uncached length
+    alone, the fitted decode step kept part of it and the engine counted it
+    twice (+0.3% at batch 4 to +1.1% at batch 48 here: 3,200-token prompts,
+    35% cached)."""
+    from analytics.capacity.backtest import predicted_itl_s
+    from analytics.capacity.engine import step_model
+
+    scenario = Scenario(
+        model="Qwen3-8B", gpu="L40S", prompt_tokens=3200, output_tokens=260,
+        prefix_cache_hit_rate=0.35, max_model_len=8192,
+    )  # fmt: skip
+    batch = np.array([4, 8, 12, 16, 24, 32, 40, 48], dtype=float)
+    hourly = _hourly_from_engine(scenario, batch, slower=1.3)
+    cal = fit_from_telemetry(
+        hourly,
+        key=KEY,
+        context_tokens=3200 + 130,
+        prompt_tokens=3200 * 0.65,
+        output_tokens=260,
+        cached_prompt_tokens=3200 * 0.35,
+    )
+    model = step_model(scenario, calibrations=[cal])
+    again = [predicted_itl_s(model, scenario, float(b)) for b in batch]
+    assert np.allclose(again, hourly["itl_seconds"], rtol=1e-6)
+
+
+def test_stall_free_telemetry_is_refused_naming_the_prefill_share() -> None:
+    """ITL that grows with the batch, but by less than the prefill sharing the
+    steps adds on its own (the demo's chat): refused as carrying no prefill
+    work, not as flat or noisy, with the slope it has and the share it lacks."""
+    scenario = Scenario(
+        model="Qwen3-8B", gpu="L40S", prompt_tokens=3200, output_tokens=260,
+        prefix_cache_hit_rate=0.35, max_model_len=8192,
+    )  # fmt: skip
+    from analytics.capacity.engine import step_model
+
+    model = step_model(scenario)
+    batch = np.array([4, 8, 12, 16, 24, 32, 40, 48], dtype=float)
+    # 0.1 ms per running request, where one 2,080-token prefill over 260
+    # output tokens puts about 0.35 ms into every step on an L40S.
+    itl = model.decode_step_s(1.0, 3330) + 1e-4 * batch
+    assert model.prefill_work_s(2080, 1120) / 260 > 3e-4
+    frame = pd.DataFrame({"mean_running_batch": batch, "itl_seconds": itl})
+    with pytest.raises(CalibrationRefused) as refused:
+        fit_from_telemetry(
+            frame,
+            key=KEY,
+            context_tokens=3200 + 130,
+            prompt_tokens=3200 * 0.65,
+            output_tokens=260,
+            cached_prompt_tokens=3200 * 0.35,
+        )
+    raw = np.polyfit(batch, itl, 1)[0]
+    assert refused.value.field == "telemetry.itl_seconds"
+    assert refused.value.value == f"{raw * 1e3:.3f} ms per running request"
+    assert "carries no prefill work" in refused.value.reason
+    assert "too noisy" not in refused.value.reason
+    # Without a request shape there is no share to take out: the line fits.
+    assert fit_from_telemetry(frame, key=KEY, context_tokens=3330).fit.mape < 1e-6
+
+
 def test_telemetry_that_is_too_flat_is_refused_with_a_reason() -> None:
     frame = pd.DataFrame(
         {
