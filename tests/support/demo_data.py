@@ -8,12 +8,17 @@ from datetime import datetime
 from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest
 from costapp.fleet.services import rate_card_seed
 from costapp.models import (
+    BaselineCheckpoint,
     CostLine,
+    CostShare,
+    CostShareDay,
+    CostUsageDay,
     Deployment,
     DeploymentHour,
     DeviceHour,
     EngineDiscovery,
     HistogramHour,
+    IdleFigure,
     IngestRun,
     Pool,
     RateCard,
@@ -21,8 +26,10 @@ from costapp.models import (
     UnitCostFigure,
 )
 
-# Children before parents.
-DEMO_TABLES = (UnitCostFigure, CostLine, DeviceHour, HistogramHour, DeploymentHour,
+# Children before parents; every table the demo's ingest and recompute write,
+# so a module's demo leaves nothing behind for the next module on its worker.
+DEMO_TABLES = (UnitCostFigure, IdleFigure, BaselineCheckpoint, CostShare,
+               CostShareDay, CostUsageDay, CostLine, DeviceHour, HistogramHour, DeploymentHour,
                EngineDiscovery, IngestRun, Deployment, Pool, RateCard, TeamHoliday)  # fmt: skip
 
 
