@@ -4,7 +4,6 @@ scraped by a real Prometheus."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from costapp.economics.idle import idle_figures_recompute
 from costapp.economics.metrics import latest_figures
 from costapp.economics.services import unit_costs_recompute
-from costapp.models import CostLine, Deployment, EngineDiscovery, UnitCostFigure
+from costapp.models import UnitCostFigure
 from costapp.models.economics import IdleFigure
 from tests.economics import world as w
 from tests.support.prometheus import scraping_costapp
@@ -100,17 +99,7 @@ def with_idle(world: w.World) -> None:
     """Give solo a capacity model (a catalogued model on its L4, what vLLM
     reported) and billed instance-hours, so it has headroom and paid idle of
     its own beside the pool's; then store the idle figures."""
-    Deployment.objects.filter(name="solo").update(
-        model_name="meta-llama/Llama-3.2-3B-Instruct", slo_ttft_p95_ms=500,
-        slo_itl_p95_ms=100,
-    )  # fmt: skip
-    EngineDiscovery.objects.create(
-        deployment=world.solo, observed_at=NOW, engine="vllm",
-        cache_config={"max_model_len": "8192", "block_size": "16"},
-    )  # fmt: skip
-    CostLine.objects.filter(tag_value="solo", record_type="usage").update(
-        usage_quantity=Decimal(24), usage_unit="Hrs"
-    )
+    w.solo_runs_a_catalogued_model(world, observed_at=NOW)
     idle_figures_recompute(now=NOW)
 
 
