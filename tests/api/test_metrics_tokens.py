@@ -3,13 +3,11 @@ allowed to read unit costs), beside COSTAPP_METRICS_TOKEN."""
 
 from __future__ import annotations
 
-import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 from django.test import Client
 
 from costapp.api.tokens import api_token_create
@@ -17,7 +15,8 @@ from costapp.economics.services import unit_costs_recompute
 from costapp.models import ApiToken, UnitCostFigure
 from tests.api.conftest import NOW, TokenFor
 from tests.economics import world as w
-from tests.support.services import free_port, require_binary, stop, wait_for
+from tests.support.prometheus import scraping_costapp
+from tests.support.services import wait_for
 from tests.support.users import user_in
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +56,6 @@ def test_the_deployment_token_still_works_beside_user_tokens(
 def test_a_real_prometheus_scrapes_with_a_users_metrics_token(
     transactional_db: None, live_server: Any, settings: Any, tmp_path: Path
 ) -> None:
-    prometheus = require_binary("prometheus")
     settings.COSTAPP_METRICS_TOKEN = ""  # only the user's token opens /metrics
     w.build_world()
     unit_costs_recompute(now=NOW)
@@ -66,46 +64,19 @@ def test_a_real_prometheus_scrapes_with_a_users_metrics_token(
         expires_at=datetime.now(UTC) + timedelta(days=1),
     ).secret  # fmt: skip
     (tmp_path / "token").write_text(secret)
-    port = live_server.url.rsplit(":", 1)[1]
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: costapp\n"
-        "    metrics_path: /metrics\n"
-        f"    authorization: {{type: Bearer, credentials_file: {tmp_path / 'token'}}}\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n"
-    )
-    prom_port = free_port()
-    log = (tmp_path / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            prometheus,
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            f"--config.file={config}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-
-    def query(q: str) -> list[dict[str, Any]]:
-        body = requests.get(
-            f"http://127.0.0.1:{prom_port}/api/v1/query", params={"query": q}, timeout=5
-        )
-        return list(body.json()["data"]["result"])
-
-    try:
+    with scraping_costapp(
+        tmp_path, live_server.url, credentials_file=tmp_path / "token"
+    ) as prometheus:
         wait_for(
             lambda: bool(
-                query(
+                prometheus.query(
                     'costapp_unit_cost_idle_dollars{deployment="",team="",clock="final"}'
                 )
             ),
             timeout=60,
             what="a scrape with the user's token",
         )
-        (fleet,) = query(
+        (fleet,) = prometheus.query(
             'costapp_unit_cost_idle_dollars{deployment="",team="",clock="final"}'
         )
         stored = (
@@ -116,6 +87,3 @@ def test_a_real_prometheus_scrapes_with_a_users_metrics_token(
         assert float(fleet["value"][1]) == pytest.approx(float(stored), rel=1e-12)
         token = ApiToken.objects.get(prefix=secret[:12])
         assert token.last_used_at is not None  # the scrape is the token's use
-    finally:
-        stop(proc)
-        log.close()

@@ -1,17 +1,14 @@
 """One demo server for the browser tests, and one logged-in Chromium per role.
 
-The server is the README's command (``manage.py demo --serve`` on a SQLite
-file, tests/fleet/test_browser.py's ``DemoServer``); the three users are made
-in its database with ``manage.py shell``. Under CI=true a missing Chromium,
-chromedriver or selenium fails (tests/support/services.py ``missing``).
+The server is the README's command (tests/support/browser.py
+``demo_serving``); the three users are made in its database with
+``manage.py shell``.
 """
 
 from __future__ import annotations
 
-import os
 import secrets
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,32 +16,11 @@ from typing import Any
 
 import pytest
 
-from tests.fleet.test_browser import CHROMEDRIVER, DAYS, DemoServer
-from tests.support.services import (
-    PYTHON,
-    ROOT,
-    free_port,
-    missing,
-    port_open,
-    require_binary,
-    stop,
-    wait_for,
-)
+from tests.fleet.test_browser import DAYS
+from tests.support.browser import DemoServer, chrome, demo_serving, require_browser
+from tests.support.services import PYTHON, ROOT, wait_for
 
 ROLES = {"finance": "b-finance", "tech lead": "b-lead", "admin": "b-admin"}
-
-
-def _env(db: Path, tmp: Path) -> dict[str, str]:
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{db}",
-        "COSTAPP_DEMO": "true",
-        "DEBUG": "false",
-        "COSTAPP_VAR_DIR": str(tmp),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return env
 
 
 @dataclass
@@ -62,41 +38,10 @@ class Demo:
         return self.server.db
 
 
-def _check_browser() -> None:
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing("selenium (pip install -r requirements-dev.txt)")
-    if not Path(CHROMEDRIVER).exists():
-        missing(f"chromedriver at {CHROMEDRIVER}")
-    require_binary("chromium")
-
-
 @pytest.fixture(scope="session")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
-    _check_browser()
-    tmp = tmp_path_factory.mktemp("browser-demo")
-    db = tmp / "demo.sqlite3"
-    port = free_port()
-    env = _env(db, tmp)
-    command = [PYTHON, "manage.py", "demo", "--serve", "--port", str(port)]
-    proc = subprocess.Popen(
-        [*command, "--days", str(DAYS)],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    server = DemoServer(proc, port, db)
-    try:
-        wait_for(
-            lambda: proc.poll() is not None or port_open(port),
-            timeout=240,
-            what="manage.py demo --serve",
-        )
-        if proc.poll() is not None:
-            pytest.fail("manage.py demo exited:\n" + "".join(server.lines))
+    require_browser()
+    with demo_serving(tmp_path_factory.mktemp("browser-demo"), days=DAYS) as server:
         password = secrets.token_urlsafe(12)
         code = (
             "from django.contrib.auth.models import Group, User\n"
@@ -108,39 +53,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Demo]:
         subprocess.run(
             [PYTHON, "manage.py", "shell", "-c", code],
             cwd=ROOT,
-            env=env,
+            env=server.env,
             check=True,
             capture_output=True,
             timeout=120,
         )
-        yield Demo(server, password, env)
-    finally:
-        stop(proc)
-
-
-def chrome() -> Any:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    profile = tempfile.mkdtemp(prefix="costapp-chromium-")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--hide-scrollbars",
-        f"--user-data-dir={profile}",
-        "--window-size=1440,1000",
-    ):
-        options.add_argument(arg)
-    # Console messages, Content-Security-Policy violations among them.
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    return webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+        yield Demo(server, password, server.env)
 
 
 def login(d: Any, demo: Demo, username: str) -> None:
@@ -167,9 +85,8 @@ class Drivers:
 
     def __getitem__(self, role: str) -> Any:
         if role not in self.open:
-            d = chrome()
+            d = chrome(1440, 1000)
             self.open[role] = d
-            d.set_window_size(1440, 1000)
             login(d, self.demo, ROLES[role])
         return self.open[role]
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from io import StringIO
+from typing import Any
 
 import numpy as np
 import pytest
@@ -67,6 +68,19 @@ def lead(db: None) -> User:
 
 def _summarize() -> Deployment:
     return Deployment.objects.get(name="summarize")
+
+
+def _chats_checks(client: Client, lead: User) -> tuple[Any, Any, Any]:
+    """chat's page as the lead sees it, with its back-test rows of the
+    telemetry's self-consistency and of the replica check."""
+    client.force_login(lead)
+    page = client.get("/capacity/chat/")
+    rows = {r.figure: r for r in page.context["backtest_rows"]}
+    return (
+        page,
+        rows["Telemetry against itself: tokens/s ÷ (running ÷ mean ITL)"],
+        rows["Replicas, hours that met the ITL SLA (one-sided)"],
+    )
 
 
 def test_the_declared_curve_is_1_3_times_the_engines_roofline(now: datetime) -> None:
@@ -277,12 +291,8 @@ def test_chats_replica_check_fails_on_consistent_telemetry_at_the_stall_bound(
     assert any("set by prefill stalls" in m for m in bt.messages)
     met = [h for h in bt.hours if h.replicas_verdict != "not checked"]
     assert max(h.batch or 0.0 for h in met) > 22.7
-    client.force_login(lead)
-    page = client.get("/capacity/chat/")
-    rows = {r.figure: r for r in page.context["backtest_rows"]}
-    consistency = rows["Telemetry against itself: tokens/s ÷ (running ÷ mean ITL)"]
+    _, consistency, replicas = _chats_checks(client, lead)
     assert consistency.tone == "good" and consistency.gap == "consistent"
-    replicas = rows["Replicas, hours that met the ITL SLA (one-sided)"]
     assert replicas.tone == "bad" and "not evidence" not in replicas.note
 
 
@@ -345,12 +355,8 @@ def test_a_running_gauge_below_what_its_itl_allows_is_named_inconsistent(
     assert busy.telemetry_ratio == pytest.approx(
         row.generation_tokens / 3600 / pods / bound, rel=1e-9
     )
-    client.force_login(lead)
-    page = client.get("/capacity/chat/")
-    rows = {r.figure: r for r in page.context["backtest_rows"]}
-    consistency = rows["Telemetry against itself: tokens/s ÷ (running ÷ mean ITL)"]
+    page, consistency, replicas = _chats_checks(client, lead)
     assert consistency.tone == "bad" and consistency.gap == "inconsistent"
-    replicas = rows["Replicas, hours that met the ITL SLA (one-sided)"]
     assert replicas.tone == "bad" and "not evidence" in replicas.note
     assert "telemetry inconsistent" in page.content.decode()
     out = StringIO()

@@ -24,10 +24,8 @@ from costapp.economics.idle import idle_figures_recompute
 from costapp.economics.services import unit_costs_recompute
 from costapp.models import (
     Calibration,
-    CostLine,
     Deployment,
     DeploymentHour,
-    EngineDiscovery,
 )
 from costapp.models.economics import IdleFigure, UnitCostFigure
 from tests.economics import world as w
@@ -39,7 +37,6 @@ TODAY = datetime.combine(w.START + timedelta(w.DAYS), datetime.min.time(), UTC)
 IDLE_DAY = 4  # solo: no replica for its first 6 hours, 18 of 24 GPU-hours used
 HOT_DAY = 5  # solo: one hour far above what one L4 replica carries
 PLAIN_DAY = 3
-MODEL = "meta-llama/Llama-3.2-3B-Instruct"
 _users = itertools.count()
 
 
@@ -60,19 +57,7 @@ def sql(query: str, *params: object) -> list[tuple[object, ...]]:
 
 
 def _prepare(world: w.World) -> None:
-    # solo runs a catalogued model on its L4, and its bill says how many
-    # instance-hours it paid (one g6.xlarge: one GPU).
-    Deployment.objects.filter(name="solo").update(
-        model_name=MODEL, slo_ttft_p95_ms=500, slo_itl_p95_ms=100
-    )
-    # What vLLM reported it runs with (a 128k context would not fit the L4).
-    EngineDiscovery.objects.create(
-        deployment=world.solo, observed_at=TODAY, engine="vllm",
-        cache_config={"max_model_len": "8192", "block_size": "16"},
-    )  # fmt: skip
-    CostLine.objects.filter(tag_value="solo", record_type="usage").update(
-        usage_quantity=Decimal(24), usage_unit="Hrs"
-    )
+    w.solo_runs_a_catalogued_model(world, observed_at=TODAY)
     first = w.day_start(IDLE_DAY)
     DeploymentHour.objects.filter(
         deployment__name="solo", hour__gte=first, hour__lt=first + timedelta(hours=6)

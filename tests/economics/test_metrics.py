@@ -3,13 +3,10 @@ scraped by a real Prometheus."""
 
 from __future__ import annotations
 
-import subprocess
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 import pytest
-import requests
 import time_machine
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
@@ -17,10 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from costapp.economics.idle import idle_figures_recompute
 from costapp.economics.metrics import latest_figures
 from costapp.economics.services import unit_costs_recompute
-from costapp.models import CostLine, Deployment, EngineDiscovery, UnitCostFigure
+from costapp.models import UnitCostFigure
 from costapp.models.economics import IdleFigure
 from tests.economics import world as w
-from tests.support.services import free_port, require_binary, stop, wait_for
+from tests.support.prometheus import scraping_costapp
+from tests.support.services import wait_for
 
 TOKEN = "a-metrics-token-for-tests-only"
 NOW = datetime(2026, 10, 13, 6, tzinfo=UTC)
@@ -101,17 +99,7 @@ def with_idle(world: w.World) -> None:
     """Give solo a capacity model (a catalogued model on its L4, what vLLM
     reported) and billed instance-hours, so it has headroom and paid idle of
     its own beside the pool's; then store the idle figures."""
-    Deployment.objects.filter(name="solo").update(
-        model_name="meta-llama/Llama-3.2-3B-Instruct", slo_ttft_p95_ms=500,
-        slo_itl_p95_ms=100,
-    )  # fmt: skip
-    EngineDiscovery.objects.create(
-        deployment=world.solo, observed_at=NOW, engine="vllm",
-        cache_config={"max_model_len": "8192", "block_size": "16"},
-    )  # fmt: skip
-    CostLine.objects.filter(tag_value="solo", record_type="usage").update(
-        usage_quantity=Decimal(24), usage_unit="Hrs"
-    )
+    w.solo_runs_a_catalogued_model(world, observed_at=NOW)
     idle_figures_recompute(now=NOW)
 
 
@@ -203,48 +191,13 @@ def test_metrics_show_both_kinds_of_idle_for_the_last_complete_day(
 def test_a_real_prometheus_scrapes_metrics_with_a_bearer_token(
     transactional_db: None, live_server: Any, settings: Any, tmp_path: Any
 ) -> None:
-    prometheus = require_binary("prometheus")
     settings.COSTAPP_METRICS_TOKEN = TOKEN
     world = w.build_world()
     unit_costs_recompute(now=NOW)
     with_idle(world)
-    target = live_server.url.split("//", 1)[1]
-    _host, port = target.rsplit(":", 1)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        "scrape_configs:\n"
-        "  - job_name: costapp\n"
-        "    metrics_path: /metrics\n"
-        f"    authorization: {{type: Bearer, credentials: {TOKEN}}}\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{port}']}}]\n"
-    )
-    prom_port = free_port()
-    log = (tmp_path / "prometheus.log").open("w")
-    proc = subprocess.Popen(
-        [
-            prometheus,
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{prom_port}",
-            f"--config.file={config}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{prom_port}"
-
-    def query(q: str) -> list[dict[str, Any]]:
-        body = requests.get(f"{url}/api/v1/query", params={"query": q}, timeout=5)
-        return list(body.json()["data"]["result"])
-
-    try:
+    with scraping_costapp(tmp_path, live_server.url, credentials=TOKEN) as prometheus:
         wait_for(
-            lambda: any(r["value"][1] == "1" for r in query('up{job="costapp"}')),
-            timeout=60,
-            what="a successful scrape",
-        )
-        wait_for(
-            lambda: bool(query("costapp_cost_per_1k_requests_dollars")),
+            lambda: bool(prometheus.query("costapp_cost_per_1k_requests_dollars")),
             timeout=30,
             what="the scraped unit costs",
         )
@@ -254,7 +207,7 @@ def test_a_real_prometheus_scrapes_metrics_with_a_bearer_token(
             "costapp_cost_per_1k_requests_baseline_dollars",
             "costapp_unit_cost_idle_dollars",
         ):
-            for r in query(name):
+            for r in prometheus.query(name):
                 m = r["metric"]
                 labels = tuple(
                     sorted((k, m.get(k, "")) for k in ("clock", "currency",
@@ -273,7 +226,7 @@ def test_a_real_prometheus_scrapes_metrics_with_a_bearer_token(
         # wall clock is past it, so it is complete).
         scraped_idle = {}
         for name in ("costapp_idle_dollars", "costapp_idle_gpu_hours"):
-            for r in query(name):
+            for r in prometheus.query(name):
                 m = r["metric"]
                 labels = tuple(sorted((k, m.get(k, "")) for k in IDLE_KEYS))
                 scraped_idle[(name, labels)] = float(r["value"][1])
@@ -285,6 +238,3 @@ def test_a_real_prometheus_scrapes_metrics_with_a_bearer_token(
         assert scraped_idle.keys() == want_idle.keys()
         for key, value in want_idle.items():
             assert scraped_idle[key] == pytest.approx(value, rel=1e-12), key
-    finally:
-        stop(proc)
-        log.close()

@@ -21,7 +21,14 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
-from costapp.models import CostLine, Deployment, DeploymentHour, Pool, RateCard
+from costapp.models import (
+    CostLine,
+    Deployment,
+    DeploymentHour,
+    EngineDiscovery,
+    Pool,
+    RateCard,
+)
 
 START = date(2026, 9, 7)  # a Monday
 DAYS = 35
@@ -142,3 +149,23 @@ def build_world() -> World:
     lines.append(bill_line(CREDIT_DAY, "solo", CREDIT, record_type="credit"))
     CostLine.objects.bulk_create(lines)
     return World(solo=solo, a=a, b=b, pool=pool)
+
+
+SOLO_MODEL = "meta-llama/Llama-3.2-3B-Instruct"
+
+
+def solo_runs_a_catalogued_model(world: World, *, observed_at: datetime) -> None:
+    """What headroom and solo's own paid idle need: a catalogued model on its
+    L4 with SLOs, what vLLM reported it runs with (a 128k context would not fit
+    the L4), and the instance-hours its bill says it paid (one g6.xlarge: one
+    GPU)."""
+    Deployment.objects.filter(name="solo").update(
+        model_name=SOLO_MODEL, slo_ttft_p95_ms=500, slo_itl_p95_ms=100
+    )
+    EngineDiscovery.objects.create(
+        deployment=world.solo, observed_at=observed_at, engine="vllm",
+        cache_config={"max_model_len": "8192", "block_size": "16"},
+    )  # fmt: skip
+    CostLine.objects.filter(tag_value="solo", record_type="usage").update(
+        usage_quantity=Decimal(24), usage_unit="Hrs"
+    )

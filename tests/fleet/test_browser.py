@@ -8,11 +8,7 @@ the database, recomputed here with plain SQL (not with costapp's selectors).
 from __future__ import annotations
 
 import math
-import os
-import re
 import sqlite3
-import subprocess
-import threading
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -20,129 +16,26 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.services import (
-    PYTHON,
-    ROOT,
-    free_port,
-    missing,
-    port_open,
-    require_binary,
-    stop,
-    wait_for,
-)
+from tests.support.browser import DemoServer, chrome, demo_serving, require_browser
+from tests.support.services import ROOT, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
 DAYS = 30
 SCREENSHOTS = ROOT / "docs" / "screenshots"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-
-
-class DemoServer:
-    def __init__(self, proc: subprocess.Popen[str], port: int, db: Path) -> None:
-        self.proc = proc
-        self.port = port
-        self.db = db
-        self.lines: list[str] = []
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def password(self) -> str | None:
-        for line in self.lines:
-            m = re.search(r"user: demo\s+password: (\S+)", line)
-            if m:
-                return m.group(1)
-        return None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
-    tmp = tmp_path_factory.mktemp("demo")
-    db = tmp / "demo.sqlite3"
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{db}",
-        "COSTAPP_DEMO": "true",
-        "DEBUG": "false",
-        "COSTAPP_VAR_DIR": str(tmp),
-        "PYTHONUNBUFFERED": "1",
-    }
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    # The same command scripts/demo.sh runs, minus the venv bootstrap.
-    proc = subprocess.Popen(
-        [
-            PYTHON,
-            "manage.py",
-            "demo",
-            "--serve",
-            "--port",
-            str(port),
-            "--days",
-            str(DAYS),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    demo = DemoServer(proc, port, db)
-    try:
-        wait_for(
-            lambda: proc.poll() is not None or port_open(port),
-            timeout=240,
-            what="manage.py demo --serve",
-        )
-        if proc.poll() is not None:
-            pytest.fail("manage.py demo exited:\n" + "".join(demo.lines))
+    with demo_serving(tmp_path_factory.mktemp("demo"), days=DAYS) as demo:
         assert demo.password, "".join(demo.lines)
         yield demo
-    finally:
-        stop(proc)
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing("selenium (pip install -r requirements-dev.txt)")
-    if not Path(CHROMEDRIVER).exists():
-        missing(f"chromedriver at {CHROMEDRIVER}")
-    require_binary("chromium")
-    import tempfile
-
-    options = webdriver.ChromeOptions()
-    profile = tempfile.mkdtemp(prefix="costapp-chromium-")
-    for arg in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-dev-shm-usage",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        f"--user-data-dir={profile}",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(arg)
-    # Console messages include Content-Security-Policy violations.
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_window_size(1400, 1000)
+    require_browser()
+    driver = chrome(1400, 1000, hide_scrollbars=False)
     try:
         yield driver
     finally:

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import requests
 
-from tests.support.services import free_port, require_binary, stop, wait_for
+from tests.support.prometheus import prometheus_server
+from tests.support.services import require_binary
 from tests.telemetry.synth import Truth, generate
 
 # Prometheus refuses any query loading more samples than this; costapp's own
@@ -30,7 +30,7 @@ class PromServer:
 
 @pytest.fixture(scope="session")
 def prometheus() -> Iterator[PromServer]:
-    prom = require_binary("prometheus")
+    require_binary("prometheus")  # before generating the fleet
     promtool = require_binary("promtool")
     with tempfile.TemporaryDirectory(prefix="costapp-prom-") as tmp:
         root = Path(tmp)
@@ -51,30 +51,10 @@ def prometheus() -> Iterator[PromServer]:
             capture_output=True,
         )
         (root / "fleet.om").unlink()
-        config = root / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n")
-        port = free_port()
-        log = (root / "prometheus.log").open("w")
-        proc = subprocess.Popen(
-            [
-                prom,
-                f"--storage.tsdb.path={root / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                f"--config.file={config}",
-                "--storage.tsdb.retention.time=10y",
-                f"--query.max-samples={PROMETHEUS_MAX_SAMPLES}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_for(
-                lambda: requests.get(f"{url}/-/ready", timeout=1).status_code == 200,
-                timeout=60,
-                what="prometheus",
-            )
-            yield PromServer(url, truth, root / "tsdb")
-        finally:
-            stop(proc)
-            log.close()
+        with prometheus_server(
+            root,
+            "global:\n  scrape_interval: 1m\nscrape_configs: []\n",
+            "--storage.tsdb.retention.time=10y",
+            f"--query.max-samples={PROMETHEUS_MAX_SAMPLES}",
+        ) as server:
+            yield PromServer(server.url, truth, root / "tsdb")

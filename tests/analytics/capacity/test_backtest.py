@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from analytics.capacity.backtest import (
@@ -90,17 +92,26 @@ def test_agreement_on_engine_generated_telemetry_is_marked_circular() -> None:
     assert any(m.startswith("circular") for m in found.messages)
 
 
+def _peak(
+    *, replicas: int, running: float, requests_per_s: float, itl_p95_ms: float
+) -> HourObservation:
+    """A peak hour read from gauges and the p95 alone (no ITL histogram)."""
+    return HourObservation(
+        hour="peak",
+        replicas=replicas,
+        running_per_replica=running,
+        itl_sum_s=None,
+        itl_count=None,
+        requests_per_s=requests_per_s,
+        itl_p95_ms=itl_p95_ms,
+    )
+
+
 def test_replicas_are_checked_one_sided_headroom_is_not_error() -> None:
     per_replica = evaluate(TODAY).max_requests_per_s_within_sla
     # 14 replicas met the SLA while the traffic needed fewer: headroom.
-    met = HourObservation(
-        hour="peak",
-        replicas=14,
-        running_per_replica=32,
-        itl_sum_s=None,
-        itl_count=None,
-        requests_per_s=per_replica * 10.5,
-        itl_p95_ms=40.0,
+    met = _peak(
+        replicas=14, running=32, requests_per_s=per_replica * 10.5, itl_p95_ms=40.0
     )
     found = backtest_today(TODAY, [met])
     check = found.hours[0]
@@ -108,28 +119,12 @@ def test_replicas_are_checked_one_sided_headroom_is_not_error() -> None:
     assert check.replicas_verdict == "within" and check.headroom_replicas == 3
     assert found.replicas_ok is True
     # Predicting 19 where 14 met the SLA is an error the back-test names.
-    over = HourObservation(
-        hour="peak",
-        replicas=14,
-        running_per_replica=32,
-        itl_sum_s=None,
-        itl_count=None,
-        requests_per_s=per_replica * 18.5,
-        itl_p95_ms=40.0,
-    )
+    over = replace(met, requests_per_s=per_replica * 18.5)
     found = backtest_today(TODAY, [over])
     assert found.replicas_ok is False
     assert any("predicted 19 replicas where 14 met" in m for m in found.messages)
     # An hour that missed the SLA says nothing about the minimum.
-    missed = HourObservation(
-        hour="peak",
-        replicas=14,
-        running_per_replica=32,
-        itl_sum_s=None,
-        itl_count=None,
-        requests_per_s=per_replica * 18.5,
-        itl_p95_ms=80.0,
-    )
+    missed = replace(over, itl_p95_ms=80.0)
     assert backtest_today(TODAY, [missed]).replicas_ok is None
 
 
@@ -158,7 +153,7 @@ def test_tokens_per_s_above_running_over_itl_is_named_inconsistent() -> None:
     imply (the demo chat's shape): no step model can match both figures, and the
     back-test says neither throughput nor replicas are evidence on it."""
     hours = [
-        HourObservation(**{**h.__dict__, "running_per_replica": h.running_per_replica / 1.42})  # type: ignore[operator]
+        replace(h, running_per_replica=h.running_per_replica / 1.42)  # type: ignore[operator]
         for h in _hours(1.0)
     ]  # fmt: skip
     found = backtest_today(TODAY, hours)
@@ -174,9 +169,7 @@ def test_tokens_per_s_above_running_over_itl_is_named_inconsistent() -> None:
 
 
 def test_without_the_four_figures_consistency_is_unknown_not_assumed() -> None:
-    hours = [
-        HourObservation(**{**h.__dict__, "requests_per_s": None}) for h in _hours(1.0)
-    ]
+    hours = [replace(h, requests_per_s=None) for h in _hours(1.0)]
     found = backtest_today(TODAY, hours)
     assert found.telemetry_ratio is None and found.telemetry_consistent is None
 
@@ -197,21 +190,13 @@ def test_an_over_verdict_names_the_prefill_stalls_that_bound_the_replica() -> No
     base = evaluate(chat)
     assert base.batch_size == 22  # floor(454 x 0.05), not the KV cache or SLA mean
     assert base.itl_mean_ms < 60 and base.prefill_ms > 60
-    over = HourObservation(
-        hour="peak",
-        replicas=15,
-        running_per_replica=15.3,
-        itl_sum_s=None,
-        itl_count=None,
-        requests_per_s=15 * 2.09,
-        itl_p95_ms=52.0,
-    )
+    over = _peak(replicas=15, running=15.3, requests_per_s=15 * 2.09, itl_p95_ms=52.0)
     found = backtest_today(chat, [over])
     assert found.replicas_ok is False
     (message,) = [m for m in found.messages if "prefill stalls" in m]
     assert "at a batch of 22" in message and "above 22.7 running requests" in message
     # Within, the bound is not mentioned.
-    within = HourObservation(**{**over.__dict__, "requests_per_s": 15 * 1.5})
+    within = replace(over, requests_per_s=15 * 1.5)
     assert not any(
         "prefill stalls" in m for m in backtest_today(chat, [within]).messages
     )

@@ -21,7 +21,7 @@ from analytics.capacity.calibration import (
     import_vllm_bench_serve,
     load_calibration,
 )
-from analytics.capacity.calibration_types import CalibrationKey
+from analytics.capacity.calibration_types import Calibration, CalibrationKey
 from analytics.capacity.errors import InvalidInput
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -34,6 +34,26 @@ KEY = CalibrationKey(
     tp=1,
     engine_version="0.10.1",
 )
+
+
+# A chat-like request on an L40S: 3,200 prompt tokens (35% from the prefix
+# cache), 260 out.
+CHAT_SHAPE = Scenario(
+    model="Qwen3-8B", gpu="L40S", prompt_tokens=3200, output_tokens=260,
+    prefix_cache_hit_rate=0.35, max_model_len=8192,
+)  # fmt: skip
+
+
+def _fit_chat_shape(frame: pd.DataFrame) -> Calibration:
+    """The telemetry fit told CHAT_SHAPE's request (its context at mid-decode)."""
+    return fit_from_telemetry(
+        frame,
+        key=KEY,
+        context_tokens=3200 + 130,
+        prompt_tokens=3200 * 0.65,
+        output_tokens=260,
+        cached_prompt_tokens=3200 * 0.35,
+    )
 
 
 def _bench(name: str) -> dict:
@@ -179,20 +199,10 @@ def test_a_telemetry_fit_gives_back_the_engines_itl_with_prefix_cache_hits() -> 
     from analytics.capacity.backtest import predicted_itl_s
     from analytics.capacity.engine import step_model
 
-    scenario = Scenario(
-        model="Qwen3-8B", gpu="L40S", prompt_tokens=3200, output_tokens=260,
-        prefix_cache_hit_rate=0.35, max_model_len=8192,
-    )  # fmt: skip
+    scenario = CHAT_SHAPE
     batch = np.array([4, 8, 12, 16, 24, 32, 40, 48], dtype=float)
     hourly = _hourly_from_engine(scenario, batch, slower=1.3)
-    cal = fit_from_telemetry(
-        hourly,
-        key=KEY,
-        context_tokens=3200 + 130,
-        prompt_tokens=3200 * 0.65,
-        output_tokens=260,
-        cached_prompt_tokens=3200 * 0.35,
-    )
+    cal = _fit_chat_shape(hourly)
     model = step_model(scenario, calibrations=[cal])
     again = [predicted_itl_s(model, scenario, float(b)) for b in batch]
     assert np.allclose(again, hourly["itl_seconds"], rtol=1e-6)
@@ -202,10 +212,7 @@ def test_stall_free_telemetry_is_refused_naming_the_prefill_share() -> None:
     """ITL that grows with the batch, but by less than the prefill sharing the
     steps adds on its own (the demo's chat): refused as carrying no prefill
     work, not as flat or noisy, with the slope it has and the share it lacks."""
-    scenario = Scenario(
-        model="Qwen3-8B", gpu="L40S", prompt_tokens=3200, output_tokens=260,
-        prefix_cache_hit_rate=0.35, max_model_len=8192,
-    )  # fmt: skip
+    scenario = CHAT_SHAPE
     from analytics.capacity.engine import step_model
 
     model = step_model(scenario)
@@ -216,14 +223,7 @@ def test_stall_free_telemetry_is_refused_naming_the_prefill_share() -> None:
     assert model.prefill_work_s(2080, 1120) / 260 > 3e-4
     frame = pd.DataFrame({"mean_running_batch": batch, "itl_seconds": itl})
     with pytest.raises(CalibrationRefused) as refused:
-        fit_from_telemetry(
-            frame,
-            key=KEY,
-            context_tokens=3200 + 130,
-            prompt_tokens=3200 * 0.65,
-            output_tokens=260,
-            cached_prompt_tokens=3200 * 0.35,
-        )
+        _fit_chat_shape(frame)
     raw = np.polyfit(batch, itl, 1)[0]
     assert refused.value.field == "telemetry.itl_seconds"
     assert refused.value.value == f"{raw * 1e3:.3f} ms per running request"

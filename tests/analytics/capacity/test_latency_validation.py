@@ -123,18 +123,31 @@ def _toy_model() -> StepModel:
     )
 
 
+def _closed_loop(
+    rows: list[lv.BenchRow],
+    *,
+    concurrency: int,
+    prompts: int,
+    input_len: int,
+    output_len: int,
+) -> lv.BenchRow:
+    """The fixture's concurrency row made a small closed loop of its own, with
+    no measured completion count to hold the run to."""
+    row = next(r for r in rows if r.load == "concurrency")
+    return replace(
+        row,
+        max_concurrency=concurrency,
+        num_prompts=prompts,
+        input_len=input_len,
+        output_len=output_len,
+        measured=replace(row.measured, completed=None),
+    )
+
+
 def test_requests_reach_the_engine_p0_after_the_client_sends_them(
     rows: list[lv.BenchRow],
 ) -> None:
-    row = next(r for r in rows if r.load == "concurrency")
-    row = replace(
-        row,
-        max_concurrency=4,
-        num_prompts=10,
-        input_len=100,
-        output_len=10,
-        measured=replace(row.measured, completed=None),
-    )
+    row = _closed_loop(rows, concurrency=4, prompts=10, input_len=100, output_len=10)
     # All ten at p0: the simulation takes the first four and sends the rest
     # one per completion (the next test).
     assert lv.arrivals_for(row, _toy_model()) == pytest.approx(np.full(10, 0.005))
@@ -150,15 +163,7 @@ def test_a_closed_loop_row_is_predicted_over_the_whole_run_p0_included(
     the engine p0 = 5 ms after its send, so the run is 2 x 0.075 s and the
     throughput 12 tokens / 0.15 s = 80 tok/s (a steady C x output / E2E, 2 x 3
     / 0.07, would say 85.7)."""
-    row = next(r for r in rows if r.load == "concurrency")
-    row = replace(
-        row,
-        max_concurrency=2,
-        num_prompts=4,
-        input_len=100,
-        output_len=3,
-        measured=replace(row.measured, completed=None),
-    )
+    row = _closed_loop(rows, concurrency=2, prompts=4, input_len=100, output_len=3)
     sim = simulate(
         _toy_model(),
         lv.arrivals_for(row, _toy_model()),
