@@ -200,3 +200,22 @@ def test_the_demo_team_forecasts_read_their_bill_which_holds_no_lumps(
             math.fsum(v for d, v in figures.items() if d >= today.replace(day=1)),
             rel=1e-12,
         )
+
+
+def test_the_benchmarks_demo_backtest_reports_the_apps_own_forecast(
+    demo: None,
+) -> None:
+    from bench.bench_forecast import demo_app_backtest
+
+    res = demo_app_backtest(origins=(15,), smoke=True)
+    assert len(res) == 1
+    row = res.iloc[0]
+    assert (row["series"], row["month"]) == ("fleet/fleet", pd.Timestamp("2026-11-01"))
+    f = month_forecast_read(
+        scope="fleet", name="fleet", currency="USD", today=date(2026, 11, 16)
+    )
+    assert f is not None
+    assert (row["point"], row["lower"], row["upper"]) == (f.point, f.lower, f.upper)
+    november = figure_costs("fleet", "fleet", date(2026, 11, 1), date(2026, 12, 1))
+    assert len(november) == 30
+    assert row["actual"] == pytest.approx(math.fsum(november.values()), rel=1e-12)
