@@ -47,17 +47,21 @@ ORIGINS = (1, 8, 15, 22, 28)
 DEMO_END = "2026-12-02"  # bills through 30 November (one day of lag)
 
 
-def demo_app_load(days: int, *, wipe: bool) -> None:
-    """Load the demo fleet (``days`` of telemetry and bills ending DEMO_END)
-    into the database of DATABASE_URL through the app's ingest path and
-    recompute its unit-cost figures. Refuses a database holding figures or
-    bills unless ``wipe`` (which deletes the demo's tables first)."""
+def _django_setup() -> None:
     import os
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costapp.settings")
     import django
 
     django.setup()
+
+
+def demo_app_load(days: int, *, wipe: bool) -> None:
+    """Load the demo fleet (``days`` of telemetry and bills ending DEMO_END)
+    into the database of DATABASE_URL through the app's ingest path and
+    recompute its unit-cost figures. Refuses a database holding figures or
+    bills unless ``wipe`` (which deletes the demo's tables first)."""
+    _django_setup()
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
@@ -75,6 +79,20 @@ def demo_app_load(days: int, *, wipe: bool) -> None:
     end = pd.Timestamp(DEMO_END, tz="UTC").to_pydatetime()
     demo_load(end=end, days=days)
     unit_costs_recompute(now=end)
+
+
+def _drop_record_types() -> None:
+    """The app's spend frame without its record_type column: every line is
+    daily spend, the single model the app ran before."""
+    from costapp.economics import figures
+
+    split = figures._spend_frame
+
+    def whole(*args: object) -> pd.DataFrame:
+        frame = split(*args)  # type: ignore[arg-type]
+        return frame.groupby("day", as_index=False)["cost"].sum()
+
+    figures._spend_frame = whole  # type: ignore[assignment]
 
 
 def demo_app_backtest(*, origins: tuple[int, ...], smoke: bool = False) -> pd.DataFrame:
@@ -261,6 +279,11 @@ def main() -> int:
         "--no-load", action="store_true",
         help="the demo is loaded and recomputed already: only forecast",
     )  # fmt: skip
+    parser.add_argument(
+        "--lumps-as-usage", action="store_true",
+        help="the demo without record types (one model for every line, as the "
+        "app was before), for comparison",
+    )  # fmt: skip
     parser.add_argument("--out", help="write every forecast to this CSV")
     args = parser.parse_args()
     lo, _, hi = args.seeds.partition("-")
@@ -287,10 +310,13 @@ def main() -> int:
         results.append(scored(res).assign(source="benchmark"))
     if args.demo or args.both:
         t0 = time.perf_counter()
+        _django_setup()
         if not args.no_load:
             demo_app_load(args.demo_days, wipe=args.wipe)
         loaded = time.perf_counter() - t0
         t0 = time.perf_counter()
+        if args.lumps_as_usage:
+            _drop_record_types()
         res = demo_app_backtest(origins=origins, smoke=args.smoke)
         print(f"demo (the app's month_forecast_read): {res['series'].nunique()} "
               f"series, {res.groupby(['series', 'month']).ngroups} (series, month) "
