@@ -13,7 +13,12 @@ import pandas as pd
 import pytest
 
 from analytics.forecast import forecast_month
-from costapp.economics.figures import _spend_frame, figures_read, month_forecast_read
+from costapp.economics.figures import (
+    _bill_by_record_type,
+    _spend_frame,
+    figures_read,
+    month_forecast_read,
+)
 from costapp.economics.services import unit_costs_recompute
 from costapp.models import CostLine, UnitCostFigure
 from tests.economics import world as w
@@ -34,6 +39,25 @@ def figure_costs(scope: str, name: str, start: date, end: date) -> dict[date, fl
         for r in figures_read(scope=scope, names=[name], start=start, end=end)
         if r.cost is not None and r.currency == "USD"
     }
+
+
+def assert_bill_is_the_figure_on_billed_days(
+    scope: str, name: str, start: date, end: date
+) -> None:
+    """The shares picked for the series are its figure's cost, day by day:
+    the split reads the series as the figures define it (no residual)."""
+    bill = _bill_by_record_type(scope, name, "USD", start, end)
+    billed = [
+        r
+        for r in figures_read(scope=scope, names=[name], start=start, end=end)
+        if r.clock != "provisional" and r.cost is not None
+    ]
+    assert billed
+    for r in billed:
+        split = bill[r.period_start.date()]
+        assert math.fsum(split.values()) == pytest.approx(
+            float(r.cost), rel=1e-9, abs=1e-6
+        ), (scope, name, r.period_start)
 
 
 def frame_days(frame: pd.DataFrame) -> dict[date, float]:
@@ -57,6 +81,7 @@ def test_each_day_of_the_split_sums_to_its_figure_so_spend_to_date_is_unchanged(
     assert figures and split.keys() == figures.keys()
     for day, cost in figures.items():
         assert split[day] == pytest.approx(cost, rel=1e-12, abs=1e-9), day
+    assert_bill_is_the_figure_on_billed_days(scope, name, start, end)
     # Provisional days (33 and 34: no bill yet) are usage only.
     for n in (33, 34):
         kinds = frame.loc[frame["day"] == pd.Timestamp(w.START + timedelta(n)),
@@ -150,6 +175,7 @@ def test_the_demo_fleet_forecast_takes_the_monthly_credit_as_a_lump(
     assert len(credits) >= 2 and all(d.day == 1 for d in credits)
     frame = _spend_frame("fleet", "fleet", "USD", start, today)
     assert rows_of(frame, "credit") == pytest.approx(credits)
+    assert_bill_is_the_figure_on_billed_days("fleet", "fleet", start, today)
     figures = figure_costs("fleet", "fleet", start, today)
     assert frame_days(frame) == pytest.approx(figures, rel=1e-12)
 
@@ -194,6 +220,10 @@ def test_the_demo_team_forecasts_read_their_bill_which_holds_no_lumps(
         assert set(frame["record_type"]) == {"usage"}, team
         figures = figure_costs("team", team, start, today)
         assert frame_days(frame) == pytest.approx(figures, rel=1e-12), team
+        # The bill picked is the team's figure: p5-chat, used by assistant
+        # alone, with its idle; a100-mig, shared by devtools and trust, only
+        # their members' shares (its idle is the fleet's).
+        assert_bill_is_the_figure_on_billed_days("team", team, start, today)
         f = month_forecast_read(scope="team", name=team, currency="USD", today=today)
         assert f is not None and f.lumps_expected == 0.0
         assert f.to_date == pytest.approx(
