@@ -78,6 +78,9 @@ ACCOUNT = "000000000000"
 TAG_KEY = "costapp:workload"
 PASSWORD = "bench-pages-password-1"  # a scratch user in a scratch database
 TABLES = (  # emptied before seeding, children first
+    "costapp_costshare",
+    "costapp_costusageday",
+    "costapp_costshareday",
     "costapp_idlefigure",
     "costapp_baselinecheckpoint",
     "costapp_unitcostfigure",

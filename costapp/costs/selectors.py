@@ -470,7 +470,7 @@ def allocations_compute(
 def stored_days(start: date, end: date, *, digest: str | None = None) -> set[date]:
     """Days of ``start``..``end`` whose stored shares hold: marked (a write
     to a bill line or a deployment-hour of the day drops the mark in its own
-    transaction: triggers of migration 0011), computed under the current
+    transaction: triggers of migration 0012), computed under the current
     digest, and no ingest run overlapping the day has finished since it was
     computed or is still running (a run that wrote while the day was being
     computed; a Cost Explorer run commits month by month).

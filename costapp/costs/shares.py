@@ -16,7 +16,7 @@ allocation; it runs after every Cost Explorer, FOCUS, demo or telemetry run
 ``unit_costs_recompute`` commands. The ``fleet_load`` command does the same
 after a load (changed rules, pools or members change the digest).
 ``manage.py costs_allocate`` rebuilds a window explicitly. A day never stored
-(data from before migration 0011) or stale is allocated on the fly until one
+(data from before migration 0012) or stale is allocated on the fly until one
 of those stores it: slower to read, never wrong.
 """
 

@@ -169,7 +169,7 @@ class CostShareDay(models.Model):
     currency and basis of the day, plus the deployments' usage that day).
 
     Any write to a bill line or a deployment-hour of the day deletes this row
-    in the writer's transaction (triggers, migration 0011). ``computed_at`` is
+    in the writer's transaction (triggers, migration 0012). ``computed_at`` is
     taken before the inputs were read, so a run that finished after it may
     have changed them; ``rules_digest`` is the digest of the rules, pools and
     nominal sizes the shares were computed with. A day whose row is missing
