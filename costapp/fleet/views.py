@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
+from analytics.downsample import grid_for
 from costapp import formatting as fmt
 from costapp.access import requires
 from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_window
@@ -19,7 +20,12 @@ from costapp.economics.idle_selectors import idle_cards_read
 from costapp.economics.selectors import deployment_usage_days, utc_midnight
 from costapp.models import Deployment
 from costapp.telemetry import charts as telemetry_charts
-from costapp.telemetry.series import device_grid_read, phase_share, series_read
+from costapp.telemetry import rollups
+from costapp.telemetry.series import device_grid_read, phase_share, series_bucket
+
+# Points per trace of the deployment page's latency and KV-cache charts: 30
+# days in two-hour buckets (the telemetry page draws up to 2,000).
+CHART_POINTS = 400
 
 
 @requires("costapp.view_fleet")
@@ -54,7 +60,11 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     tz = settings.DISPLAY_TIME_ZONE
     # Usage bars only: the page's costs are the stored figures below.
     days = deployment_usage_days(deployment, start=start, end=end)
-    series = series_read(deployment, start=lower, end=upper)
+    # Summary charts: two-hour buckets over the default 30 days (the
+    # telemetry page draws the hours), so the stored rollups stand for them.
+    grid = grid_for(lower, upper, max_points=CHART_POINTS)
+    raw = rollups.page_read(deployment, start=lower, end=upper, grids=[grid])
+    series = series_bucket(raw, grid)
     phase, phase_source = phase_share(series)
     # The grain of the cost view (day, week, month); the window is the range's.
     grain_form = EconomicsGrainForm(request.GET or None)

@@ -14,7 +14,7 @@ from analytics.downsample import grid_for
 from costapp.access import requires
 from costapp.models import Deployment
 from costapp.tasks import ingest_runs_queue
-from costapp.telemetry import charts, selectors, series, services
+from costapp.telemetry import charts, rollups, selectors, series, services
 from costapp.telemetry.forms import (
     PAGE_MAX_DAYS,
     PROMETHEUS_MISSING,
@@ -65,11 +65,18 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
     start, end, notes = WindowForm(request.GET).window(selectors.default_window(dep))
     tz = settings.DISPLAY_TIME_ZONE
     # Read once: bucketed for the charts and the table, summed for the window.
-    raw = series.raw_read(dep, start=start, end=end, metrics=selectors.LATENCY_METRICS)
-    chart_series = series.series_bucket(raw, grid_for(start, end))
+    chart_grid, table_grid = grid_for(start, end), series.table_grid(start, end)
+    raw = rollups.page_read(
+        dep,
+        start=start,
+        end=end,
+        grids=(chart_grid, table_grid),
+        metrics=selectors.LATENCY_METRICS,
+    )
+    chart_series = series.series_bucket(raw, chart_grid)
     phase, phase_source = series.phase_share(chart_series)
     # The table shows p95s only.
-    table = series.series_bucket(raw, series.table_grid(start, end), (0.95,))
+    table = series.series_bucket(raw, table_grid, (0.95,))
     rows = series.table_rows(table)
     figures = {
         "traffic": charts.traffic(chart_series, tz=tz),
