@@ -22,7 +22,6 @@ import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, date, datetime, time, timedelta
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -40,6 +39,7 @@ from costapp.models import (
     TelemetryRollupDay,
 )
 from costapp.models.rollups import ROLLUP_FIELDS
+from costapp.sources.base import DeploymentHourRecord, HistogramRecord
 from costapp.telemetry.series import (
     LATENCY,
     Histograms,
@@ -201,23 +201,13 @@ def _store_chunk(deployment_id: int, a: date, b: date) -> int:
     return len(chunk)
 
 
-def rollups_for_records(records: Iterable[Any]) -> int:
-    """Re-store the (deployment, day) pairs that ingest records of hours or
-    histograms touch (the records' ``deployment`` names and ``hour``s)."""
+def rollups_for_records(records: Iterable[object]) -> int:
+    """Re-store the (deployment, UTC day) pairs that ingest records of hours
+    or histograms touch; returns the deployment-days marked."""
     touched: dict[str, set[date]] = defaultdict(set)
     for r in records:
-        hour = getattr(r, "hour", None)
-        name = getattr(r, "deployment", None)
-        if (
-            hour is not None
-            and name
-            and type(r).__name__
-            in (
-                "DeploymentHourRecord",
-                "HistogramRecord",
-            )
-        ):
-            touched[name].add(hour.astimezone(UTC).date())
+        if isinstance(r, DeploymentHourRecord | HistogramRecord):
+            touched[r.deployment].add(r.hour.astimezone(UTC).date())
     if not touched:
         return 0
     ids = dict(

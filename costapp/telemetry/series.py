@@ -482,11 +482,6 @@ def _device_label(host: str, index: int, profile: str, instance: str) -> str:
     return f"{text} MIG {profile} #{instance}" if profile else text
 
 
-def _known(value: object) -> float | None:
-    f = float(value)  # type: ignore[arg-type]
-    return None if np.isnan(f) else f
-
-
 TABLE_COLUMNS = (
     "requests", "requests_stop", "requests_length", "requests_aborted",
     "prompt_tokens", "generation_tokens", "replicas_mean", "replicas_max",
@@ -499,18 +494,28 @@ def table_rows(series: Series) -> list[dict[str, object]]:
     """One dict per bucket for the page's table: figures as floats or None
     (missing, shown "—"), p95 latencies in seconds, and the bucket's hours."""
     f = series.frame
+    hours = f["hours"].to_numpy(float).astype(int)
+    columns = {c: _listed(f[c]) for c in TABLE_COLUMNS}
+    p95 = {m: _listed(series.latency[m]["p95"]) for m in ("ttft", "itl", "e2e")}
+    unknown = _listed(f["gpu_unknown"])
+    extrapolated = _listed(f["extrapolated"])
     rows: list[dict[str, object]] = []
-    for i, start in enumerate(series.grid.starts):
-        line = f.iloc[i]
+    for i, start in enumerate(series.grid.starts.to_pydatetime()):
         row: dict[str, object] = {
-            "start": start.to_pydatetime(),
-            "hours": int(line["hours"]),
-            "gpu_unknown": int(_known(line["gpu_unknown"]) or 0),
-            "extrapolated": bool(_known(line["extrapolated"])),
+            "start": start,
+            "hours": int(hours[i]),
+            "gpu_unknown": int(unknown[i] or 0),
+            "extrapolated": bool(extrapolated[i]),
         }
         for column in TABLE_COLUMNS:
-            row[column] = _known(line[column]) if row["hours"] else None
-        for metric in ("ttft", "itl", "e2e"):
-            row[f"{metric}_p95"] = _known(series.latency[metric]["p95"].iloc[i])
+            row[column] = columns[column][i] if hours[i] else None
+        for metric, values in p95.items():
+            row[f"{metric}_p95"] = values[i]
         rows.append(row)
     return rows
+
+
+def _listed(values: pd.Series) -> list[float | None]:
+    """Floats, NaN as None."""
+    array = values.to_numpy(float)
+    return [None if v != v else v for v in array.tolist()]

@@ -15,6 +15,7 @@ from costapp.access import requires
 from costapp.models import Deployment
 from costapp.tasks import ingest_runs_queue
 from costapp.telemetry import charts, rollups, selectors, series, services
+from costapp.telemetry import table as table_html
 from costapp.telemetry.forms import (
     PAGE_MAX_DAYS,
     PROMETHEUS_MISSING,
@@ -78,6 +79,8 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
     # The table shows p95s only.
     table = series.series_bucket(raw, table_grid, (0.95,))
     rows = series.table_rows(table)
+    for row in rows:
+        row["cells"] = table_html.row_html(row)
     figures = {
         "traffic": charts.traffic(chart_series, tz=tz),
         "latency": charts.latency_breakdown(
