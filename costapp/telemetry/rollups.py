@@ -42,9 +42,9 @@ from costapp.models.rollups import ROLLUP_FIELDS
 from costapp.sources.base import DeploymentHourRecord, HistogramRecord
 from costapp.telemetry.series import (
     LATENCY,
+    Epoch,
     Histograms,
     Raw,
-    _Epoch,
     _fetch,
     _from_epoch,
     histograms_decode,
@@ -259,7 +259,7 @@ def page_read(
     window = {"deployment": deployment, "start__gte": start, "start__lt": end}
     rows = _fetch(
         TelemetryRollup.objects.filter(**window, day__in=marked).annotate(
-            epoch=_Epoch("start")
+            epoch=Epoch("start")
         ),
         ["epoch", *ROLLUP_FIELDS],
     )
@@ -270,7 +270,7 @@ def page_read(
         _fetch(
             HistogramRollup.objects.filter(**window, day__in=marked, metric__in=metrics)
             .annotate(
-                epoch=_Epoch("start"),
+                epoch=Epoch("start"),
                 bounds_text=Cast("bounds", TextField()),
                 counts_text=Cast("cumulative_counts", TextField()),
             )

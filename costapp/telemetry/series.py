@@ -98,7 +98,7 @@ def _hours_frame(
 ) -> pd.DataFrame:
     rows = _fetch(
         DeploymentHour.objects.filter(_within(ranges), deployment=deployment).annotate(
-            epoch=_Epoch("hour")
+            epoch=Epoch("hour")
         ),
         ["epoch", *HOUR_FIELDS[1:]],
     )
@@ -176,7 +176,7 @@ def raw_read(
                 _within(ranges), deployment=deployment, metric__in=metrics
             )
             .annotate(
-                epoch=_Epoch("hour"),
+                epoch=Epoch("hour"),
                 bounds_text=Cast("bounds", TextField()),
                 counts_text=Cast("cumulative_counts", TextField()),
             )
@@ -423,7 +423,7 @@ class DeviceGrid:
 DEVICE_LAYERS = ("gr_engine_active_mean", "dram_active_mean", "gpu_util_mean")
 
 
-class _Epoch(Func):
+class Epoch(Func):
     """Seconds since 1970 of a timestamp, in PostgreSQL and SQLite."""
 
     output_field = FloatField()
@@ -461,7 +461,7 @@ def device_grid_read(
     width = grid.width.total_seconds()
     origin = grid.origin.timestamp()
     cells = list(
-        rows.annotate(bucket=Floor((_Epoch("hour") - Value(origin)) / Value(width)))
+        rows.annotate(bucket=Floor((Epoch("hour") - Value(origin)) / Value(width)))
         .values(*DEVICE_KEYS, "bucket")
         .annotate(**{f: Avg(f) for f in DEVICE_LAYERS})
         .order_by()
