@@ -103,8 +103,11 @@ class HistogramRollup(models.Model):
     day = models.DateField()
     start = models.DateTimeField()
     metric = models.CharField(max_length=24)
-    bounds = models.JSONField()
-    cumulative_counts = models.JSONField()
+    # JSON arrays stored as text: the page reads them as text and decodes
+    # them in one pass, and a jsonb column's cast to text was two thirds of
+    # the read's database time.
+    bounds = models.TextField()
+    cumulative_counts = models.TextField()
     total_sum = models.FloatField()
 
     class Meta:

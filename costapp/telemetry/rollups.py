@@ -18,6 +18,7 @@ days and the hours of the rest: slower where unmarked, never stale.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
@@ -26,8 +27,6 @@ from datetime import UTC, date, datetime, time, timedelta
 import numpy as np
 import pandas as pd
 from django.db import connection, transaction
-from django.db.models import TextField
-from django.db.models.functions import Cast
 from django.utils import timezone
 
 from analytics.downsample import Grid
@@ -105,6 +104,7 @@ def _histogram_rollups(
         bounds = h.bounds[rows[0]]
         if {len(h.counts[r]) for r in rows} != {len(bounds)}:
             return None
+        bounds_text = json.dumps(bounds)
         matrix = np.asarray([h.counts[r] for r in rows], dtype=float)
         total = np.zeros((grid.count, matrix.shape[1]))
         np.add.at(total, index[rows], matrix)
@@ -121,8 +121,8 @@ def _histogram_rollups(
                     day=start.date(),
                     start=start,
                     metric=metric,
-                    bounds=bounds,
-                    cumulative_counts=total[i].tolist(),
+                    bounds=bounds_text,
+                    cumulative_counts=json.dumps(total[i].tolist()),
                     total_sum=float(summed[i]),
                 )
             )
@@ -269,13 +269,9 @@ def page_read(
     histograms = histograms_decode(
         _fetch(
             HistogramRollup.objects.filter(**window, day__in=marked, metric__in=metrics)
-            .annotate(
-                epoch=Epoch("start"),
-                bounds_text=Cast("bounds", TextField()),
-                counts_text=Cast("cumulative_counts", TextField()),
-            )
+            .annotate(epoch=Epoch("start"))
             .order_by("metric", "start"),
-            ["metric", "epoch", "bounds_text", "counts_text", "total_sum"],
+            ["metric", "epoch", "bounds", "cumulative_counts", "total_sum"],
         ),
         metrics,
     )

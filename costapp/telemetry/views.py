@@ -109,7 +109,7 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
             "chart_width": charts.width_label(chart_series.grid.width),
             "hours_total": sum(r["hours"] for r in rows),
             "gpu_unknown": sum(r["gpu_unknown"] for r in rows),
-            "figures": figures,
+            "figures_script": charts.json_script(figures, "telemetry-figures"),
             "has_hours": not chart_series.empty,
             "window_latency": selectors.window_latency(dep, start, end, raw),
             "devices": selectors.device_summary(dep, start, end),

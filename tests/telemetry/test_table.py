@@ -1,5 +1,6 @@
 """The telemetry table's cells, formatted in Python, are the text the
-template's ``floatformat`` filters gave."""
+template's ``floatformat`` filters gave; the figures' script tag is
+``json_script``'s."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ import math
 
 from django.template import Context, Template
 from django.template.defaultfilters import floatformat
+from django.utils.html import json_script as django_json_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from costapp.telemetry import charts
 from costapp.telemetry.table import number, row_html
 
 # The cells as the template wrote them before ``row_html``.
@@ -60,3 +63,26 @@ def test_a_row_is_the_html_the_template_wrote(
 
 def test_a_nan_is_written_as_the_filter_writes_it() -> None:
     assert number(math.nan, 2) == floatformat(math.nan, 2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    value=st.recursive(
+        st.one_of(
+            st.none(),
+            st.booleans(),
+            st.floats(allow_nan=False),
+            st.text(),
+            st.integers(),
+        ),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+        max_leaves=20,
+    ),
+    element_id=st.sampled_from(["telemetry-figures", 'a"<b>&']),
+)
+def test_the_figures_script_is_djangos_json_script(
+    value: object, element_id: str
+) -> None:
+    assert str(charts.json_script(value, element_id)) == str(
+        django_json_script(value, element_id)
+    )
