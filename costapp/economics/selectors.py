@@ -340,9 +340,9 @@ def overview_read(
             requests_f=Cast("requests", FloatField()),
         )
         .order_by("name", "period_start")
-        .values_list("name", "epoch", "shown_f", "requests_f")
+        .values_list("name", "epoch", "shown_f", "requests_f", "clock")
     )
-    names, epochs, costs, counts = zip(*daily, strict=True) if daily else ([],) * 4
+    names, epochs, costs, counts, _ = zip(*daily, strict=True) if daily else ([],) * 5
     frame = daily_unit_costs(
         pd.DataFrame(
             {

@@ -112,7 +112,9 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
             "start": start,
             "end": end,
             "last_day": end - timedelta(days=1),
-            "figures": figures,
+            "figures_script": telemetry_charts.json_script(
+                figures, "deployment-figures"
+            ),
             "has_data": not days.empty or not series.empty,
             "economics": present.deployment_context(economics),
             "idle_cards": idle_cards_read(start=start, end=end, deployment=deployment),
