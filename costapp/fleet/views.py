@@ -23,10 +23,6 @@ from costapp.telemetry import charts as telemetry_charts
 from costapp.telemetry import rollups
 from costapp.telemetry.series import device_grid_read, phase_share, series_bucket
 
-# Points per trace of the deployment page's latency and KV-cache charts: 30
-# days in two-hour buckets (the telemetry page draws up to 2,000).
-CHART_POINTS = 400
-
 
 @requires("costapp.view_fleet")
 def deployment_list(request: HttpRequest) -> HttpResponse:
@@ -60,9 +56,10 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     tz = settings.DISPLAY_TIME_ZONE
     # Usage bars only: the page's costs are the stored figures below.
     days = deployment_usage_days(deployment, start=start, end=end)
-    # Summary charts: two-hour buckets over the default 30 days (the
-    # telemetry page draws the hours), so the stored rollups stand for them.
-    grid = grid_for(lower, upper, max_points=CHART_POINTS)
+    # The hours up to 2,000 of them (the default 30 days: no aggregation);
+    # a longer range buckets two hours or more, where the stored rollups
+    # stand for the hours.
+    grid = grid_for(lower, upper)
     raw = rollups.page_read(deployment, start=lower, end=upper, grids=[grid])
     series = series_bucket(raw, grid)
     phase, phase_source = phase_share(series)
