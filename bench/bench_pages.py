@@ -7,7 +7,9 @@ costapp tables are emptied first, so never point it at real data) with:
 - one year of deployment-hours, device-hours and three latency histograms per
   hour (ttft, itl, e2e, vLLM's bucket bounds), written with COPY;
 - one daily bill line per deployment, through the real ingest path;
-- the stored unit-cost figures (``unit_costs_recompute``, the full pass).
+- the stored unit-cost figures (``unit_costs_recompute``, the full pass);
+- the telemetry pages' two-hour rollups (``telemetry_rollup``: the ingest
+  stores them for what it writes, COPY does not).
 
 Then it starts gunicorn with the compose command's config on a loopback port,
 logs in, and drives ``--clients`` concurrent clients through the overview, a
@@ -78,6 +80,9 @@ ACCOUNT = "000000000000"
 TAG_KEY = "costapp:workload"
 PASSWORD = "bench-pages-password-1"  # a scratch user in a scratch database
 TABLES = (  # emptied before seeding, children first
+    "costapp_telemetryrollupday",
+    "costapp_telemetryrollup",
+    "costapp_histogramrollup",
     "costapp_costshare",
     "costapp_costusageday",
     "costapp_costshareday",
@@ -217,6 +222,9 @@ def seed(*, deployments: int, days: int, end: date) -> list[str]:
         )  # fmt: skip
     bills(names, start.date(), days)
     call_command("unit_costs_recompute", verbosity=0)
+    # COPY bypasses the ingest, which stores the telemetry rollups of the
+    # days it writes: store them as a live database has them.
+    call_command("telemetry_rollup", verbosity=0)
     return names
 
 

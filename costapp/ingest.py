@@ -324,6 +324,11 @@ def batch_write(
     """Write one batch atomically: (rows written, rows deleted)."""
     deleted = _replace_delete(batch.replace) if batch.replace else 0
     written = records_write(records=batch.records, source=source, run=run)
+    # The days it wrote hours of are rolled up again in the same transaction
+    # (the triggers dropped their marks): the telemetry pages read them.
+    from costapp.telemetry.rollups import rollups_for_records
+
+    rollups_for_records(batch.records)
     if run is not None:
         if batch.warnings:
             stored = IngestRun.objects.filter(pk=run.pk).values_list(

@@ -16,9 +16,21 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
-from django.db.models import Avg, Case, Count, F, Max, Q, QuerySet, Sum, When
-from django.db.models.functions import TruncDate
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    F,
+    FloatField,
+    Max,
+    Q,
+    QuerySet,
+    Sum,
+    When,
+)
+from django.db.models.functions import Cast, TruncDate
 
 from analytics.unit_costs import (
     WindowTotals,
@@ -37,6 +49,7 @@ from costapp.models import (
     UnitCostFigure,
 )
 from costapp.models.costs import money_field
+from costapp.telemetry.series import Epoch
 
 QUANTUM = Decimal("1e-12")
 Basis = Literal["provisional", "billed"]
@@ -275,10 +288,6 @@ def _since(end: date, days: int) -> Q:
     return Q(period_start__gte=utc_midnight(end - timedelta(days=days)))
 
 
-def _nan(value: object) -> float:
-    return math.nan if value is None else float(value)  # type: ignore[arg-type]
-
-
 def _float(value: object) -> float:
     return 0.0 if value is None else float(value)  # type: ignore[arg-type]
 
@@ -322,17 +331,29 @@ def overview_read(
             output_field=money_field(),
         )
     )
+    # Epoch seconds and floats from the database: 4,500 timestamps and
+    # Decimals parsed per request were a sixth of the page.
     daily = list(
-        figures.order_by("name", "period_start").values_list(
-            "name", "period_start", "shown", "requests", "clock"
+        figures.annotate(
+            epoch=Epoch("period_start"),
+            shown_f=Cast("shown", FloatField()),
+            requests_f=Cast("requests", FloatField()),
         )
+        .order_by("name", "period_start")
+        .values_list("name", "epoch", "shown_f", "requests_f", "clock")
     )
+    names, epochs, costs, counts, _ = zip(*daily, strict=True) if daily else ([],) * 5
     frame = daily_unit_costs(
-        pd.DataFrame.from_records(
-            [
-                (name, at.astimezone(UTC).date(), _nan(cost), _nan(requests), 0.0)
-                for name, at, cost, requests, _ in daily
-            ],
+        pd.DataFrame(
+            {
+                "deployment": list(names),
+                "day": (np.asarray(epochs, dtype=float) // 86400)
+                .astype("datetime64[D]")
+                .astype(object),
+                "cost": np.asarray(costs, dtype=float),
+                "requests": np.asarray(counts, dtype=float),
+                "tokens": np.zeros(len(names)),
+            },
             columns=["deployment", "day", "cost", "requests", "tokens"],
         )
     )

@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 
+from analytics.downsample import grid_for
 from costapp import formatting as fmt
 from costapp.access import requires
 from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_window
@@ -19,7 +20,8 @@ from costapp.economics.idle_selectors import idle_cards_read
 from costapp.economics.selectors import deployment_usage_days, utc_midnight
 from costapp.models import Deployment
 from costapp.telemetry import charts as telemetry_charts
-from costapp.telemetry.series import device_grid_read, phase_share, series_read
+from costapp.telemetry import rollups
+from costapp.telemetry.series import device_grid_read, phase_share, series_bucket
 
 
 @requires("costapp.view_fleet")
@@ -54,7 +56,12 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     tz = settings.DISPLAY_TIME_ZONE
     # Usage bars only: the page's costs are the stored figures below.
     days = deployment_usage_days(deployment, start=start, end=end)
-    series = series_read(deployment, start=lower, end=upper)
+    # The hours up to 2,000 of them (the default 30 days: no aggregation);
+    # a longer range buckets two hours or more, where the stored rollups
+    # stand for the hours.
+    grid = grid_for(lower, upper)
+    raw = rollups.page_read(deployment, start=lower, end=upper, grids=[grid])
+    series = series_bucket(raw, grid)
     phase, phase_source = phase_share(series)
     # The grain of the cost view (day, week, month); the window is the range's.
     grain_form = EconomicsGrainForm(request.GET or None)
@@ -102,7 +109,9 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
             "start": start,
             "end": end,
             "last_day": end - timedelta(days=1),
-            "figures": figures,
+            "figures_script": telemetry_charts.json_script(
+                figures, "deployment-figures"
+            ),
             "has_data": not days.empty or not series.empty,
             "economics": present.deployment_context(economics),
             "idle_cards": idle_cards_read(start=start, end=end, deployment=deployment),

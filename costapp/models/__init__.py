@@ -24,6 +24,11 @@ from costapp.models.economics import (
     UnitCostFigure,
 )
 from costapp.models.fleet import Deployment, Pool
+from costapp.models.rollups import (
+    HistogramRollup,
+    TelemetryRollup,
+    TelemetryRollupDay,
+)
 from costapp.models.runs import IngestRun
 from costapp.models.usage import (
     DeploymentHour,
@@ -54,11 +59,14 @@ __all__ = [
     "DeviceHour",
     "EngineDiscovery",
     "HistogramHour",
+    "HistogramRollup",
     "IngestRun",
     "Pool",
     "RateCard",
     "Scenario",
     "Silence",
     "TeamHoliday",
+    "TelemetryRollup",
+    "TelemetryRollupDay",
     "UnitCostFigure",
 ]

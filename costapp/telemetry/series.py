@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.db import connections
-from django.db.models import Avg, FloatField, Func, QuerySet, TextField, Value
+from django.db.models import Avg, FloatField, Func, Q, QuerySet, TextField, Value
 from django.db.models.functions import Cast, Floor
 
 from analytics.downsample import (
@@ -34,6 +34,12 @@ from analytics.downsample import (
     sums,
 )
 from costapp.models import Deployment, DeploymentHour, DeviceHour, HistogramHour
+from costapp.models.rollups import (
+    ROLLUP_FIELDS,
+    ROLLUP_MAXIMA,
+    ROLLUP_STRICT,
+    ROLLUP_SUMS,
+)
 
 LATENCY = ("ttft", "itl", "e2e", "prefill", "decode")
 # A heatmap layer holds at most this many cells: 96 GPUs over 90 days would
@@ -79,13 +85,21 @@ def table_grid(start: datetime, end: datetime) -> Grid:
     return grid_for(start, end, step=pd.Timedelta(days=1), max_points=TABLE_ROWS)
 
 
+def _within(ranges: Sequence[tuple[datetime, datetime]]) -> Q:
+    """Hours in any of ``ranges`` (half-open, UTC); none: no hour."""
+    q = Q(pk__in=[])
+    for a, b in ranges:
+        q |= Q(hour__gte=a, hour__lt=b)
+    return q
+
+
 def _hours_frame(
-    deployment: Deployment, start: datetime, end: datetime
+    deployment: Deployment | int, ranges: Sequence[tuple[datetime, datetime]]
 ) -> pd.DataFrame:
     rows = _fetch(
-        DeploymentHour.objects.filter(
-            deployment=deployment, hour__gte=start, hour__lt=end
-        ).annotate(epoch=_Epoch("hour")),
+        DeploymentHour.objects.filter(_within(ranges), deployment=deployment).annotate(
+            epoch=Epoch("hour")
+        ),
         ["epoch", *HOUR_FIELDS[1:]],
     )
     frame = pd.DataFrame.from_records(rows, columns=list(HOUR_FIELDS))
@@ -137,32 +151,48 @@ class Raw:
 
     start: datetime
     end: datetime
-    hours: pd.DataFrame
+    # One row per stored hour or per stored rollup: ``t`` (naive UTC
+    # datetime64) and the additive columns of ``prepare``.
+    prepared: pd.DataFrame
     histograms: dict[str, Histograms]
 
 
 def raw_read(
-    deployment: Deployment,
+    deployment: Deployment | int,
     *,
     start: datetime,
     end: datetime,
     metrics: Sequence[str] = LATENCY,
+    ranges: Sequence[tuple[datetime, datetime]] | None = None,
 ) -> Raw:
-    """Hours and histograms of the window. The JSON arrays come as text and
-    are decoded in one pass per metric (a decoder call per row and column
-    was most of a 90-day page); bounds are decoded once per distinct set."""
-    rows = _fetch(
-        HistogramHour.objects.filter(
-            deployment=deployment, hour__gte=start, hour__lt=end, metric__in=metrics
-        )
-        .annotate(
-            epoch=_Epoch("hour"),
-            bounds_text=Cast("bounds", TextField()),
-            counts_text=Cast("cumulative_counts", TextField()),
-        )
-        .order_by("metric", "hour"),
-        ["metric", "epoch", "bounds_text", "counts_text", "total_sum"],
+    """Hours and histograms of the window (of ``ranges`` in it, if given).
+    The JSON arrays come as text and are decoded in one pass per metric (a
+    decoder call per row and column was most of a 90-day page); bounds are
+    decoded once per distinct set."""
+    ranges = [(start, end)] if ranges is None else ranges
+    histograms = histograms_decode(
+        _fetch(
+            HistogramHour.objects.filter(
+                _within(ranges), deployment=deployment, metric__in=metrics
+            )
+            .annotate(
+                epoch=Epoch("hour"),
+                bounds_text=Cast("bounds", TextField()),
+                counts_text=Cast("cumulative_counts", TextField()),
+            )
+            .order_by("metric", "hour"),
+            ["metric", "epoch", "bounds_text", "counts_text", "total_sum"],
+        ),
+        metrics,
     )
+    return Raw(start, end, prepare(_hours_frame(deployment, ranges)), histograms)
+
+
+def histograms_decode(
+    rows: Sequence[tuple[Any, ...]], metrics: Sequence[str]
+) -> dict[str, Histograms]:
+    """(metric, epoch seconds, bounds JSON, counts JSON, sum) rows, ordered by
+    metric, as one ``Histograms`` per metric."""
     grouped: dict[str, tuple[list, list, list, list]] = {}
     for metric, hour, bounds, counts, total in rows:
         into = grouped.setdefault(metric, ([], [], [], []))
@@ -180,7 +210,81 @@ def raw_read(
             counts=json.loads(f"[{','.join(counts)}]"),
             sums=totals,
         )
-    return Raw(start, end, _hours_frame(deployment, start, end), histograms)
+    return histograms
+
+
+GAUGES = ("replicas", "kv_cache_usage", "running", "waiting")
+COUNTED = (
+    "requests", "requests_stop", "requests_length", "requests_aborted",
+    "prompt_tokens", "generation_tokens", "preemptions", "hours", "extrapolated",
+)  # fmt: skip
+
+
+def _nan_unless(mask: object, values: pd.Series) -> np.ndarray:
+    return np.where(np.asarray(mask, dtype=bool), values.to_numpy(float), np.nan)
+
+
+def prepare(h: pd.DataFrame) -> pd.DataFrame:
+    """The stored hours as additive rows (``ROLLUP_FIELDS``): what the charts
+    sum per bucket, so that rows summed per two hours (a stored rollup) and
+    summed again give what the hours give. Ratios keep both sides over the
+    hours where both are known; gauges keep the sum and number of the known
+    hourly means and their maximum; unknown stays NaN, never 0."""
+    requests = h["requests_stop"] + h["requests_length"]
+    tokens = h["prompt_tokens"] + h["generation_tokens"]
+    gpu = h["gpu_seconds"]
+    hits, queries, pre = (
+        h["prefix_cache_hits"],
+        h["prefix_cache_queries"],
+        h["preemptions"],
+    )
+    prefix_known = hits.notna() & queries.notna()
+    out = {
+        "t": h["hour"].to_numpy(dtype="datetime64[ns]"),
+        "hours": np.ones(len(h)),
+        "extrapolated": (~h["counts_exact"].astype(bool)).astype(float).to_numpy(),
+        "requests": requests.to_numpy(float),
+        "requests_stop": h["requests_stop"].to_numpy(float),
+        "requests_length": h["requests_length"].to_numpy(float),
+        "requests_aborted": h["requests_aborted"].to_numpy(float),
+        "prompt_tokens": h["prompt_tokens"].to_numpy(float),
+        "generation_tokens": h["generation_tokens"].to_numpy(float),
+        "preemptions": pre.to_numpy(float),
+        "gpu_unknown": gpu.isna().astype(float).to_numpy(),
+        "hits_paired": _nan_unless(prefix_known, hits),
+        "queries_paired": _nan_unless(prefix_known, queries),
+        "preemptions_paired": _nan_unless(pre.notna() & requests.notna(), pre),
+        "requests_paired": _nan_unless(pre.notna() & requests.notna(), requests),
+        "tokens_paired": _nan_unless(tokens.notna() & gpu.notna(), tokens),
+        "gpu_paired": _nan_unless(tokens.notna() & gpu.notna(), gpu),
+        "gpu_seconds": gpu.to_numpy(float),
+    }
+    for name in GAUGES:
+        mean = h[f"{name}_mean"].to_numpy(float)
+        known = np.isfinite(mean)
+        out[f"{name}_sum"] = np.where(known, mean, np.nan)
+        out[f"{name}_n"] = known.astype(float)
+        out[f"{name}_max"] = h[f"{name}_max"].to_numpy(float)
+    return pd.DataFrame(out, columns=["t", *ROLLUP_FIELDS])
+
+
+def rollup(prepared: pd.DataFrame, grid: Grid) -> pd.DataFrame:
+    """``prepared`` rows summed per bucket of ``grid`` (buckets without a row
+    left out): prepared rows again, one per bucket."""
+    t = prepared["t"].to_numpy(dtype="datetime64[ns]")
+    summed = sums(grid, t, prepared[list(ROLLUP_SUMS)])
+    strict = sums(grid, t, prepared[list(ROLLUP_STRICT)], strict=True)
+    index = grid.index_of(t)
+    keep = index >= 0
+    out = pd.concat([summed, strict], axis=1)
+    for column in ROLLUP_MAXIMA:
+        top = np.full(grid.count, np.nan)
+        values = prepared[column].to_numpy(float)
+        np.fmax.at(top, index[keep], values[keep])
+        out[column] = top
+    out = out[list(ROLLUP_FIELDS)]
+    out.insert(0, "t", grid.starts.tz_localize(None).to_numpy())
+    return out[out["hours"].fillna(0.0) > 0].reset_index(drop=True)
 
 
 def _utc_array(times: object) -> np.ndarray:
@@ -242,46 +346,29 @@ def series_read(
 def series_bucket(
     raw: Raw, grid: Grid, quantiles: Sequence[float] = (0.5, 0.95, 0.99)
 ) -> Series:
-    h = raw.hours
-    # Naive UTC datetime64 (``_hours_frame``): what ``analytics.downsample``
-    # buckets fastest; a datetime Series is converted element by element.
-    t = h["hour"].to_numpy(dtype="datetime64[ns]")
-    requests = h["requests_stop"] + h["requests_length"]
-    tokens = h["prompt_tokens"] + h["generation_tokens"]
-    counted = sums(
-        grid,
-        t,
-        pd.DataFrame(
-            {
-                "requests": requests,
-                "requests_stop": h["requests_stop"],
-                "requests_length": h["requests_length"],
-                "requests_aborted": h["requests_aborted"],
-                "prompt_tokens": h["prompt_tokens"],
-                "generation_tokens": h["generation_tokens"],
-                "preemptions": h["preemptions"],
-                "hours": np.ones(len(h)),
-                "extrapolated": (~h["counts_exact"].astype(bool)).astype(float),
-            }
-        ),
-    )
-    gpu = sums(grid, t, h[["gpu_seconds"]], strict=True)
+    p = raw.prepared
+    # Naive UTC datetime64: what ``analytics.downsample`` buckets fastest; a
+    # datetime Series is converted element by element.
+    t = p["t"].to_numpy(dtype="datetime64[ns]")
+    counted = sums(grid, t, p[list(COUNTED)])
+    gpu = sums(grid, t, p[["gpu_seconds"]], strict=True)
     frame = counted.assign(
         hours=counted["hours"].fillna(0.0),
         gpu_seconds=gpu["gpu_seconds"],
-        gpu_unknown=sums(
-            grid, t, pd.DataFrame({"u": h["gpu_seconds"].isna().astype(float)})
-        )["u"],
-        prefix_hit_rate=ratio_of_sums(
-            grid, t, h["prefix_cache_hits"], h["prefix_cache_queries"]
-        ),
+        gpu_unknown=sums(grid, t, p[["gpu_unknown"]])["gpu_unknown"],
+        prefix_hit_rate=ratio_of_sums(grid, t, p["hits_paired"], p["queries_paired"]),
         preemptions_per_1k=ratio_of_sums(
-            grid, t, h["preemptions"], requests, scale=1000.0
+            grid, t, p["preemptions_paired"], p["requests_paired"], scale=1000.0
         ),
-        tokens_per_gpu_second=ratio_of_sums(grid, t, tokens, h["gpu_seconds"]),
+        tokens_per_gpu_second=ratio_of_sums(
+            grid, t, p["tokens_paired"], p["gpu_paired"]
+        ),
     )
-    for name in ("replicas", "kv_cache_usage", "running", "waiting"):
-        g = gauge(grid, t, h[f"{name}_mean"], h[f"{name}_max"])
+    for name in GAUGES:
+        n = p[f"{name}_n"].to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            mean = p[f"{name}_sum"].to_numpy(float) / n
+        g = gauge(grid, t, mean, p[f"{name}_max"], weights=np.nan_to_num(n))
         frame[f"{name}_mean"] = g["mean"]
         frame[f"{name}_max"] = g["max"]
     latency: dict[str, pd.DataFrame] = {}
@@ -295,7 +382,7 @@ def series_bucket(
         latency[metric] = q
     measured = {c for c in frame.columns if frame[c].notna().any()}
     measured |= {m for m, q in latency.items() if q["count"].notna().any()}
-    if not len(h) or h["preemptions"].isna().all():
+    if not len(p) or p["preemptions"].isna().all():
         measured.discard("preemptions")
     return Series(grid=grid, frame=frame, latency=latency, measured=frozenset(measured))
 
@@ -336,7 +423,7 @@ class DeviceGrid:
 DEVICE_LAYERS = ("gr_engine_active_mean", "dram_active_mean", "gpu_util_mean")
 
 
-class _Epoch(Func):
+class Epoch(Func):
     """Seconds since 1970 of a timestamp, in PostgreSQL and SQLite."""
 
     output_field = FloatField()
@@ -374,7 +461,7 @@ def device_grid_read(
     width = grid.width.total_seconds()
     origin = grid.origin.timestamp()
     cells = list(
-        rows.annotate(bucket=Floor((_Epoch("hour") - Value(origin)) / Value(width)))
+        rows.annotate(bucket=Floor((Epoch("hour") - Value(origin)) / Value(width)))
         .values(*DEVICE_KEYS, "bucket")
         .annotate(**{f: Avg(f) for f in DEVICE_LAYERS})
         .order_by()
@@ -395,11 +482,6 @@ def _device_label(host: str, index: int, profile: str, instance: str) -> str:
     return f"{text} MIG {profile} #{instance}" if profile else text
 
 
-def _known(value: object) -> float | None:
-    f = float(value)  # type: ignore[arg-type]
-    return None if np.isnan(f) else f
-
-
 TABLE_COLUMNS = (
     "requests", "requests_stop", "requests_length", "requests_aborted",
     "prompt_tokens", "generation_tokens", "replicas_mean", "replicas_max",
@@ -412,18 +494,28 @@ def table_rows(series: Series) -> list[dict[str, object]]:
     """One dict per bucket for the page's table: figures as floats or None
     (missing, shown "—"), p95 latencies in seconds, and the bucket's hours."""
     f = series.frame
+    hours = f["hours"].to_numpy(float).astype(int)
+    columns = {c: _listed(f[c]) for c in TABLE_COLUMNS}
+    p95 = {m: _listed(series.latency[m]["p95"]) for m in ("ttft", "itl", "e2e")}
+    unknown = _listed(f["gpu_unknown"])
+    extrapolated = _listed(f["extrapolated"])
     rows: list[dict[str, object]] = []
-    for i, start in enumerate(series.grid.starts):
-        line = f.iloc[i]
+    for i, start in enumerate(series.grid.starts.to_pydatetime()):
         row: dict[str, object] = {
-            "start": start.to_pydatetime(),
-            "hours": int(line["hours"]),
-            "gpu_unknown": int(_known(line["gpu_unknown"]) or 0),
-            "extrapolated": bool(_known(line["extrapolated"])),
+            "start": start,
+            "hours": int(hours[i]),
+            "gpu_unknown": int(unknown[i] or 0),
+            "extrapolated": bool(extrapolated[i]),
         }
         for column in TABLE_COLUMNS:
-            row[column] = _known(line[column]) if row["hours"] else None
-        for metric in ("ttft", "itl", "e2e"):
-            row[f"{metric}_p95"] = _known(series.latency[metric]["p95"].iloc[i])
+            row[column] = columns[column][i] if hours[i] else None
+        for metric, values in p95.items():
+            row[f"{metric}_p95"] = values[i]
         rows.append(row)
     return rows
+
+
+def _listed(values: pd.Series) -> list[float | None]:
+    """Floats, NaN as None."""
+    array = values.to_numpy(float)
+    return [None if v != v else v for v in array.tolist()]

@@ -14,7 +14,8 @@ from analytics.downsample import grid_for
 from costapp.access import requires
 from costapp.models import Deployment
 from costapp.tasks import ingest_runs_queue
-from costapp.telemetry import charts, selectors, series, services
+from costapp.telemetry import charts, rollups, selectors, series, services
+from costapp.telemetry import table as table_html
 from costapp.telemetry.forms import (
     PAGE_MAX_DAYS,
     PROMETHEUS_MISSING,
@@ -65,12 +66,21 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
     start, end, notes = WindowForm(request.GET).window(selectors.default_window(dep))
     tz = settings.DISPLAY_TIME_ZONE
     # Read once: bucketed for the charts and the table, summed for the window.
-    raw = series.raw_read(dep, start=start, end=end, metrics=selectors.LATENCY_METRICS)
-    chart_series = series.series_bucket(raw, grid_for(start, end))
+    chart_grid, table_grid = grid_for(start, end), series.table_grid(start, end)
+    raw = rollups.page_read(
+        dep,
+        start=start,
+        end=end,
+        grids=(chart_grid, table_grid),
+        metrics=selectors.LATENCY_METRICS,
+    )
+    chart_series = series.series_bucket(raw, chart_grid)
     phase, phase_source = series.phase_share(chart_series)
     # The table shows p95s only.
-    table = series.series_bucket(raw, series.table_grid(start, end), (0.95,))
+    table = series.series_bucket(raw, table_grid, (0.95,))
     rows = series.table_rows(table)
+    for row in rows:
+        row["cells"] = table_html.row_html(row)
     figures = {
         "traffic": charts.traffic(chart_series, tz=tz),
         "latency": charts.latency_breakdown(
@@ -99,7 +109,7 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
             "chart_width": charts.width_label(chart_series.grid.width),
             "hours_total": sum(r["hours"] for r in rows),
             "gpu_unknown": sum(r["gpu_unknown"] for r in rows),
-            "figures": figures,
+            "figures_script": charts.json_script(figures, "telemetry-figures"),
             "has_hours": not chart_series.empty,
             "window_latency": selectors.window_latency(dep, start, end, raw),
             "devices": selectors.device_summary(dep, start, end),

@@ -18,18 +18,22 @@ from costapp.models import (
     DeviceHour,
     EngineDiscovery,
     HistogramHour,
+    HistogramRollup,
     IdleFigure,
     IngestRun,
     Pool,
     RateCard,
     TeamHoliday,
+    TelemetryRollup,
+    TelemetryRollupDay,
     UnitCostFigure,
 )
 
 # Children before parents; every table the demo's ingest and recompute write,
 # so a module's demo leaves nothing behind for the next module on its worker.
 DEMO_TABLES = (UnitCostFigure, IdleFigure, BaselineCheckpoint, CostShare,
-               CostShareDay, CostUsageDay, CostLine, DeviceHour, HistogramHour, DeploymentHour,
+               CostShareDay, CostUsageDay, TelemetryRollup, HistogramRollup,
+               TelemetryRollupDay, CostLine, DeviceHour, HistogramHour, DeploymentHour,
                EngineDiscovery, IngestRun, Deployment, Pool, RateCard, TeamHoliday)  # fmt: skip
 
 
