@@ -18,13 +18,13 @@ from costapp.models import (
     DeviceHour,
     EngineDiscovery,
     HistogramHour,
-    IdleFigure,
     IngestRun,
     Pool,
     RateCard,
     TeamHoliday,
     UnitCostFigure,
 )
+from costapp.models.economics import IdleFigure
 
 # Children before parents; every table the demo's ingest and recompute write,
 # so a module's demo leaves nothing behind for the next module on its worker.
