@@ -436,7 +436,7 @@ class ExportFigures:
 def export_measure(end: date, days: int, repeat: int) -> ExportFigures:
     """The year's export against COPY, the month's and the year's peak RSS,
     interleaved run by run so both see the same machine load."""
-    from costapp.costs.selectors import stored_days
+    from costapp.costs.allocations import stored_days
 
     year_start = end - timedelta(days=days)
     month_start = end - timedelta(days=30)

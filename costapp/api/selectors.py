@@ -15,13 +15,8 @@ from decimal import Decimal
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from analytics.allocation import IDLE, UNALLOCATED
-from costapp.costs.selectors import (
-    Basis,
-    allocation_days,
-    bill_days,
-    reconciliation_rows,
-    utc_day_start,
-)
+from costapp.costs.allocations import allocation_days, bill_days, reconciliation_rows
+from costapp.costs.selectors import Basis, utc_day_start
 from costapp.economics.figures import budget_statuses_read
 from costapp.models import AlertEvent, AlertState, UnitCostFigure
 

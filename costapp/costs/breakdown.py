@@ -18,12 +18,13 @@ from decimal import Decimal
 from typing import Any
 
 from analytics.allocation import IDLE, UNALLOCATED
-from costapp.costs.exports import ESTIMATED, FINAL, PROVISIONAL, Export, ExportSpec
+from costapp.costs.allocations import allocation_days
+from costapp.costs.export_rows import ESTIMATED, FINAL, PROVISIONAL
+from costapp.costs.exports import Export, ExportSpec
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import (
     Basis,
     _lines,
-    allocation_days,
     deployments_in_scope,
     line_amount,
     usage_days,

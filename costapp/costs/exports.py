@@ -9,7 +9,7 @@ never added to a bill total). A day with any estimated line is *estimated*.
 
 Rows come from a generator: the window is read one month at a time, the
 stored allocation (``CostShare``, ``CostUsageDay``: costapp/costs/shares.py)
-over ``QuerySet.iterator()``, so memory does not grow with the window
+over ``QuerySet.iterator()`` (costapp/costs/export_reads.py), so memory does not grow with the window
 (tests/costs/test_exports.py measures 1 against 12 months). A day whose stored
 shares are missing or stale is allocated from its bill lines on the fly, the
 same way (tests/costs/test_shares.py compares the two).
@@ -23,67 +23,49 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
-import pyarrow as pa
-from django.db import connection
-from django.db.models.functions import TruncDate
-
 from analytics.allocation import IDLE, UNALLOCATED
+from costapp.costs.allocations import _day_ranges, allocations_compute, stored_days
+from costapp.costs.export_reads import (
+    ByDay,
+    Coverage,
+    ShareRow,
+    coverage_read,
+    stored_shares_read,
+    stored_totals_read,
+    stored_usage_read,
+)
+from costapp.costs.export_rows import (
+    ESTIMATED,
+    FINAL,
+    PROVISIONAL,
+    QUANTUM,
+    SCHEMA_FIELDS,
+    ExportRow,
+    row_values,
+)
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import (
     NOMINAL_LABEL,
     Basis,
     UsageDay,
-    _day_ranges,
     allocation_rules,
-    allocations_compute,
-    stored_days,
     token_days,
     usage_days,
-    utc_day_start,
 )
-from costapp.models import CostLine, CostShare, CostUsageDay, Deployment
+from costapp.models import Deployment
 
 Grain = Literal["day", "month"]
 By = Literal["deployment", "team"]
 Format = Literal["csv", "parquet"]
-QUANTUM = Decimal("1e-12")
 NO_TEAM = "__no_team__"
 # A billed day with the deployment's traffic but none of the bill: $0.
 NO_SHARE = "no share"
-PROVISIONAL, ESTIMATED, FINAL = "provisional", "estimated", "final"
 ROW_GROUP = 5000
 
-MONEY = pa.decimal128(28, 12)
-# (column, Parquet type). Money is decimal128(28, 12) (float64 loses cents
-# above about $1M at ten decimals); counts are float64 as telemetry holds them.
-SCHEMA_FIELDS: list[tuple[str, pa.DataType]] = [
-    ("period_start", pa.date32()),
-    ("period_days", pa.int32()),
-    ("account_id", pa.string()),
-    ("currency", pa.string()),
-    ("basis", pa.string()),
-    ("target", pa.string()),
-    ("pool", pa.string()),
-    ("allocation", pa.string()),
-    ("status", pa.string()),
-    ("days_final", pa.int32()),
-    ("days_estimated", pa.int32()),
-    ("days_provisional", pa.int32()),
-    ("bill_amount", MONEY),
-    ("provisional_cost", MONEY),
-    ("requests", pa.float64()),
-    ("prompt_tokens", pa.float64()),
-    ("generation_tokens", pa.float64()),
-    ("gpu_hours", pa.float64()),
-    ("nominal_gpu_hours", pa.int32()),
-    ("cost_per_1k_requests", MONEY),
-    ("cost_per_1m_tokens", MONEY),
-    ("cost_per_gpu_hour", MONEY),
-]
 SUMMARY_COLUMNS = [
     "window_start",
     "window_last_day",
@@ -125,40 +107,6 @@ class ExportSpec:
         return [self.by if c == "target" else c for c, _ in SCHEMA_FIELDS]
 
 
-@dataclass(frozen=True)
-class Coverage:
-    """Which account-days have a bill, and which of them are estimated."""
-
-    days: tuple[date, ...]
-    billed: dict[str, set[date]]
-    estimated: dict[str, set[date]]
-
-    def missing(self, account: str) -> list[date]:
-        have = self.billed.get(account, set())
-        return [d for d in self.days if d not in have]
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.billed) and all(not self.missing(a) for a in self.billed)
-
-
-def coverage_read(start: date, end: date) -> Coverage:
-    lines = CostLine.objects.filter(
-        period_start__gte=utc_day_start(start), period_start__lt=utc_day_start(end)
-    )
-    billed: dict[str, set[date]] = defaultdict(set)
-    estimated: dict[str, set[date]] = defaultdict(set)
-    days = lines.annotate(d=TruncDate("period_start", tzinfo=UTC)).values_list(
-        "account_id", "d"
-    )
-    for account, day in days.distinct().iterator():
-        billed[account].add(day)
-    for account, day in days.filter(estimated=True).distinct().iterator():
-        estimated[account].add(day)
-    span = tuple(start + timedelta(days=i) for i in range((end - start).days))
-    return Coverage(span, dict(billed), dict(estimated))
-
-
 def file_stem(spec: ExportSpec, coverage: Coverage) -> str:
     stem = (
         f"costapp-{spec.start}-to-{spec.last_day}-{spec.grain}-{spec.by}-{spec.basis}"
@@ -166,127 +114,8 @@ def file_stem(spec: ExportSpec, coverage: Coverage) -> str:
     return stem if coverage.complete else stem + "-incomplete"
 
 
-# -- rows ---------------------------------------------------------------------
-
-
-class _Row:
-    """One export row being built (a plain slotted class: a year makes tens
-    of thousands, and a dataclass's default factories cost more than the
-    row's own arithmetic)."""
-
-    __slots__ = (
-        "account",
-        "bill",
-        "currency",
-        "days",
-        "generation",
-        "gpu_hours",
-        "hows",
-        "nominal",
-        "period",
-        "pool",
-        "prompt",
-        "provisional",
-        "requests",
-        "target",
-    )  # fmt: skip
-
-    def __init__(
-        self, period: date, account: str, currency: str, target: str, pool: str
-    ) -> None:
-        self.period = period
-        self.account = account
-        self.currency = currency
-        self.target = target
-        self.pool = pool
-        self.hows: set[str] = set()
-        self.bill: Decimal | None = None
-        self.provisional: Decimal | None = None
-        self.days: dict[str, set[date]] = {
-            FINAL: set(),
-            ESTIMATED: set(),
-            PROVISIONAL: set(),
-        }
-        self.requests: float | None = None
-        self.prompt: float | None = None
-        self.generation: float | None = None
-        self.gpu_hours: float | None = None
-        self.nominal = 0
-
-    def add_bill(self, amount: Decimal) -> None:
-        self.bill = amount if self.bill is None else self.bill + amount
-
-    def add_provisional(self, amount: Decimal) -> None:
-        self.provisional = (
-            amount if self.provisional is None else self.provisional + amount
-        )
-
-    def add_traffic(self, usage: UsageDay | None, tokens: tuple[float, float]) -> None:
-        if usage is not None:
-            requests, gpu_hours = float(usage.requests), float(usage.gpu_hours)
-            self.requests = (
-                requests if self.requests is None else self.requests + requests
-            )
-            self.gpu_hours = (
-                gpu_hours if self.gpu_hours is None else self.gpu_hours + gpu_hours
-            )
-            self.nominal += usage.nominal_hours
-        prompt, generation = tokens
-        self.prompt = prompt if self.prompt is None else self.prompt + prompt
-        self.generation = (
-            generation if self.generation is None else self.generation + generation
-        )
-
-
 def _q(value: Decimal | None) -> Decimal | None:
     return None if value is None else value.quantize(QUANTUM)
-
-
-def _values(row: _Row, basis: str, period_days: int) -> tuple[Any, ...]:
-    """The row in ``SCHEMA_FIELDS`` order; unit costs are the cost over the
-    traffic at 12 places (inlined: this runs once per row of a year)."""
-    bill, provisional = row.bill, row.provisional
-    cost = bill
-    if provisional is not None:
-        cost = provisional if cost is None else cost + provisional
-    requests, gpu_hours = row.requests, row.gpu_hours
-    prompt, generation = row.prompt, row.generation
-    tokens = None if prompt is None or generation is None else prompt + generation
-    # Never divide by zero requests: no traffic is no unit cost, not infinity.
-    per_1k = per_1m = per_gpu_hour = None
-    if cost is not None:
-        if requests:
-            per_1k = (cost * 1000 / Decimal(repr(requests))).quantize(QUANTUM)
-        if tokens:
-            per_1m = (cost * 1_000_000 / Decimal(repr(tokens))).quantize(QUANTUM)
-        if gpu_hours:
-            per_gpu_hour = (cost / Decimal(repr(gpu_hours))).quantize(QUANTUM)
-    days = row.days
-    estimated, prov = days[ESTIMATED], days[PROVISIONAL]
-    return (
-        row.period,
-        period_days,
-        row.account,
-        row.currency,
-        basis,
-        row.target,
-        row.pool,
-        "; ".join(sorted(row.hows)),
-        PROVISIONAL if prov else ESTIMATED if estimated else FINAL,
-        len(days[FINAL]),
-        len(estimated),
-        len(prov),
-        None if bill is None else bill.quantize(QUANTUM),
-        None if provisional is None else provisional.quantize(QUANTUM),
-        requests,
-        prompt,
-        generation,
-        gpu_hours,
-        row.nominal,
-        per_1k,
-        per_1m,
-        per_gpu_hour,
-    )
 
 
 def _months(start: date, end: date) -> Iterator[tuple[date, date]]:
@@ -296,94 +125,6 @@ def _months(start: date, end: date) -> Iterator[tuple[date, date]]:
         b = min(nxt, end)
         yield a, b
         a = b
-
-
-class _ByDay:
-    """A day-ordered iterator of rows (day first) handed out one day at a time."""
-
-    def __init__(self, rows: Iterator[tuple[Any, ...]]) -> None:
-        self._rows = rows
-        self._next = next(rows, None)
-
-    def take(self, day: date) -> list[tuple[Any, ...]]:
-        """The rows of ``day``; rows of earlier days are skipped."""
-        out = []
-        while self._next is not None and self._next[0] <= day:
-            if self._next[0] == day:
-                out.append(self._next)
-            self._next = next(self._rows, None)
-        return out
-
-
-def _stored_usage(a: date, b: date) -> Iterator[tuple[Any, ...]]:
-    return (
-        CostUsageDay.objects.filter(day__gte=a, day__lt=b)
-        .order_by("day", "deployment")
-        .values_list(
-            "day", "deployment", "gpu_hours", "requests", "nominal_hours",
-            "prompt_tokens", "generation_tokens",
-        )
-        .iterator(chunk_size=10000)
-    )  # fmt: skip
-
-
-# A share as the export reads it: (day, account, currency, target, pool, how,
-# amount), a day's sorted by account and currency, then allocation order.
-ShareRow = tuple[date, str, str, str, str, str, Decimal]
-
-
-def _stored_shares(a: date, b: date, basis: Basis) -> Iterator[tuple[Any, ...]]:
-    """Stored shares of [a, b) in one basis, by day, account, currency and the
-    order the allocation produced them (ids are written in that order)."""
-    return (
-        CostShare.objects.filter(basis=basis, day__gte=a, day__lt=b)
-        .order_by("day", "account_id", "currency", "id")
-        .values_list("day", "account_id", "currency", "target", "pool", "how", "amount")
-        .iterator(chunk_size=10000)
-    )
-
-
-_BASIS_SQL = {
-    "amortized": "amortized_cost",
-    "unblended": "unblended_cost",
-    "net_amortized": "COALESCE(net_amortized_cost, amortized_cost)",
-}
-
-
-def _stored_totals(a: date, b: date, basis: Basis) -> dict[tuple[str, str], Decimal]:
-    """The bill of [a, b) per (account, currency) summed by PostgreSQL from the
-    lines themselves (hourly lines of a day that has daily ones left out, as
-    ``selectors._lines``): what the summary reconciles the exported shares to."""
-    if connection.vendor != "postgresql":
-        return _stored_totals_orm(a, b, basis)
-    table = CostLine._meta.db_table
-    sql = f"""
-        SELECT c.account_id, c.currency, SUM({_BASIS_SQL[basis]})
-        FROM {table} c
-        WHERE c.period_start >= %s AND c.period_start < %s
-          AND (c.granularity = 'day' OR NOT EXISTS (
-            SELECT 1 FROM {table} d
-            WHERE d.granularity = 'day' AND d.account_id = c.account_id
-              AND d.period_start >= date_trunc('day', c.period_start AT TIME ZONE 'UTC')
-                  AT TIME ZONE 'UTC'
-              AND d.period_start < (date_trunc('day', c.period_start AT TIME ZONE 'UTC')
-                  + interval '1 day') AT TIME ZONE 'UTC'))
-        GROUP BY c.account_id, c.currency
-    """  # noqa: S608 (table and column names are constants)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [utc_day_start(a), utc_day_start(b)])
-        return {(acc, cur): total or Decimal(0) for acc, cur, total in cursor}
-
-
-def _stored_totals_orm(
-    a: date, b: date, basis: Basis
-) -> dict[tuple[str, str], Decimal]:
-    from costapp.costs.selectors import _lines, line_amount
-
-    out: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for line in _lines(a, b):
-        out[(line.account_id, line.currency)] += line_amount(line, basis)
-    return dict(out)
 
 
 @dataclass
@@ -443,17 +184,17 @@ class Export:
         """The rows as tuples in ``SCHEMA_FIELDS`` order (what the writers use)."""
         spec = self.spec
         stored = stored_days(spec.start, spec.end)
-        for account_currency, total in _stored_totals(
+        for account_currency, total in stored_totals_read(
             spec.start, spec.end, spec.basis
         ).items():
             self.totals.stored[account_currency] += total
         # One server-side cursor each over the window, read a day at a time.
-        shares = _ByDay(_stored_shares(spec.start, spec.end, spec.basis))
-        usage = _ByDay(_stored_usage(spec.start, spec.end))
+        shares = ByDay(stored_shares_read(spec.start, spec.end, spec.basis))
+        usage = ByDay(stored_usage_read(spec.start, spec.end))
         for a, b in _months(spec.start, spec.end):
             days = self._days(a, b, stored, shares, usage)
             if spec.grain == "month":
-                rows: dict[tuple[Any, ...], _Row] = {}
+                rows: dict[tuple[Any, ...], ExportRow] = {}
                 for day_rows in days:
                     for r in day_rows:
                         key = (r.account, r.currency, r.target, r.pool)
@@ -465,7 +206,10 @@ class Export:
 
     @staticmethod
     def _merge(
-        rows: dict[tuple[Any, ...], _Row], key: tuple[Any, ...], r: _Row, period: date
+        rows: dict[tuple[Any, ...], ExportRow],
+        key: tuple[Any, ...],
+        r: ExportRow,
+        period: date,
     ) -> None:
         into = rows.get(key)
         if into is None:
@@ -487,7 +231,7 @@ class Export:
         into.nominal += r.nominal
 
     def _emit(
-        self, rows: Iterable[_Row], period_days: int
+        self, rows: Iterable[ExportRow], period_days: int
     ) -> Iterator[tuple[Any, ...]]:
         totals, basis = self.totals, self.spec.basis
         for row in sorted(
@@ -499,16 +243,16 @@ class Export:
                 totals.exported[key] += row.bill
             if row.provisional is not None:
                 totals.provisional[key] += row.provisional
-            yield _values(row, basis, period_days)
+            yield row_values(row, basis, period_days)
 
     def _days(
         self,
         a: date,
         b: date,
         stored: set[date],
-        stored_shares: _ByDay,
-        stored_usage: _ByDay,
-    ) -> Iterator[list[_Row]]:
+        stored_shares: ByDay,
+        stored_usage: ByDay,
+    ) -> Iterator[list[ExportRow]]:
         """Rows of each day of [a, b), one day at a time: stored days from
         the stored shares and usage, the others allocated on the fly."""
         live = {a + timedelta(days=i) for i in range((b - a).days)} - stored
@@ -557,13 +301,13 @@ class Export:
         usage: dict[tuple[str, date], UsageDay],
         tokens: dict[tuple[str, date], tuple[float, float]],
         active: list[str],
-    ) -> list[_Row]:
+    ) -> list[ExportRow]:
         """The rows of one day from its shares, sorted by account and
         currency (each in the order the allocation produced them)."""
         book = self._book
-        rows: dict[tuple[str, str, str, str], _Row] = {}
+        rows: dict[tuple[str, str, str, str], ExportRow] = {}
         # Which row carries each deployment's traffic (exactly one per day).
-        traffic_row: dict[str, _Row] = {}
+        traffic_row: dict[str, ExportRow] = {}
         fleet, homes = self._fleet, self._homes
         target_of = self._target if self.spec.by == "team" else None
         # Each billed account's first currency (in sorted order).
@@ -581,7 +325,7 @@ class Export:
             key = (account, currency, target, pool)
             row = rows.get(key)
             if row is None:
-                row = rows[key] = _Row(day, account, currency, target, pool)
+                row = rows[key] = ExportRow(day, account, currency, target, pool)
                 row.days[status].add(day)
             row.hows.add(how)
             row.bill = amount if row.bill is None else row.bill + amount
@@ -608,7 +352,7 @@ class Export:
                 key = (account, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:
-                    row = rows[key] = _Row(day, *key)
+                    row = rows[key] = ExportRow(day, *key)
                     status = (
                         ESTIMATED
                         if day in self.coverage.estimated.get(account, set())
@@ -623,7 +367,7 @@ class Export:
                 key = (home, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:
-                    row = rows[key] = _Row(day, *key)
+                    row = rows[key] = ExportRow(day, *key)
                     row.days[PROVISIONAL].add(day)
                 row.hows.add("rate card")
                 if rate is not None and use is not None:

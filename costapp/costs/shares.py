@@ -1,6 +1,6 @@
 """Writes of the stored allocation: ``CostShare`` and ``CostUsageDay`` per UTC day.
 
-``allocation_days`` (costs/selectors.py) reads these instead of allocating
+``allocation_days`` (costs/allocations.py) reads these instead of allocating
 every bill line on every request. A day is the unit: one transaction per day
 replaces its shares (every account, currency and basis) and its deployments'
 usage whole, then stamps ``CostShareDay`` with the time taken *before* the
@@ -33,15 +33,17 @@ from django.db import transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
+from costapp.costs.allocations import (
+    _day_ranges,
+    allocation_digest,
+    allocations_compute,
+    stored_days,
+)
 from costapp.costs.selectors import (
     BASES,
     Basis,
-    _day_ranges,
     _nominal_gpu_seconds,
-    allocation_digest,
     allocation_rules,
-    allocations_compute,
-    stored_days,
     token_days,
     usage_days,
 )

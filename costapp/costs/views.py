@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from costapp.access import requires
-from costapp.costs import selectors, services
+from costapp.costs import allocations, selectors, services
 from costapp.costs.breakdown import (
     DIMENSIONS,
     bill_lines_iter,
@@ -26,7 +26,8 @@ from costapp.costs.breakdown import (
     day_chart,
 )
 from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
-from costapp.costs.exports import QUANTUM, Export, ExportSpec
+from costapp.costs.export_rows import QUANTUM
+from costapp.costs.exports import Export, ExportSpec
 from costapp.costs.forms import (
     PRESETS,
     BackfillForm,
@@ -103,7 +104,7 @@ def bills(request: HttpRequest) -> HttpResponse:
     f = _window(request)
     ctx = _window_context(f)
     w = ctx["window"]
-    days = selectors.bill_days(w["start"], w["end"], w["basis"], **f.scope)
+    days = allocations.bill_days(w["start"], w["end"], w["basis"], **f.scope)
     totals: dict[str, Decimal] = {}
     selected: dict[str, Decimal] = {}
     for d in days:
@@ -137,7 +138,7 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
         "costs/reconciliation.html",
         {
             **ctx,
-            "rows": selectors.reconciliation_rows(
+            "rows": allocations.reconciliation_rows(
                 w["start"], w["end"], w["basis"], **f.scope
             ),
         },
@@ -324,7 +325,7 @@ def reconciliation_export(request: HttpRequest) -> HttpResponseBase:
     if f.errors:
         return HttpResponse("; ".join(f.errors), status=400, content_type="text/plain")
     w = _window_context(f)["window"]
-    rows = selectors.reconciliation_rows(w["start"], w["end"], w["basis"], **f.scope)
+    rows = allocations.reconciliation_rows(w["start"], w["end"], w["basis"], **f.scope)
     lines = csv_lines(
         RECONCILIATION_COLUMNS,
         (

@@ -448,7 +448,8 @@ def _bill_by_record_type(
 ) -> dict[date, dict[str, float]]:
     """Per UTC day with a bill: the series' allocated bill by the record type
     of each bill line (``end`` exclusive)."""
-    from costapp.costs.selectors import DEFAULT_BASIS, allocation_days
+    from costapp.costs.allocations import allocation_days
+    from costapp.costs.selectors import DEFAULT_BASIS
 
     member = _scope_member(scope, name)
     picked: list[tuple[date, str, Decimal]] = []

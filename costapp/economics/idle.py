@@ -4,7 +4,7 @@
 and series) and writes ``IdleFigure`` rows per deployment or pool and UTC day:
 
 - ``paid``: a pool's ``__idle__`` share of its allocated bill (exact Decimal,
-  from ``costs.selectors.allocation_days``) with the GPU-hours behind it
+  from ``costs.allocations.allocation_days``) with the GPU-hours behind it
   (node-hours x GPUs per node minus the members' measured GPU-hours); for a
   deployment outside pools, the GPU-hours of its billed instance-hour lines
   minus its measured GPU-hours, priced at those lines' own cost per paid
@@ -164,13 +164,8 @@ def _paid_inputs(
 ) -> tuple[dict[tuple[str, str, date, str], _Paid], dict[tuple[str, date], float]]:
     """Per (scope, name, day, currency): paid dollars and GPU-hours from the
     allocated bill; and the allocation's measured GPU-hours per member-day."""
-    from costapp.costs.selectors import (
-        HOUR_UNITS,
-        allocation_days,
-        basis_or_default,
-        bill_days,
-        usage_days,
-    )
+    from costapp.costs.allocations import allocation_days, bill_days
+    from costapp.costs.selectors import HOUR_UNITS, basis_or_default, usage_days
 
     chosen = basis_or_default(basis)
     hours_of = {

@@ -66,11 +66,8 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
     """Every stored hour, bill day and overhead, for the full history: the
     baselines carry state from the first day, so an incremental recompute
     reads the same inputs as the full one and only recomputes fewer series."""
-    from costapp.costs.selectors import (
-        allocation_days,
-        basis_or_default,
-        bill_days,
-    )
+    from costapp.costs.allocations import allocation_days, bill_days
+    from costapp.costs.selectors import basis_or_default
 
     fleet = list(Deployment.objects.select_related("pool").order_by("name"))
     by_name = {d.name: d for d in fleet}

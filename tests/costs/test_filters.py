@@ -14,8 +14,8 @@ from django.db.models import Sum
 from django.http import QueryDict
 from django.test import Client
 
+from costapp.costs.allocations import bill_total, reconciliation_rows
 from costapp.costs.breakdown import breakdown_read
-from costapp.costs.selectors import bill_total, reconciliation_rows
 from costapp.economics.services import unit_costs_recompute
 from costapp.filters import filters_read
 from costapp.formatting import money

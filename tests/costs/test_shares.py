@@ -18,14 +18,11 @@ from django.core.management import CommandError, call_command
 from django.db.models import Sum
 from django.utils import timezone
 
+from costapp.costs.allocations import allocation_days, allocations_compute, stored_days
 from costapp.costs.export_files import csv_rows, summary_csv
-from costapp.costs.exports import SCHEMA_FIELDS, Export, ExportSpec
-from costapp.costs.selectors import (
-    BASES,
-    allocation_days,
-    allocations_compute,
-    stored_days,
-)
+from costapp.costs.export_rows import SCHEMA_FIELDS
+from costapp.costs.exports import Export, ExportSpec
+from costapp.costs.selectors import BASES
 from costapp.costs.shares import cost_shares_rebuild
 from costapp.csv_export import csv_lines
 from costapp.economics.services import unit_costs_recompute

@@ -19,7 +19,6 @@ from costapp.models import (
     EngineDiscovery,
     HistogramHour,
     HistogramRollup,
-    IdleFigure,
     IngestRun,
     Pool,
     RateCard,
@@ -28,6 +27,7 @@ from costapp.models import (
     TelemetryRollupDay,
     UnitCostFigure,
 )
+from costapp.models.economics import IdleFigure
 
 # Children before parents; every table the demo's ingest and recompute write,
 # so a module's demo leaves nothing behind for the next module on its worker.

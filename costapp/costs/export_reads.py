@@ -1,0 +1,142 @@
+"""What the finance export reads from the database: which account-days have
+a bill, and the stored allocation (``CostShare``, ``CostUsageDay``) and bill
+totals of a window, each over one server-side cursor read a day at a time
+(``ByDay``), so memory does not grow with the window.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.db.models.functions import TruncDate
+
+from costapp.costs.selectors import Basis, _lines, line_amount, utc_day_start
+from costapp.models import CostLine, CostShare, CostUsageDay
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which account-days have a bill, and which of them are estimated."""
+
+    days: tuple[date, ...]
+    billed: dict[str, set[date]]
+    estimated: dict[str, set[date]]
+
+    def missing(self, account: str) -> list[date]:
+        have = self.billed.get(account, set())
+        return [d for d in self.days if d not in have]
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.billed) and all(not self.missing(a) for a in self.billed)
+
+
+def coverage_read(start: date, end: date) -> Coverage:
+    lines = CostLine.objects.filter(
+        period_start__gte=utc_day_start(start), period_start__lt=utc_day_start(end)
+    )
+    billed: dict[str, set[date]] = defaultdict(set)
+    estimated: dict[str, set[date]] = defaultdict(set)
+    days = lines.annotate(d=TruncDate("period_start", tzinfo=UTC)).values_list(
+        "account_id", "d"
+    )
+    for account, day in days.distinct().iterator():
+        billed[account].add(day)
+    for account, day in days.filter(estimated=True).distinct().iterator():
+        estimated[account].add(day)
+    span = tuple(start + timedelta(days=i) for i in range((end - start).days))
+    return Coverage(span, dict(billed), dict(estimated))
+
+
+class ByDay:
+    """A day-ordered iterator of rows (day first) handed out one day at a time."""
+
+    def __init__(self, rows: Iterator[tuple[Any, ...]]) -> None:
+        self._rows = rows
+        self._next = next(rows, None)
+
+    def take(self, day: date) -> list[tuple[Any, ...]]:
+        """The rows of ``day``; rows of earlier days are skipped."""
+        out = []
+        while self._next is not None and self._next[0] <= day:
+            if self._next[0] == day:
+                out.append(self._next)
+            self._next = next(self._rows, None)
+        return out
+
+
+def stored_usage_read(a: date, b: date) -> Iterator[tuple[Any, ...]]:
+    return (
+        CostUsageDay.objects.filter(day__gte=a, day__lt=b)
+        .order_by("day", "deployment")
+        .values_list(
+            "day", "deployment", "gpu_hours", "requests", "nominal_hours",
+            "prompt_tokens", "generation_tokens",
+        )
+        .iterator(chunk_size=10000)
+    )  # fmt: skip
+
+
+# A share as the export reads it: (day, account, currency, target, pool, how,
+# amount), a day's sorted by account and currency, then allocation order.
+ShareRow = tuple[date, str, str, str, str, str, Decimal]
+
+
+def stored_shares_read(a: date, b: date, basis: Basis) -> Iterator[tuple[Any, ...]]:
+    """Stored shares of [a, b) in one basis, by day, account, currency and the
+    order the allocation produced them (ids are written in that order)."""
+    return (
+        CostShare.objects.filter(basis=basis, day__gte=a, day__lt=b)
+        .order_by("day", "account_id", "currency", "id")
+        .values_list("day", "account_id", "currency", "target", "pool", "how", "amount")
+        .iterator(chunk_size=10000)
+    )
+
+
+_BASIS_SQL = {
+    "amortized": "amortized_cost",
+    "unblended": "unblended_cost",
+    "net_amortized": "COALESCE(net_amortized_cost, amortized_cost)",
+}
+
+
+def stored_totals_read(
+    a: date, b: date, basis: Basis
+) -> dict[tuple[str, str], Decimal]:
+    """The bill of [a, b) per (account, currency) summed by PostgreSQL from the
+    lines themselves (hourly lines of a day that has daily ones left out, as
+    ``selectors._lines``): what the summary reconciles the exported shares to."""
+    if connection.vendor != "postgresql":
+        return _stored_totals_orm(a, b, basis)
+    table = CostLine._meta.db_table
+    sql = f"""
+        SELECT c.account_id, c.currency, SUM({_BASIS_SQL[basis]})
+        FROM {table} c
+        WHERE c.period_start >= %s AND c.period_start < %s
+          AND (c.granularity = 'day' OR NOT EXISTS (
+            SELECT 1 FROM {table} d
+            WHERE d.granularity = 'day' AND d.account_id = c.account_id
+              AND d.period_start >= date_trunc('day', c.period_start AT TIME ZONE 'UTC')
+                  AT TIME ZONE 'UTC'
+              AND d.period_start < (date_trunc('day', c.period_start AT TIME ZONE 'UTC')
+                  + interval '1 day') AT TIME ZONE 'UTC'))
+        GROUP BY c.account_id, c.currency
+    """  # noqa: S608 (table and column names are constants)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [utc_day_start(a), utc_day_start(b)])
+        return {(acc, cur): total or Decimal(0) for acc, cur, total in cursor}
+
+
+def _stored_totals_orm(
+    a: date, b: date, basis: Basis
+) -> dict[tuple[str, str], Decimal]:
+    out: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+    for line in _lines(a, b):
+        out[(line.account_id, line.currency)] += line_amount(line, basis)
+    return dict(out)

@@ -1,0 +1,164 @@
+"""One row of the finance export and its columns: the schema both files
+share, the slotted row the export builds, its values in column order.
+
+Money is ``Decimal`` quantized to 12 places; a unit cost with no traffic
+under it is missing, never infinite (``costapp.costs.exports`` builds the
+rows, ``costapp.costs.export_files`` writes them).
+"""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from costapp.costs.selectors import UsageDay
+
+QUANTUM = Decimal("1e-12")
+PROVISIONAL, ESTIMATED, FINAL = "provisional", "estimated", "final"
+
+MONEY = pa.decimal128(28, 12)
+# (column, Parquet type). Money is decimal128(28, 12) (float64 loses cents
+# above about $1M at ten decimals); counts are float64 as telemetry holds them.
+SCHEMA_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("period_start", pa.date32()),
+    ("period_days", pa.int32()),
+    ("account_id", pa.string()),
+    ("currency", pa.string()),
+    ("basis", pa.string()),
+    ("target", pa.string()),
+    ("pool", pa.string()),
+    ("allocation", pa.string()),
+    ("status", pa.string()),
+    ("days_final", pa.int32()),
+    ("days_estimated", pa.int32()),
+    ("days_provisional", pa.int32()),
+    ("bill_amount", MONEY),
+    ("provisional_cost", MONEY),
+    ("requests", pa.float64()),
+    ("prompt_tokens", pa.float64()),
+    ("generation_tokens", pa.float64()),
+    ("gpu_hours", pa.float64()),
+    ("nominal_gpu_hours", pa.int32()),
+    ("cost_per_1k_requests", MONEY),
+    ("cost_per_1m_tokens", MONEY),
+    ("cost_per_gpu_hour", MONEY),
+]
+
+
+class ExportRow:
+    """One export row being built (a plain slotted class: a year makes tens
+    of thousands, and a dataclass's default factories cost more than the
+    row's own arithmetic)."""
+
+    __slots__ = (
+        "account",
+        "bill",
+        "currency",
+        "days",
+        "generation",
+        "gpu_hours",
+        "hows",
+        "nominal",
+        "period",
+        "pool",
+        "prompt",
+        "provisional",
+        "requests",
+        "target",
+    )  # fmt: skip
+
+    def __init__(
+        self, period: date, account: str, currency: str, target: str, pool: str
+    ) -> None:
+        self.period = period
+        self.account = account
+        self.currency = currency
+        self.target = target
+        self.pool = pool
+        self.hows: set[str] = set()
+        self.bill: Decimal | None = None
+        self.provisional: Decimal | None = None
+        self.days: dict[str, set[date]] = {
+            FINAL: set(),
+            ESTIMATED: set(),
+            PROVISIONAL: set(),
+        }
+        self.requests: float | None = None
+        self.prompt: float | None = None
+        self.generation: float | None = None
+        self.gpu_hours: float | None = None
+        self.nominal = 0
+
+    def add_bill(self, amount: Decimal) -> None:
+        self.bill = amount if self.bill is None else self.bill + amount
+
+    def add_provisional(self, amount: Decimal) -> None:
+        self.provisional = (
+            amount if self.provisional is None else self.provisional + amount
+        )
+
+    def add_traffic(self, usage: UsageDay | None, tokens: tuple[float, float]) -> None:
+        if usage is not None:
+            requests, gpu_hours = float(usage.requests), float(usage.gpu_hours)
+            self.requests = (
+                requests if self.requests is None else self.requests + requests
+            )
+            self.gpu_hours = (
+                gpu_hours if self.gpu_hours is None else self.gpu_hours + gpu_hours
+            )
+            self.nominal += usage.nominal_hours
+        prompt, generation = tokens
+        self.prompt = prompt if self.prompt is None else self.prompt + prompt
+        self.generation = (
+            generation if self.generation is None else self.generation + generation
+        )
+
+
+def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
+    """The row in ``SCHEMA_FIELDS`` order; unit costs are the cost over the
+    traffic at 12 places (inlined: this runs once per row of a year)."""
+    bill, provisional = row.bill, row.provisional
+    cost = bill
+    if provisional is not None:
+        cost = provisional if cost is None else cost + provisional
+    requests, gpu_hours = row.requests, row.gpu_hours
+    prompt, generation = row.prompt, row.generation
+    tokens = None if prompt is None or generation is None else prompt + generation
+    # Never divide by zero requests: no traffic is no unit cost, not infinity.
+    per_1k = per_1m = per_gpu_hour = None
+    if cost is not None:
+        if requests:
+            per_1k = (cost * 1000 / Decimal(repr(requests))).quantize(QUANTUM)
+        if tokens:
+            per_1m = (cost * 1_000_000 / Decimal(repr(tokens))).quantize(QUANTUM)
+        if gpu_hours:
+            per_gpu_hour = (cost / Decimal(repr(gpu_hours))).quantize(QUANTUM)
+    days = row.days
+    estimated, prov = days[ESTIMATED], days[PROVISIONAL]
+    return (
+        row.period,
+        period_days,
+        row.account,
+        row.currency,
+        basis,
+        row.target,
+        row.pool,
+        "; ".join(sorted(row.hows)),
+        PROVISIONAL if prov else ESTIMATED if estimated else FINAL,
+        len(days[FINAL]),
+        len(estimated),
+        len(prov),
+        None if bill is None else bill.quantize(QUANTUM),
+        None if provisional is None else provisional.quantize(QUANTUM),
+        requests,
+        prompt,
+        generation,
+        gpu_hours,
+        row.nominal,
+        per_1k,
+        per_1m,
+        per_gpu_hour,
+    )
