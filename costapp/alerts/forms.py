@@ -57,10 +57,10 @@ class _Named(NamedErrors, forms.Form):
                 self._early[name] = "NUL characters are not allowed"
 
     def _clean_fields(self) -> None:
-        super()._clean_fields()
+        super()._clean_fields()  # type: ignore[misc]
         for name, reason in getattr(self, "_early", {}).items():
             self.cleaned_data.pop(name, None)
-            if name not in self._errors:
+            if not self.has_error(name):
                 self.add_error(name, reason)
 
     def add_problems(self, problems: list[tuple[str, str]]) -> None:

@@ -7,7 +7,7 @@ import math
 import re
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ValidationError
@@ -80,11 +80,13 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
     high = MAX_THRESHOLD.get(str(metric), MAX_MONEY)
     if needs_threshold and not _is_number(threshold):
         problems.append(("threshold", f"{threshold!r}: a number is required"))
-    elif needs_threshold and metric == "staleness" and not 0 < threshold <= high:
+    elif not needs_threshold or not _is_number(threshold):
+        pass
+    elif metric == "staleness" and not 0 < threshold <= high:
         problems.append(
             ("threshold", f"{threshold!r}: hours, above 0, at most {high:g}")
         )
-    elif needs_threshold and not 0 <= threshold <= high:
+    elif not 0 <= threshold <= high:
         problems.append(
             (
                 "threshold",
@@ -171,7 +173,7 @@ def url_refusal(url: object, *, slack: bool = False) -> str | None:
     return None
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[float]:
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)

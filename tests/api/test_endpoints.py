@@ -347,6 +347,17 @@ def test_a_user_without_a_role_gets_403_everywhere(
         ("idle", {"page": "0"}, "page", "page='0'"),
         ("idle", {"page": "1e3"}, "page", "page='1e3'"),
         ("budgets", {"limit": "10"}, "limit", "'limit'"),
+        # strptime's %Y reads full-width digits.
+        (
+            "unit-costs",
+            {"start": "\uff12\uff10\uff12\uff16-01-01"},
+            "start",
+            "is not a date (YYYY-MM-DD)",
+        ),
+        ("unit-costs", {"grain": "year"}, "grain", "grain='year'"),
+        ("unit-costs", {"end": "9999-01-01"}, "end", "end='9999-01-01'"),
+        ("idle", {"page_size": "9" * 30}, "page_size", "page_size='999"),
+        ("alerts/events", {"kind": "bogus"}, "kind", "kind='bogus'"),
     ],
 )
 def test_bad_query_parameters_are_refused_by_name(
