@@ -45,6 +45,11 @@ MAX_NUMBER_CHARS = 64  # longer than any amount a bill can hold
 DEFAULT_TEXT_CHARS = 1000
 ACCOUNT_ID = re.compile(r"[0-9]{12}")
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+# What a person types: ASCII digits only. float() and int() also read "1_000",
+# full-width and Arabic-Indic digits, which nobody means as a figure.
+PLAIN_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
+NON_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity",
+                        "+infinity", "-infinity"})  # fmt: skip
 
 Primitive = str | int | float | bool | None
 
@@ -126,10 +131,18 @@ def float_in(value: Any, *, field: str, limit: float = 1e16) -> float:
     """A finite float with ``|x| < limit``."""
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         raise InvalidInput(field, value, "is not a number")
-    if isinstance(value, str) and len(value.strip()) > MAX_NUMBER_CHARS:
-        raise InvalidInput(
-            field, value, f"is longer than {MAX_NUMBER_CHARS} characters"
-        )
+    if isinstance(value, str):
+        text = value.strip()
+        if len(text) > MAX_NUMBER_CHARS:
+            raise InvalidInput(
+                field, value, f"is longer than {MAX_NUMBER_CHARS} characters"
+            )
+        if text.lower() in NON_FINITE:
+            raise InvalidInput(field, value, "is not a finite number")
+        if not PLAIN_NUMBER.fullmatch(text):
+            raise InvalidInput(
+                field, value, "is not a plain number (ASCII digits, such as 1.5)"
+            )
     try:
         number = float(value)
     except (ValueError, OverflowError):

@@ -8,12 +8,14 @@ from typing import Any
 from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 
-from costapp.alerts.validation import channel_problems, rule_problems
+from costapp.alerts.validation import INT_BOUNDS, channel_problems, rule_problems
+from costapp.forms import NamedErrors
 from costapp.models import AlertRule, Channel
 from costapp.models.alerts import METRICS, RULE_SCOPES
+from costapp.validation import InvalidInput, float_in, int_in
 
 CHECKED = (None, "", "on", "1", "true", "True", "0", "false", "False")
-CHOICE_ERROR = {"invalid_choice": "%(value)r is not one of the choices"}
+CHOICE_ERROR = {"invalid_choice": "is not one of the choices"}
 
 
 def _shown(value: object) -> str:
@@ -21,9 +23,9 @@ def _shown(value: object) -> str:
     return text if len(text) <= 100 else text[:90] + "…'"
 
 
-class _Named(forms.Form):
-    """A NUL byte refused naming the field and the value (Django's own
-    validator names neither)."""
+class _Named(NamedErrors, forms.Form):
+    """Every error reads ``field='value': reason`` (NamedErrors); a NUL byte
+    is refused like any other value (Django's own validator names neither)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -36,28 +38,38 @@ class _Named(forms.Form):
                 ]
 
     def full_clean(self) -> None:
+        if self.is_bound:
+            self._refuse_nul_and_junk_checkboxes()
         super().full_clean()
-        if not self.is_bound:
-            return
+
+    def _refuse_nul_and_junk_checkboxes(self) -> None:
+        # Run before cleaning, so the refused value never reaches clean().
+        self._early: dict[str, str] = {}
         for name, field in self.fields.items():
             raw = self.data.get(name)
             if isinstance(field, forms.BooleanField) and raw not in CHECKED:
-                self.cleaned_data.pop(name, None)
-                self.add_error(name, f"{_shown(raw)}: a checkbox is on or off")
+                self._early[name] = "a checkbox is on or off"
             elif isinstance(field, forms.ModelMultipleChoiceField):
-                for item in (
-                    self.data.getlist(name) if hasattr(self.data, "getlist") else []
-                ):
-                    if "\x00" in item:
-                        self.cleaned_data.pop(name, None)
-                        self.add_error(name, f"{_shown(item)} is not a channel")
-                        break
-            elif isinstance(field, forms.CharField) and isinstance(raw, str):
-                if "\x00" in raw:
-                    self.cleaned_data.pop(name, None)
-                    self.add_error(
-                        name, f"{_shown(raw)}: NUL characters are not allowed"
-                    )
+                items = self.data.getlist(name) if hasattr(self.data, "getlist") else []
+                if any("\x00" in item for item in items):
+                    self._early[name] = "is not a channel"
+            elif isinstance(raw, str) and "\x00" in raw:
+                self._early[name] = "NUL characters are not allowed"
+
+    def _clean_fields(self) -> None:
+        super()._clean_fields()  # type: ignore[misc]
+        for name, reason in getattr(self, "_early", {}).items():
+            self.cleaned_data.pop(name, None)
+            if not self.has_error(name):
+                self.add_error(name, reason)
+
+    def add_problems(self, problems: list[tuple[str, str]]) -> None:
+        """validation.py's (field, "value: reason") pairs as field errors."""
+        for name, message in problems:
+            if name in self.fields:
+                self.add_error(name, f"{name}={message}")
+            else:
+                self.add_error(None, f"{name}={message}")
 
 
 class AlertRuleForm(_Named):
@@ -94,8 +106,8 @@ class AlertRuleForm(_Named):
         queryset=Channel.objects.all(),
         required=False,
         error_messages={
-            "invalid_choice": "%(value)r is not a channel",
-            "invalid_pk_value": "%(pk)r is not a channel",
+            "invalid_choice": "is not a channel",
+            "invalid_pk_value": "is not a channel",
         },
     )
 
@@ -110,22 +122,20 @@ class AlertRuleForm(_Named):
                 data[name] = None
                 continue
             try:
-                value: float | int = int(raw) if name in self.INTS else float(raw)
-            except ValueError:
-                self.add_error(name, f"{_shown(raw)} is not a number")
-                continue
-            if value != value or value in (float("inf"), float("-inf")):
-                self.add_error(name, f"{_shown(raw)} is not a finite number")
-                continue
-            data[name] = value
+                if name in self.INTS:
+                    low, high = INT_BOUNDS[name]
+                    data[name] = int_in(raw, field=name, minimum=low, maximum=high)
+                else:
+                    data[name] = float_in(raw, field=name)
+            except InvalidInput as exc:
+                self.add_error(name, str(exc))
         if self.errors:
             return data
         if data.get("for_periods") is None:
             data["for_periods"] = 1
         if data.get("repeat_minutes") is None:
             data["repeat_minutes"] = 240
-        for name, message in rule_problems(data):
-            self.add_error(name if name in self.fields else None, message)
+        self.add_problems(rule_problems(data))
         return data
 
     def rule(self, instance: AlertRule | None = None) -> AlertRule:
@@ -167,8 +177,10 @@ class ChannelForm(_Named):
         else:
             config["url"] = data.get("secret_url", "").strip()
         for name, message in channel_problems(data["kind"], config):
-            field_name = "secret_url" if name == "url" else name
-            self.add_error(field_name if field_name in self.fields else None, message)
+            if name == "url":  # the form's field for it
+                self.add_error("secret_url", f"secret_url={message}")
+            else:
+                self.add_problems([(name, message)])
         data["config"] = config
         return data
 
@@ -183,13 +195,9 @@ class SilenceForm(_Named):
     comment = forms.CharField(max_length=300, required=False)
 
     def clean_hours(self) -> int:
-        raw = self.cleaned_data["hours"]
         try:
-            hours = int(raw.strip())
-        except ValueError:
-            raise forms.ValidationError(
-                f"{_shown(raw)} is not a whole number"
-            ) from None
-        if not 1 <= hours <= 24 * 90:
-            raise forms.ValidationError(f"{hours!r}: between 1 and {24 * 90} hours")
-        return hours
+            return int_in(
+                self.cleaned_data["hours"], field="hours", minimum=1, maximum=24 * 90
+            )
+        except InvalidInput as exc:
+            raise forms.ValidationError(str(exc)) from None

@@ -48,7 +48,9 @@ def channel_upsert(
     problems = channel_problems(kind, config)
     if problems:
         field, message = problems[0]
-        raise InvalidInput(field, config.get(field), message)
+        refused = InvalidInput(field, config.get(field), message)
+        refused.args = (f"{field}={message}",)  # the message quotes the value
+        raise refused
     config = dict(config)
     created_secret = None
     existing = Channel.objects.filter(name=name).first()

@@ -3,18 +3,39 @@ and the fleet file's ``alerts:`` section (the fleet/validation.py pattern)."""
 
 from __future__ import annotations
 
+import math
 import re
+import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
+from urllib.parse import urlsplit
 
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+
+from costapp.alerts.outbound import address_refusal
 from costapp.models.alerts import METRICS, RULE_SCOPES
+from costapp.validation import shown
 
 Problems = list[tuple[str, str]]
 METRIC_NAMES = [m for m, _ in METRICS]
 BASELINE_METRICS = {"cost_per_1k_requests"}  # the only metric with a stored band
 RATIO_METRICS = {"cost_per_1k_requests", "cost_per_1m_tokens"}  # a stored baseline
 DAY_ONLY = {"daily_spend", "budget_burn"}
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+# Whole-number fields and their ranges.
+INT_BOUNDS = {
+    "for_periods": (1, 1000),
+    "keep_firing_for": (1, 1000),
+    "repeat_minutes": (5, 7 * 24 * 60),
+}
+# A ratio of 100 is 10,000 % off baseline: past that a rule never fires.
+MAX_RATIO = 100.0
+# Thresholds per metric's unit: money as the database holds it, % of budget,
+# hours (a year). Every metric is a cost, a share or a duration: none is
+# ever negative, so a negative threshold would fire (or never fire) always.
+MAX_THRESHOLD = {"budget_burn": 10_000.0, "staleness": 24.0 * 366}
+MAX_MONEY = 1e16
+MAX_MIN_REQUESTS = 1e12
 
 
 def rule_problems(data: Mapping[str, Any]) -> Problems:
@@ -49,28 +70,30 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
             )
         )
     ratio = data.get("ratio")
-    if condition == "ratio" and (
-        not isinstance(ratio, int | float) or isinstance(ratio, bool) or ratio <= 1
-    ):
-        problems.append(("ratio", f"{ratio!r}: a number above 1 (1.2 = 20 % off)"))
+    if condition == "ratio" and (not _is_number(ratio) or not 1 < ratio <= MAX_RATIO):
+        problems.append(
+            ("ratio", f"{ratio!r}: a number above 1, at most {MAX_RATIO:g} "
+                      "(1.2 = 20 % off)")
+        )  # fmt: skip
     threshold = data.get("threshold")
     needs_threshold = condition == "threshold" or metric == "staleness"
-    if needs_threshold and (
-        not isinstance(threshold, int | float) or isinstance(threshold, bool)
-    ):
+    high = MAX_THRESHOLD.get(str(metric), MAX_MONEY)
+    if needs_threshold and not _is_number(threshold):
         problems.append(("threshold", f"{threshold!r}: a number is required"))
-    elif (
-        needs_threshold
-        and metric == "staleness"
-        and isinstance(threshold, int | float)
-        and threshold <= 0
-    ):
-        problems.append(("threshold", f"{threshold!r}: hours, above 0"))
-    for name, low, high in (
-        ("for_periods", 1, 1000),
-        ("keep_firing_for", 1, 1000),
-        ("repeat_minutes", 5, 7 * 24 * 60),
-    ):
+    elif not needs_threshold or not _is_number(threshold):
+        pass
+    elif metric == "staleness" and not 0 < threshold <= high:
+        problems.append(
+            ("threshold", f"{threshold!r}: hours, above 0, at most {high:g}")
+        )
+    elif not 0 <= threshold <= high:
+        problems.append(
+            (
+                "threshold",
+                f"{threshold!r}: between 0 and {high:g} ({metric} is never negative)",
+            )
+        )
+    for name, (low, high_int) in INT_BOUNDS.items():
         value = data.get(name)
         if value is None and name != "for_periods":
             continue
@@ -78,13 +101,18 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
             value = 1
         if not isinstance(value, int) or isinstance(value, bool):
             problems.append((name, f"{value!r}: a whole number"))
-        elif not low <= value <= high:
-            problems.append((name, f"{value!r}: between {low} and {high}"))
+        elif not low <= value <= high_int:
+            problems.append((name, f"{value!r}: between {low} and {high_int}"))
     min_requests = data.get("min_requests")
     if min_requests is not None and (
-        not isinstance(min_requests, int | float) or min_requests < 0
+        not _is_number(min_requests) or not 0 <= min_requests <= MAX_MIN_REQUESTS
     ):
-        problems.append(("min_requests", f"{min_requests!r}: a number >= 0"))
+        problems.append(
+            (
+                "min_requests",
+                f"{min_requests!r}: a number from 0 to {MAX_MIN_REQUESTS:g}",
+            )
+        )
     return problems
 
 
@@ -96,17 +124,61 @@ def channel_problems(kind: str, config: Mapping[str, Any]) -> Problems:
             problems.append(("to", f"{to!r}: one or more addresses"))
         else:
             for address in to:
-                if not isinstance(address, str) or not EMAIL.match(address):
-                    problems.append(("to", f"{address!r}: not an email address"))
+                try:
+                    validate_email(address)
+                except ValidationError:
+                    problems.append(("to", f"{shown(address)}: not an email address"))
     elif kind in ("webhook", "slack"):
         url = config.get("url")
-        if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
-            problems.append(("url", f"{_shown(url)}: an http(s) URL"))
-        elif kind == "slack" and not url.startswith("https://"):
-            problems.append(("url", "a Slack webhook URL starts with https://"))
+        if reason := url_refusal(url, slack=kind == "slack"):
+            problems.append(("url", f"{_shown(url)}: {reason}"))
     else:
         problems.append(("kind", f"{kind!r}: email, webhook or slack"))
     return problems
+
+
+def url_refusal(url: object, *, slack: bool = False) -> str | None:
+    """Why a receiver URL is refused when it is saved, or None. What can be
+    told without DNS: the scheme, the port, credentials, and a host that is
+    an address (in any spelling getaddrinfo reads: ``2130706433``,
+    ``0177.0.0.1``, ``[::ffff:169.254.169.254]``) or ``localhost``. A name is
+    resolved and checked again at every send (outbound.url_vet)."""
+    if not isinstance(url, str) or not re.match(r"^https?://[^/\s]", url, re.I):
+        return "an http(s) URL"
+    if any(c.isspace() for c in url) or not url.isprintable():
+        return "a URL has no spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a port out of range)
+    except ValueError as exc:
+        return f"not a URL ({exc})"
+    if slack and parts.scheme.lower() != "https":
+        return "a Slack webhook URL starts with https://"
+    if parts.username is not None or parts.password is not None:
+        return "credentials in the URL are not allowed"
+    host = (parts.hostname or "").rstrip(".")
+    if not host:
+        return "no host"
+    if host == "localhost" or host.endswith(".localhost"):
+        return f"{host} is loopback"
+    try:
+        infos = socket.getaddrinfo(
+            host, None, flags=socket.AI_NUMERICHOST, type=socket.SOCK_STREAM
+        )
+    except (socket.gaierror, UnicodeError):
+        return None  # a name: checked when it is resolved, at send time
+    for info in infos:
+        if reason := address_refusal(str(info[4][0])):
+            return reason
+    return None
+
+
+def _is_number(value: object) -> TypeGuard[float]:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
 
 
 def _shown(url: object) -> str:

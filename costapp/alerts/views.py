@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -15,7 +16,15 @@ from costapp.alerts import selectors, services
 from costapp.alerts.forms import AlertRuleForm, ChannelForm, SilenceForm
 from costapp.filters import filters_read
 from costapp.models import AlertRule, Channel, Delivery
-from costapp.validation import InvalidInput
+from costapp.validation import InvalidInput, int_in
+
+
+def _needs(request: HttpRequest, permission: str) -> None:
+    """An action's own right, beyond the page's write right (deleting a rule
+    needs delete_alertrule, not only change_alertrule)."""
+    if not request.user.has_perm(permission):
+        request.missing_permission = permission  # type: ignore[attr-defined]
+        raise PermissionDenied
 
 
 def _rule_initial(rule: AlertRule) -> dict[str, object]:
@@ -75,6 +84,7 @@ def rules(request: HttpRequest) -> HttpResponse:
 def rule(request: HttpRequest, rule_id: int) -> HttpResponse:
     row = get_object_or_404(AlertRule, pk=rule_id)
     if request.method == "POST" and request.POST.get("action") == "delete":
+        _needs(request, "costapp.delete_alertrule")
         services.alert_rule_delete(rule=row)
         messages.success(request, f"rule {row.name!r} deleted")
         return redirect("alerts:rules")
@@ -106,6 +116,12 @@ def channels(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
+            if Channel.objects.filter(name=data["name"]).exists():
+                # The form makes a channel: saving over one (its kind, its
+                # target, a fleet file's row) by typing its name is a mistake.
+                raise InvalidInput(
+                    "name", data["name"], "a channel of that name exists"
+                )
             created = services.channel_upsert(
                 name=data["name"], kind=data["kind"], config=data["config"]
             )
@@ -154,6 +170,7 @@ def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
             services.channel_secret_retire(channel=row)
             return redirect("alerts:channel", channel_id=row.pk)
         elif action == "delete":
+            _needs(request, "costapp.delete_channel")
             services.channel_delete(channel=row)
             return redirect("alerts:channels")
         else:
@@ -179,15 +196,22 @@ def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
 @requires("costapp.view_silence", write="costapp.add_silence")
 def silences(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
-    form = SilenceForm(request.POST or None)
-    if request.method == "POST":
-        end = request.POST.get("end")
-        if end is not None:
-            if end.isdigit() and len(end) < 19:
-                services.silence_end(silence_id=int(end), now=now)
-                return redirect("alerts:silences")
-            messages.error(request, f"end={end[:40]!r}: not a silence")
-        elif form.is_valid():
+    end = request.POST.get("end") if request.method == "POST" else None
+    form = SilenceForm(
+        request.POST if request.method == "POST" and end is None else None
+    )
+    if end is not None:
+        _needs(request, "costapp.change_silence")
+        try:
+            silence_id = int_in(end, field="end", minimum=1, maximum=2**62)
+            if not services.silence_end(silence_id=silence_id, now=now):
+                raise InvalidInput("end", end, "not an active silence")
+        except InvalidInput as exc:
+            messages.error(request, str(exc))
+        else:
+            return redirect("alerts:silences")
+    elif request.method == "POST":
+        if form.is_valid():
             data = form.cleaned_data
             services.silence_create(
                 scope=data["scope"],
@@ -213,7 +237,13 @@ def silences(request: HttpRequest) -> HttpResponse:
 @requires("costapp.view_delivery")
 def log(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status") or None
-    if status not in {s for s, _ in Delivery.STATUSES}:
+    statuses = [s for s, _ in Delivery.STATUSES]
+    if status is not None and status not in statuses:
+        messages.error(
+            request,
+            str(InvalidInput("status", status, f"one of {', '.join(statuses)}"))
+            + "; showing every status",
+        )
         status = None
     filters = filters_read(request.GET)
     names = None
@@ -228,6 +258,6 @@ def log(request: HttpRequest) -> HttpResponse:
             ),
             "filters": filters,
             "status": status,
-            "statuses": [s for s, _ in Delivery.STATUSES],
+            "statuses": statuses,
         },
     )

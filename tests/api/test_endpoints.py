@@ -347,6 +347,17 @@ def test_a_user_without_a_role_gets_403_everywhere(
         ("idle", {"page": "0"}, "page", "page='0'"),
         ("idle", {"page": "1e3"}, "page", "page='1e3'"),
         ("budgets", {"limit": "10"}, "limit", "'limit'"),
+        # strptime's %Y reads full-width digits.
+        (
+            "unit-costs",
+            {"start": "\uff12\uff10\uff12\uff16-01-01"},
+            "start",
+            "is not a date (YYYY-MM-DD)",
+        ),
+        ("unit-costs", {"grain": "year"}, "grain", "grain='year'"),
+        ("unit-costs", {"end": "9999-01-01"}, "end", "end='9999-01-01'"),
+        ("idle", {"page_size": "9" * 30}, "page_size", "page_size='999"),
+        ("alerts/events", {"kind": "bogus"}, "kind", "kind='bogus'"),
     ],
 )
 def test_bad_query_parameters_are_refused_by_name(
@@ -380,3 +391,21 @@ def test_pages_are_bounded_and_a_page_past_the_end_is_empty(
     assert past["results"] == [] and past["count"] == count
     default = api_get("/api/v1/unit-costs/", token, **WINDOW).json()
     assert default["page_size"] == 100 and len(default["results"]) == 100
+
+
+def test_an_alert_event_without_a_value_is_null_not_zero(token_for: TokenFor) -> None:
+    from costapp.models import AlertEvent, AlertRule
+
+    rule = AlertRule.objects.create(
+        name="stale", metric="staleness", grain="hour", threshold=6.0
+    )
+    AlertEvent.objects.create(
+        rule=rule, scope_name="prometheus", kind="resolved", reason="stale",
+        data_time=datetime(2026, 11, 2, tzinfo=UTC), value=None, baseline=None,
+        created_at=datetime(2026, 11, 2, tzinfo=UTC),
+    )  # fmt: skip
+    rows = all_rows(
+        "/api/v1/alerts/events/", token_for("tech lead"),
+        start="2026-11-01", end="2026-11-03",
+    )  # fmt: skip
+    assert [(r["value"], r["baseline"]) for r in rows] == [(None, None)]

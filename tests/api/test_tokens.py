@@ -150,6 +150,10 @@ def test_last_use_is_recorded_at_most_once_a_minute(token_for: TokenFor) -> None
         ({"name": "x", "scopes": ["root"], "days": "30"}, "scopes", "root"),
         ({"name": "x", "scopes": ["api"], "days": "400"}, "days", "days='400'"),
         ({"name": "", "scopes": ["api"], "days": "30"}, "name", "name=''"),
+        # int() reads these as 30; nobody types them meaning 30.
+        ({"name": "x", "scopes": ["api"], "days": "3_0"}, "days", "days='3_0'"),
+        ({"name": "x", "scopes": ["api"], "days": "\uff13\uff10"}, "days", "days="),
+        ({"name": "x" * 10_000, "scopes": ["api"], "days": "30"}, "name", "name='xxx"),
     ],
 )
 def test_the_token_form_refuses_by_name(

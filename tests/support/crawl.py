@@ -55,12 +55,16 @@ def seed_url_objects() -> dict[str, str]:
         name="crawl", metric="cost_per_1k_requests", grain="day", ratio=1.2
     )
     # A webhook the SSRF guard refuses: "send test" under the fuzz never
-    # leaves the machine (and never needs DNS).
+    # leaves the machine (and never needs DNS). Saving it needs its network
+    # admitted (a private address is refused when saved); sending re-checks.
+    from django.test import override_settings
+
     from costapp.alerts.services import channel_upsert
 
-    channel = channel_upsert(
-        name="crawl", kind="webhook", config={"url": "http://10.0.0.1/hook"}
-    ).channel
+    with override_settings(COSTAPP_WEBHOOK_ALLOWED_NETWORKS=["10.0.0.0/8"]):
+        channel = channel_upsert(
+            name="crawl", kind="webhook", config={"url": "http://10.0.0.1/hook"}
+        ).channel
     assert isinstance(channel, Channel)
     return {
         "rule_id": str(rule.pk),
