@@ -223,14 +223,20 @@ def _parse_layouts(text: str) -> list[list[str]]:
         parts: list[str] = []
         for token in line.replace(" ", "").split("+"):
             match = re.match(r"^(\d+)\s*[x\u00d7*]\s*(.+)$", token)
-            count_text = match.group(1) if match else ""
-            if match and not 1 <= int(count_text[:3]) <= MAX_MIG_PARTS:
+            count_text = match.group(1).lstrip("0") if match else ""
+            # At most 4 digits parsed: 5,000 of them must not reach int().
+            count = int(count_text[:4] or "0")
+            if match and count == 0:
+                raise forms.ValidationError(
+                    f"layouts={shown(token)}: 0 instances; a count is at least 1"
+                )
+            if match and count > MAX_MIG_PARTS:
                 raise forms.ValidationError(
                     f"layouts={shown(token)}: {count_text[:20]} instances; a GPU "
-                    f"holds 1 to {MAX_MIG_PARTS}"
+                    f"holds at most {MAX_MIG_PARTS}"
                 )
             if match:
-                parts.extend([match.group(2)] * int(count_text))
+                parts.extend([match.group(2)] * count)
             elif token:
                 if not re.fullmatch(r"[\w.]{1,32}", token):
                     raise forms.ValidationError(
