@@ -20,6 +20,7 @@ from costapp.models.costs import (
 from costapp.models.economics import (
     BaselineCheckpoint,
     Budget,
+    MonthForecastFigure,
     TeamHoliday,
     UnitCostFigure,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "EngineDiscovery",
     "HistogramHour",
     "IngestRun",
+    "MonthForecastFigure",
     "Pool",
     "RateCard",
     "Scenario",

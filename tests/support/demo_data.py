@@ -20,6 +20,7 @@ from costapp.models import (
     HistogramHour,
     IdleFigure,
     IngestRun,
+    MonthForecastFigure,
     Pool,
     RateCard,
     TeamHoliday,
@@ -28,7 +29,7 @@ from costapp.models import (
 
 # Children before parents; every table the demo's ingest and recompute write,
 # so a module's demo leaves nothing behind for the next module on its worker.
-DEMO_TABLES = (UnitCostFigure, IdleFigure, BaselineCheckpoint, CostShare,
+DEMO_TABLES = (UnitCostFigure, MonthForecastFigure, IdleFigure, BaselineCheckpoint, CostShare,
                CostShareDay, CostUsageDay, CostLine, DeviceHour, HistogramHour, DeploymentHour,
                EngineDiscovery, IngestRun, Deployment, Pool, RateCard, TeamHoliday)  # fmt: skip
 
