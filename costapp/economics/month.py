@@ -175,7 +175,7 @@ def overview_month_read(
     if as_of is not None:
         in_month = in_month.filter(period_start__lte=utc_midnight(as_of))
     sums = in_month.aggregate(
-        cost=Sum("cost"),
+        spent=Sum("cost"),
         missing=Count("pk", filter=Q(cost__isnull=True)),
         days=Count("period_start", distinct=True),
         costed=Count("period_start", distinct=True, filter=Q(cost__isnull=False)),
@@ -216,7 +216,7 @@ def overview_month_read(
         currency=currency,
         month=month,
         as_of=as_of,
-        to_date=sums["cost"],
+        to_date=sums["spent"],
         clocks=clocks,
         missing_days=missing,
         forecast=forecast,
@@ -261,7 +261,9 @@ def month_card_context(card: MonthCard) -> dict[str, Any]:
         "to_date_raw": "" if card.to_date is None else str(card.to_date),
         "clocks": ", ".join(
             f"{CLOCK_LABELS.get(c, c)} {n} day{'s' if n != 1 else ''}"
-            for c, n in card.clocks.items()
+            for c, n in sorted(
+                card.clocks.items(), key=lambda item: list(CLOCK_LABELS).index(item[0])
+            )
         ),
         "missing_days": card.missing_days,
         "point": fmt.money(f.point, cur) if f else fmt.MISSING,

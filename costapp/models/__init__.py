@@ -20,6 +20,7 @@ from costapp.models.costs import (
 from costapp.models.economics import (
     BaselineCheckpoint,
     Budget,
+    IdleFigure,
     MonthForecastFigure,
     TeamHoliday,
     UnitCostFigure,
@@ -55,6 +56,7 @@ __all__ = [
     "DeviceHour",
     "EngineDiscovery",
     "HistogramHour",
+    "IdleFigure",
     "IngestRun",
     "MonthForecastFigure",
     "Pool",

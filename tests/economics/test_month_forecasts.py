@@ -164,7 +164,9 @@ def test_a_read_for_an_earlier_day_computes_as_before(
         month_forecast_read(scope="fleet", name="fleet", currency="USD", today=earlier)
     assert calls == [("fleet", "fleet")]
     monkeypatch.undo()
-    got = month_forecast_read(scope="fleet", name="fleet", currency="USD", today=earlier)
+    got = month_forecast_read(
+        scope="fleet", name="fleet", currency="USD", today=earlier
+    )
     assert expected is not None and got is not None
     assert asdict(got) == asdict(expected)
     assert got.as_of == pd.Timestamp(LAST - timedelta(days=1))
