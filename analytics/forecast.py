@@ -73,6 +73,19 @@ class MonthForecast:
     # Lump lines (credits, refunds, taxes, fees) expected in the remaining
     # days (0 without a record_type column), included in point and interval.
     lumps_expected: float = 0.0
+    # Cumulative spend by day through the month: actual to ``as_of``, then the
+    # simulated mean. The budget's burn date is read off it (``budget_burn``),
+    # so a stored forecast answers any budget without re-simulating.
+    path: tuple[tuple[pd.Timestamp, float], ...] = ()
+
+
+def budget_burn(
+    path: Sequence[tuple[pd.Timestamp, float]], budget: float
+) -> pd.Timestamp | None:
+    """The first day cumulative spend on ``path`` reaches ``budget``."""
+    if budget <= 0:
+        raise InvalidInput("budget", budget, "must be positive")
+    return next((day for day, spent in path if spent >= budget), None)
 
 
 def _paths(
@@ -218,28 +231,25 @@ def forecast_month(
     lower, upper = np.quantile(totals, [alpha, 1 - alpha])
     burn_rate = to_date / elapsed if elapsed else float("nan")
 
+    spent = pd.Series(np.nan_to_num(filled[in_month]), index=full.index[in_month])
+    spent = spent.add(lumps_in_month, fill_value=0.0)
+    past = np.cumsum(spent.to_numpy(float))
+    future = to_date + np.cumsum(paths.mean(axis=0) + lump_days)
+    path = tuple(
+        (pd.Timestamp(day), float(v)) for day, v in zip(spent.index, past, strict=True)
+    ) + tuple(
+        (as_of + pd.Timedelta(days=i + 1), float(v)) for i, v in enumerate(future)
+    )
     burn_date: pd.Timestamp | None = None
     share: float | None = None
     if budget is not None:
-        if budget <= 0:
-            raise InvalidInput("budget", budget, "must be positive")
+        burn_date = budget_burn(path, budget)
         share = point / budget
-        spent = pd.Series(np.nan_to_num(filled[in_month]), index=full.index[in_month])
-        spent = spent.add(lumps_in_month, fill_value=0.0)
-        past = np.cumsum(spent.to_numpy(float))
-        hit = np.flatnonzero(past >= budget)
-        if hit.size:
-            burn_date = spent.index[int(hit[0])]
-        else:
-            future = to_date + np.cumsum(paths.mean(axis=0) + lump_days)
-            hit = np.flatnonzero(future >= budget)
-            if hit.size:
-                burn_date = as_of + pd.Timedelta(days=int(hit[0]) + 1)
     return MonthForecast(
         series=series, month=month, as_of=as_of, to_date=to_date, remaining_days=horizon,
         point=point, lower=float(lower), upper=float(upper), interval=interval,
         method=method, budget=budget, burn_rate=burn_rate, budget_burn_date=burn_date,
-        budget_share=share, lumps_expected=float(np.mean(draws)),
+        budget_share=share, lumps_expected=float(np.mean(draws)), path=path,
     )  # fmt: skip
 
 

@@ -194,6 +194,6 @@ def alert_events_list(
 def active_alerts_list() -> QuerySet[AlertState]:
     return (
         AlertState.objects.select_related("rule")
-        .filter(state__in=["pending", "firing"])
+        .filter(state__in=AlertState.ACTIVE)
         .order_by("rule__name", "scope_name")
     )

@@ -41,6 +41,7 @@ from costapp.economics.frames import (
 from costapp.economics.inputs import (
     recompute_inputs_read,
 )
+from costapp.economics.month import month_forecasts_store
 from costapp.economics.states import (
     baseline_config,
     checkpoint_days,
@@ -487,9 +488,12 @@ def unit_costs_recompute(
             checkpoints_save(
                 grain, resumed_at, states, partial=affected is not None, now=now
             )
+    # The month forecasts read these figures: stored once here, not per page.
+    forecasts = month_forecasts_store(now=now)
     logger.info(
-        "unit costs recomputed: %d rows (%d flagged), %d deleted, since %s",
-        len(figures), flagged, deleted, since,
+        "unit costs recomputed: %d rows (%d flagged), %d deleted, since %s; "
+        "%d month forecasts",
+        len(figures), flagged, deleted, since, forecasts,
     )  # fmt: skip
     return RecomputeResult(
         since=since,

@@ -20,6 +20,8 @@ from costapp.models.costs import (
 from costapp.models.economics import (
     BaselineCheckpoint,
     Budget,
+    IdleFigure,
+    MonthForecastFigure,
     TeamHoliday,
     UnitCostFigure,
 )
@@ -60,7 +62,9 @@ __all__ = [
     "EngineDiscovery",
     "HistogramHour",
     "HistogramRollup",
+    "IdleFigure",
     "IngestRun",
+    "MonthForecastFigure",
     "Pool",
     "RateCard",
     "Scenario",

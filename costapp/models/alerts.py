@@ -94,6 +94,7 @@ class AlertRule(models.Model):
 
 class AlertState(models.Model):
     STATES = [("inactive", "inactive"), ("pending", "pending"), ("firing", "firing")]
+    ACTIVE = ("pending", "firing")  # what "active alerts" counts, everywhere
 
     rule = models.ForeignKey(AlertRule, on_delete=models.CASCADE, related_name="states")
     scope_name = models.CharField(max_length=200)  # a series, or a source

@@ -225,3 +225,52 @@ class IdleFigure(models.Model):
 
     def __str__(self) -> str:
         return f"{self.scope} {self.name} {self.day} {self.kind}"
+
+
+# --- the month-end forecast (issue 12): written by unit_costs_recompute ------------
+
+MONTH_FORECAST_NATURAL_KEY = ("scope", "name", "currency", "month")
+
+
+class MonthForecastFigure(models.Model):
+    """One series' month-end spend forecast (``analytics.forecast``) as of the
+    latest data day, so pages read it instead of simulating per request.
+
+    Budget-free: a budget's share (``point`` over the amount) and burn date
+    (the first day ``path`` reaches the amount) are taken at read time, so an
+    edited budget needs no recompute. The figures are the simulation's
+    estimates (floats, like a figure's baseline and band), not ledger money.
+    One row per series and month; the recompute replaces it.
+    """
+
+    scope = models.CharField(max_length=16, choices=SCOPES)
+    name = models.CharField(max_length=100)
+    currency = models.CharField(max_length=3, default="USD")
+    month = models.DateField()  # first day
+    as_of = models.DateField()  # last day in spend to date
+    to_date = models.FloatField()
+    remaining_days = models.PositiveSmallIntegerField()
+    point = models.FloatField()
+    lower = models.FloatField()
+    upper = models.FloatField()
+    interval = models.FloatField()
+    burn_rate = models.FloatField(null=True, blank=True)  # NULL: no day this month
+    method = models.CharField(max_length=20)
+    lumps_expected = models.FloatField(default=0.0)
+    # [[ISO day, cumulative spend], ...]: actual to as_of, then the simulated mean.
+    path = models.JSONField(default=list, blank=True)
+    computed_at = models.DateTimeField()
+
+    NATURAL_KEY = MONTH_FORECAST_NATURAL_KEY
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=list(MONTH_FORECAST_NATURAL_KEY),
+                name="monthforecastfigure_natural_key",
+            )
+        ]
+        ordering = ["scope", "name", "currency", "month"]
+
+    def __str__(self) -> str:
+        return f"{self.scope} {self.name} {self.month:%Y-%m} as of {self.as_of}"

@@ -19,7 +19,9 @@ from costapp.models import (
     EngineDiscovery,
     HistogramHour,
     HistogramRollup,
+    IdleFigure,
     IngestRun,
+    MonthForecastFigure,
     Pool,
     RateCard,
     TeamHoliday,
@@ -27,11 +29,10 @@ from costapp.models import (
     TelemetryRollupDay,
     UnitCostFigure,
 )
-from costapp.models.economics import IdleFigure
 
 # Children before parents; every table the demo's ingest and recompute write,
 # so a module's demo leaves nothing behind for the next module on its worker.
-DEMO_TABLES = (UnitCostFigure, IdleFigure, BaselineCheckpoint, CostShare,
+DEMO_TABLES = (UnitCostFigure, MonthForecastFigure, IdleFigure, BaselineCheckpoint, CostShare,
                CostShareDay, CostUsageDay, TelemetryRollup, HistogramRollup,
                TelemetryRollupDay, CostLine, DeviceHour, HistogramHour, DeploymentHour,
                EngineDiscovery, IngestRun, Deployment, Pool, RateCard, TeamHoliday)  # fmt: skip
