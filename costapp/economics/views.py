@@ -27,6 +27,7 @@ from costapp.economics.idle_selectors import (
     idle_rows_read,
     idle_series_names,
 )
+from costapp.economics.month import overview_month_context
 from costapp.economics.selectors import overview_read
 from costapp.economics.services import budget_upsert
 from costapp.filters import Filters, filters_read
@@ -153,6 +154,13 @@ def overview(request: HttpRequest) -> HttpResponse:
         request,
         "economics/overview.html",
         {
+            # Month to date as of the window's last day (today at the latest),
+            # as on the budgets page.
+            **overview_month_context(
+                today=min(today, filters.last_day),
+                team=filters.team,
+                deployments=filters.deployments,
+            ),
             "form": form,
             "filters": filters,
             "series": series,
