@@ -15,7 +15,7 @@ With ``--demo``, the app's own forecast instead, end to end: the demo fleet
 (``costapp.sources.demo``, ``--demo-days`` days ending 2026-12-02, default
 400) is ingested into the database of ``DATABASE_URL`` through the app's
 ingest path, its unit-cost figures recomputed, and
-``costapp.economics.figures.month_forecast_read`` (what the budgets page
+``costapp.economics.forecasts.month_forecast_read`` (what the budgets page
 shows: record types from the bill lines, so credits, refunds, taxes and fees
 are forecast as lumps and the rest by ETS; the calibrated interval) is asked
 for the fleet, every team and every deployment as of each origin of every
@@ -84,28 +84,25 @@ def demo_app_load(days: int, *, wipe: bool) -> None:
 def _drop_record_types() -> None:
     """The app's spend frame without its record_type column: every line is
     daily spend, the single model the app ran before."""
-    from costapp.economics import figures
+    from costapp.economics import forecasts
 
-    split = figures._spend_frame
+    split = forecasts._spend_frame
 
     def whole(*args: object) -> pd.DataFrame:
         frame = split(*args)  # type: ignore[arg-type]
         return frame.groupby("day", as_index=False)["cost"].sum()
 
-    figures._spend_frame = whole  # type: ignore[assignment]
+    forecasts._spend_frame = whole  # type: ignore[assignment]
 
 
 def demo_app_backtest(*, origins: tuple[int, ...], smoke: bool = False) -> pd.DataFrame:
-    """The app's own forecast (``costapp.economics.figures.month_forecast_read``,
+    """The app's own forecast (``costapp.economics.forecasts.month_forecast_read``,
     record types from the bill lines, the calibrated 80% interval) for the
     fleet, every team and every deployment, as of each origin of every whole
     billed month with 8 weeks of figures before it; the actual is the
     month's spend as the app sums it (its figures' cost)."""
-    from costapp.economics.figures import (
-        figures_read,
-        month_forecast_read,
-        scope_names,
-    )
+    from costapp.economics.figures import figures_read, scope_names
+    from costapp.economics.forecasts import month_forecast_read
 
     names = scope_names()
     series = [(scope, name) for scope in ("fleet", "team", "deployment")

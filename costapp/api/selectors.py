@@ -17,7 +17,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from analytics.allocation import IDLE, UNALLOCATED
 from costapp.costs.allocations import allocation_days, bill_days, reconciliation_rows
 from costapp.costs.selectors import Basis, utc_day_start
-from costapp.economics.figures import budget_statuses_read
+from costapp.economics.forecasts import budget_statuses_read
 from costapp.models import AlertEvent, AlertState, UnitCostFigure
 
 # The rate card is priced in US dollars (the bills area's reconciliation and

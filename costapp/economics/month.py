@@ -3,7 +3,7 @@ of the recompute) and the overview's month card.
 
 ``month_forecasts_store`` simulates once per series and month, so pages read
 ``MonthForecastFigure`` rows instead of running ETS per request; a budget is
-applied at read time (``figures.with_budget``).
+applied at read time (``forecasts.with_budget``).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from django.db.models import Count, Max, Q, Sum
 
 from analytics.forecast import MonthForecast
 from costapp import formatting as fmt
-from costapp.economics.figures import (
+from costapp.economics.figures import utc_midnight
+from costapp.economics.forecasts import (
     BudgetStatus,
     budget_statuses_read,
     month_forecast_compute,
     month_forecast_read,
-    utc_midnight,
 )
 from costapp.models import (
     AlertState,

@@ -13,13 +13,12 @@ from costapp import formatting as fmt
 from costapp.access import requires
 from costapp.economics import charts, present
 from costapp.economics.figures import (
-    budget_statuses_read,
     explanation_read,
     flagged_read,
-    month_forecast_read,
     pool_idle_read,
     scope_windows_read,
 )
+from costapp.economics.forecasts import budget_statuses_read, month_forecast_read
 from costapp.economics.forms import MAX_DAYS, BudgetForm, EconomicsWindowForm
 from costapp.economics.idle_selectors import (
     idle_cards_read,

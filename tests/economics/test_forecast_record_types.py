@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from analytics.forecast import forecast_month
-from costapp.economics.figures import (
+from costapp.economics.figures import figures_read
+from costapp.economics.forecasts import (
     _bill_by_record_type,
     _spend_frame,
-    figures_read,
     month_forecast_read,
 )
 from costapp.economics.services import unit_costs_recompute

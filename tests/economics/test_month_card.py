@@ -16,7 +16,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from costapp import formatting as fmt
-from costapp.economics.figures import month_forecast_read
+from costapp.economics.forecasts import month_forecast_read
 from costapp.economics.month import (
     month_card_context,
     overview_month_context,

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from analytics.forecast import forecast_month
-from costapp.economics import figures
-from costapp.economics.figures import (
+from costapp.economics import forecasts
+from costapp.economics.forecasts import (
     _spend_frame,
     budget_statuses_read,
     month_forecast_compute,
@@ -40,7 +40,7 @@ def no_compute(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
         calls.append((scope, name))
         raise AssertionError(f"computed {scope}/{name} on the fly")
 
-    monkeypatch.setattr(figures, "month_forecast_compute", refuse)
+    monkeypatch.setattr(forecasts, "month_forecast_compute", refuse)
     return calls
 
 
