@@ -96,8 +96,13 @@ class Command(BaseCommand):
             return
         if settings.DEBUG:
             self.stdout.write(self.style.WARNING("DEBUG is on; the demo expects off"))
-        self.stdout.write(f"serving on {url} (Ctrl-C to stop)", ending="\n")
-        self.stdout.flush()
+
+        def announce(_port: object) -> None:
+            # Only once the socket is bound: a client that starts on this line
+            # (the first-run test, a user's browser) must not be refused.
+            self.stdout.write(f"serving on {url} (Ctrl-C to stop)", ending="\n")
+            self.stdout.flush()
+
         try:
             basehttp.run(
                 options["host"],
@@ -105,6 +110,7 @@ class Command(BaseCommand):
                 get_wsgi_application(),
                 ipv6=False,
                 threading=True,
+                on_bind=announce,
                 server_cls=basehttp.WSGIServer,
             )
         except KeyboardInterrupt:
