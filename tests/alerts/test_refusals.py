@@ -13,24 +13,12 @@ from django.test import Client
 
 from costapp.alerts.services import channel_upsert
 from costapp.models import AlertEvent, AlertRule, Channel, Delivery, Silence
+from tests.alerts.test_pages import RULE as PAGE_RULE
 from tests.support.users import user_in
 
 pytestmark = pytest.mark.django_db
 
-RULE = {
-    "name": "drift",
-    "metric": "cost_per_1k_requests",
-    "grain": "day",
-    "scope": "deployment",
-    "scope_name": "",
-    "condition": "ratio",
-    "direction": "above",
-    "ratio": "1.2",
-    "for_periods": "1",
-    "repeat_minutes": "240",
-    "notify_resolved": "on",
-    "action": "save",
-}
+RULE = {**PAGE_RULE, "action": "save"}  # the rule form, saved
 
 
 _made = iter(range(10_000))

@@ -33,7 +33,7 @@ from costapp.models import (
     IngestRun,
 )
 from costapp.sources.demo.story import DEPLOYMENTS, SUMMARIZE_ITL_CURVE
-from tests.support.demo_data import demo_load, demo_tables_wipe
+from tests.support.demo_data import demo_for_module
 from tests.support.users import user_in
 
 END = datetime(2026, 11, 30, tzinfo=UTC)
@@ -48,11 +48,8 @@ pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[IngestRun]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        demo_tables_wipe()
-        run = demo_load(end=END, days=DAYS)
+    with demo_for_module(django_db_blocker, end=END, days=DAYS, recompute=False) as run:
         yield run
-        demo_tables_wipe()
 
 
 @pytest.fixture

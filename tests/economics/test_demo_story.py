@@ -9,12 +9,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from costapp.economics.services import unit_costs_recompute
 from costapp.models import (
     UnitCostFigure,
 )
 from costapp.sources.demo import DemoEvents
-from tests.support.demo_data import demo_load, demo_tables_wipe
+from tests.support.demo_data import demo_for_module
 
 pytestmark = [pytest.mark.django_db]
 
@@ -28,12 +27,8 @@ def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[None]:
     """One demo load and recompute shared by the read-only tests here."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        demo_tables_wipe()
-        demo_load(end=END, days=DAYS)
-        unit_costs_recompute(now=END)
+    with demo_for_module(django_db_blocker, end=END, days=DAYS):
         yield
-        demo_tables_wipe()
 
 
 def days_of(scope: str, name: str) -> dict[object, UnitCostFigure]:

@@ -22,7 +22,7 @@ from costapp.economics.forecasts import (
 from costapp.economics.services import unit_costs_recompute
 from costapp.models import CostLine, UnitCostFigure
 from tests.economics import world as w
-from tests.support.demo_data import demo_load, demo_tables_wipe
+from tests.support.demo_data import demo_for_module
 
 pytestmark = [pytest.mark.django_db]
 
@@ -148,12 +148,8 @@ DEMO_DAYS = 100
 def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[None]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        demo_tables_wipe()
-        demo_load(end=DEMO_END, days=DEMO_DAYS)
-        unit_costs_recompute(now=DEMO_END)
+    with demo_for_module(django_db_blocker, end=DEMO_END, days=DEMO_DAYS):
         yield
-        demo_tables_wipe()
 
 
 def demo_credits() -> dict[date, float]:

@@ -12,7 +12,6 @@ from costapp.economics.selectors import (
     deployment_days_read,
     overview_read,
 )
-from costapp.economics.services import unit_costs_recompute
 from costapp.fleet.demo_setup import demo_user_ensure
 from costapp.models import (
     CostLine,
@@ -27,7 +26,7 @@ from costapp.models import (
 )
 from costapp.sources.demo import DemoEvents, DemoSource
 from costapp.telemetry.selectors import latency_daily_percentiles
-from tests.support.demo_data import demo_load, demo_tables_wipe
+from tests.support.demo_data import demo_for_module, demo_load, demo_tables_wipe
 
 END = datetime(2026, 11, 30, tzinfo=UTC)  # a Monday
 DAYS = 35  # covers the holiday, the scrape gap and the incident
@@ -41,13 +40,8 @@ def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[IngestRun]:
     """One demo load shared by the read-only tests of this module."""
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        demo_tables_wipe()
-        run = demo_load(end=END, days=DAYS)
-        # The figures the overview reads, as ``manage.py demo`` writes them.
-        unit_costs_recompute(now=END)
+    with demo_for_module(django_db_blocker, end=END, days=DAYS) as run:
         yield run
-        demo_tables_wipe()
 
 
 def _dump() -> dict[str, list[tuple]]:

@@ -3,8 +3,12 @@ and wiped afterwards (module-scoped fixtures outside a test transaction)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
+from costapp.economics.services import unit_costs_recompute
 from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest
 from costapp.fleet.services import rate_card_seed
 from costapp.models import (
@@ -48,3 +52,20 @@ def demo_load(*, end: datetime, days: int) -> IngestRun:
     demo_fleet_load(end=end)
     rate_card_seed()
     return demo_ingest(end=end, days=days)
+
+
+@contextmanager
+def demo_for_module(
+    blocker: Any, *, end: datetime, days: int, recompute: bool = True
+) -> Iterator[IngestRun]:
+    """A module-scoped fixture's demo: wiped, loaded through the ingest, with
+    the recompute the pages read (as ``manage.py demo`` runs it) unless told
+    otherwise, yielded, then wiped (``blocker``: pytest-django's
+    ``django_db_blocker``)."""
+    with blocker.unblock():
+        demo_tables_wipe()
+        run = demo_load(end=end, days=days)
+        if recompute:
+            unit_costs_recompute(now=end)
+        yield run
+        demo_tables_wipe()

@@ -17,8 +17,7 @@ from django.test import Client
 from django.urls import reverse
 
 from analytics.histograms import Buckets, bucket_quantile
-from costapp.economics.services import unit_costs_recompute
-from tests.support.demo_data import demo_load, demo_tables_wipe
+from tests.support.demo_data import demo_for_module
 from tests.support.users import user_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
@@ -33,12 +32,8 @@ WINDOW = f"start={START.date()}&end={END.date()}"
 def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[None]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        demo_tables_wipe()
-        demo_load(end=END, days=DAYS)
-        unit_costs_recompute(now=END)
+    with demo_for_module(django_db_blocker, end=END, days=DAYS):
         yield
-        demo_tables_wipe()
 
 
 @pytest.fixture

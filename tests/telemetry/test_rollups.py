@@ -21,7 +21,7 @@ from costapp.models import (
     TelemetryRollupDay,
 )
 from costapp.telemetry import rollups, selectors, series
-from tests.support.demo_data import demo_load, demo_tables_wipe
+from tests.support.demo_data import demo_for_module
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
 
@@ -35,11 +35,8 @@ METRICS = selectors.LATENCY_METRICS
 def demo(
     django_db_setup: None, django_db_blocker: pytest.FixtureRequest
 ) -> Iterator[None]:
-    with django_db_blocker.unblock():  # type: ignore[attr-defined]
-        demo_tables_wipe()
-        demo_load(end=END, days=DAYS)
+    with demo_for_module(django_db_blocker, end=END, days=DAYS, recompute=False):
         yield
-        demo_tables_wipe()
 
 
 def grids() -> list[Grid]:
