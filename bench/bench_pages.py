@@ -52,6 +52,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
+import redis
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -333,9 +334,16 @@ def pages_time(
     return times
 
 
-def serve(port: int, workers: int) -> subprocess.Popen[bytes]:
+def serve(
+    port: int, workers: int, cache_url: str | None = None
+) -> subprocess.Popen[bytes]:
+    """gunicorn with the compose config; ``cache_url`` (Redis) shares the
+    page bodies between the workers as compose does, None turns the page
+    cache off so that every request renders."""
     env = dict(os.environ, GUNICORN_BIND=f"127.0.0.1:{port}",
-               GUNICORN_WORKERS=str(workers), GUNICORN_TIMEOUT="300")  # fmt: skip
+               GUNICORN_WORKERS=str(workers), GUNICORN_TIMEOUT="300",
+               PAGE_CACHE_SECONDS="300" if cache_url else "0",
+               PAGE_CACHE_URL=cache_url or "")  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "costapp/gunicorn_conf.py",
          "--access-logfile", "/dev/null", "costapp.wsgi:application"],
@@ -350,6 +358,77 @@ def serve(port: int, workers: int) -> subprocess.Popen[bytes]:
             time.sleep(0.3)
     proc.kill()
     raise RuntimeError("gunicorn did not answer /healthz within 120 s")
+
+
+Times = dict[str, list[float]]
+TRIVIAL = "trivial (/home/ redirect)"
+MISS_RUNS = 7
+
+
+def pages_measure(
+    pages: dict[str, str],
+    username: str,
+    args: argparse.Namespace,
+    *,
+    cache_url: str | None,
+) -> tuple[Times, Times, Times]:
+    """(medians, p95s, ratios to the trivial page) per page, one entry per
+    repeat, against a fresh gunicorn with the page cache off or on."""
+    if cache_url:
+        redis.Redis.from_url(cache_url).flushdb()
+    port = _free_port()
+    proc = serve(port, workers=args.clients, cache_url=cache_url)
+    medians: Times = {k: [] for k in pages}
+    p95s: Times = {k: [] for k in pages}
+    ratios: Times = {k: [] for k in pages}
+    try:
+        base = f"http://127.0.0.1:{port}"
+        pages_time(base, pages, clients=1, rounds=1, username=username)  # warm
+        for _ in range(args.repeat):
+            times = pages_time(
+                base, pages, clients=args.clients, rounds=args.rounds, username=username
+            )
+            floor = statistics.median(times[TRIVIAL])
+            for label, ts in times.items():
+                medians[label].append(statistics.median(ts))
+                p95s[label].append(float(np.percentile(ts, 95)))
+                ratios[label].append(statistics.median(ts) / floor)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return medians, p95s, ratios
+
+
+def misses_measure(
+    pages: dict[str, str], username: str, *, cache_url: str
+) -> dict[str, tuple[float, float]]:
+    """With the cache on, what a request costs right after a write (a fleet
+    holiday inserted and deleted, as a fleet-file load would): the miss, its
+    version read and the cache write. (median, ratio to the trivial page)."""
+    from costapp.models import TeamHoliday
+
+    port = _free_port()
+    proc = serve(port, workers=1, cache_url=cache_url)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        session = _login(base, username)
+        times: Times = {k: [] for k in pages}
+        for _ in range(MISS_RUNS):
+            for label, path in pages.items():
+                session.get(base + path, allow_redirects=False, timeout=120)
+                TeamHoliday.objects.create(team="bench-miss", name="write")
+                TeamHoliday.objects.filter(team="bench-miss").delete()
+                t0 = time.perf_counter()
+                session.get(base + path, allow_redirects=False, timeout=120)
+                times[label].append(time.perf_counter() - t0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    floor = statistics.median(times[TRIVIAL])
+    return {
+        k: (statistics.median(ts), statistics.median(ts) / floor)
+        for k, ts in times.items()
+    }
 
 
 # --- export against COPY ----------------------------------------------------------
@@ -474,6 +553,11 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="measure what an earlier --seed-only wrote",
     )
+    parser.add_argument(
+        "--cache-url",
+        default="redis://127.0.0.1:6379/10",
+        help="Redis database the cached run's workers share (flushed first)",
+    )
     args = parser.parse_args(argv)
     if args.smoke:
         args.deployments, args.days, args.rounds, args.repeat = 2, 20, 2, 1
@@ -500,31 +584,20 @@ def main(argv: list[str] | None = None) -> None:
     username = _user()
     window = f"?start={(end - timedelta(days=90)).isoformat()}&end={end.isoformat()}"
     pages = {
-        "trivial (/home/ redirect)": "/home/",
+        TRIVIAL: "/home/",
         "overview": "/",
         "deployment page": f"/fleet/{names[0]}/",
         "telemetry, 90 days": f"/telemetry/{names[0]}/{window}",
     }
-    port = _free_port()
-    proc = serve(port, workers=args.clients)
-    medians: dict[str, list[float]] = {k: [] for k in pages}
-    p95s: dict[str, list[float]] = {k: [] for k in pages}
-    ratios: dict[str, list[float]] = {k: [] for k in pages}
-    try:
-        base = f"http://127.0.0.1:{port}"
-        pages_time(base, pages, clients=1, rounds=1, username=username)  # warm
-        for _ in range(args.repeat):
-            times = pages_time(
-                base, pages, clients=args.clients, rounds=args.rounds, username=username
-            )
-            floor = statistics.median(times["trivial (/home/ redirect)"])
-            for label, ts in times.items():
-                medians[label].append(statistics.median(ts))
-                p95s[label].append(float(np.percentile(ts, 95)))
-                ratios[label].append(statistics.median(ts) / floor)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    runs = {
+        "no cache (every request renders)": pages_measure(
+            pages, username, args, cache_url=None
+        ),
+        "page cache on (Redis, as in compose)": pages_measure(
+            pages, username, args, cache_url=args.cache_url
+        ),
+    }
+    misses = misses_measure(pages, username, cache_url=args.cache_url)
 
     export = export_measure(end, args.days, args.repeat)
 
@@ -536,10 +609,18 @@ def main(argv: list[str] | None = None) -> None:
     how = "seeded earlier (--no-seed)" if args.no_seed else f"seeded in {seeded:.0f} s"
     print(f"{args.deployments} deployments x {args.days} days hourly, {how}; "
           f"{args.clients} clients x {args.rounds} rounds, median of {args.repeat} runs")  # fmt: skip
-    print(f"{'page':28} {'median':>11} {'p95':>11} {'ratio to trivial':>17}")
-    for label in pages:
-        print(f"{label:28} {ms(medians[label])} {ms(p95s[label])} "
-              f"{statistics.median(ratios[label]):16.2f}x")  # fmt: skip
+    for mode, (medians, p95s, ratios) in runs.items():
+        print(f"\n{mode}")
+        print(f"{'page':28} {'median':>11} {'p95':>11} {'ratio to trivial':>17}")
+        for label in pages:
+            print(f"{label:28} {ms(medians[label])} {ms(p95s[label])} "
+                  f"{statistics.median(ratios[label]):16.2f}x")  # fmt: skip
+    print(
+        "\nfirst request after a write, cache on (one client; median of "
+        f"{MISS_RUNS}; ratio to the trivial page's median in the same loop)"
+    )
+    for label, (median, ratio) in misses.items():
+        print(f"{label:28} {median * 1000:8.1f} ms {ratio:16.2f}x")
     export.report()
 
 

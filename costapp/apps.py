@@ -12,6 +12,12 @@ def _roles_sync(**_: Any) -> None:
     roles_sync()
 
 
+def _change_triggers_install(using: str = "default", **_: Any) -> None:
+    from costapp.pagecache import change_triggers_install
+
+    change_triggers_install(using)
+
+
 class CostappConfig(AppConfig):
     name = "costapp"
     verbose_name = "costapp"
@@ -22,4 +28,6 @@ class CostappConfig(AppConfig):
         # After Django's own post_migrate handlers have created this app's
         # permission rows (they connect first, in auth's ready()).
         post_migrate.connect(_roles_sync, sender=self)
+        # Every costapp table, those later migrations add included.
+        post_migrate.connect(_change_triggers_install, sender=self)
         access.connect_signals()

@@ -28,6 +28,9 @@ ENTRIES = (
     ),
     # Runs whose worker died are marked failed once past the hard time limit.
     Entry("runs-reap", "costapp.tasks.runs_reap_task", 10 * 60),
+    # The page cache's record of writes: one row per writing transaction,
+    # folded hourly so the version query stays small (costapp/pagecache.py).
+    Entry("changes-compact", "costapp.tasks.data_changes_compact_task", 3600),
     # Each ingest recomputes what it changed; a nightly full recompute catches
     # what no ingest announces (a fleet file edit, a rate card typed in).
     Entry(

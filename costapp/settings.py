@@ -154,6 +154,29 @@ WHITENOISE_USE_FINDERS = not STATIC_COLLECTED
 # ...so STATIC_ROOT may not exist yet; whitenoise's warning about it is noise.
 warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {STATIC_ROOT}"))
 
+# Rendered page bodies (costapp/pagecache.py), kept until the data under them
+# changes or PAGE_CACHE_SECONDS pass (0: off). PAGE_CACHE_URL (redis://...)
+# shares them between the web workers; without it each process keeps its own.
+PAGE_CACHE_SECONDS = env_int("PAGE_CACHE_SECONDS", 300, minimum=0)
+PAGE_CACHE_URL = env_str("PAGE_CACHE_URL", "")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "pages": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": PAGE_CACHE_URL,
+        "KEY_PREFIX": "costapp",
+        "TIMEOUT": PAGE_CACHE_SECONDS,
+    }
+    if PAGE_CACHE_URL
+    else {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "costapp-pages",
+        "TIMEOUT": PAGE_CACHE_SECONDS,
+        # A 90-day telemetry body is about 400 kB.
+        "OPTIONS": {"MAX_ENTRIES": 100},
+    },
+}
+
 # Celery: with no broker configured, tasks run in-process (the embedded demo).
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "")
 CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL

@@ -8,8 +8,10 @@ from datetime import date
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 
 from costapp import formatting as fmt
+from costapp import pagecache
 from costapp.access import requires
 from costapp.economics import charts, present
 from costapp.economics.figures import (
@@ -95,9 +97,28 @@ def overview(request: HttpRequest) -> HttpResponse:
     today = fmt.display_today()
     form, filters = _economics_filters(request, today)
     if form.is_bound and not form.is_valid():
-        return render(
-            request, "economics/overview.html", {"form": form, "filters": filters}
+        body = render_to_string(
+            OVERVIEW_BODY, {"form": form, "filters": filters}, request
         )
+    else:
+        body = pagecache.body_render(
+            request,
+            OVERVIEW_BODY,
+            page="overview",
+            key=(filters.start, filters.end, filters.team, filters.deployments),
+            context=lambda: _overview_context(today, form, filters),
+        )
+    return render(request, "economics/overview.html", {"body": body})
+
+
+OVERVIEW_BODY = "economics/_overview_body.html"
+
+
+def _overview_context(
+    today: date, form: EconomicsWindowForm, filters: Filters
+) -> dict[str, object]:
+    """Everything the overview's body shows: read only when the page cache
+    has no body for this data, query string, day and rights."""
     window = form.window()
     start, end, grain = filters.start, filters.end, window.grain
     data = overview_read(today=end, days=(end - start).days, **filters.scope)
@@ -149,58 +170,52 @@ def overview(request: HttpRequest) -> HttpResponse:
     # Weeks and months carry no flags of their own: list their flagged days.
     flag_grain = "day" if grain in ("week", "month") else grain
     flags = flagged_read(start=start, end=end, grain=flag_grain, names=flag_names)
-    return render(
-        request,
-        "economics/overview.html",
-        {
-            # Month to date as of the window's last day (today at the latest),
-            # as on the budgets page.
-            **overview_month_context(
-                today=min(today, filters.last_day),
-                team=filters.team,
-                deployments=filters.deployments,
-            ),
-            "form": form,
-            "filters": filters,
-            "series": series,
-            "start": start,
-            "end": end,
-            "grain": grain,
-            "kpis": kpis,
-            "rows": rows,
-            "fleet": [present.window_card(w) for w in fleet],
-            "fleet_figures": {
-                f"{w.name}-{w.currency}{key}": charts.baseline_band(
-                    w.figures,
-                    title=f"{series if scope != 'deployment' else w.name} "
-                    f"{w.currency} per {unit}"
-                    f"{' (fully loaded)' if scope != 'deployment' else ''}, "
-                    f"by {grain}, against its baseline",
-                    currency=w.currency,
-                    field=field,
-                )
-                for w in fleet
-                for key, unit, field in FLEET_BANDS
-            },
-            "fleet_keys": [
-                f"{w.name}-{w.currency}{key}"
-                for w in fleet
-                for key, _, _ in FLEET_BANDS
-            ],
-            "pools": [
-                present.pool_row(p)
-                for p in pool_idle_read(
-                    start=start, end=end, deployments=filters.deployments
-                )
-            ],
-            "idle_cards": idle_cards_read(start=start, end=end),
-            "flags": [present.flag_row(r) for r in flags],
-            "figure": charts.cost_per_1k_daily(data.days),
-            "provisional": "provisional" in data.basis,
-            "billed": "billed" in data.basis,
-            "has_data": not data.days.empty,
+    return {
+        # Month to date as of the window's last day (today at the latest),
+        # as on the budgets page.
+        **overview_month_context(
+            today=min(today, filters.last_day),
+            team=filters.team,
+            deployments=filters.deployments,
+        ),
+        "form": form,
+        "filters": filters,
+        "series": series,
+        "start": start,
+        "end": end,
+        "grain": grain,
+        "kpis": kpis,
+        "rows": rows,
+        "fleet": [present.window_card(w) for w in fleet],
+        "fleet_figures": {
+            f"{w.name}-{w.currency}{key}": charts.baseline_band(
+                w.figures,
+                title=f"{series if scope != 'deployment' else w.name} "
+                f"{w.currency} per {unit}"
+                f"{' (fully loaded)' if scope != 'deployment' else ''}, "
+                f"by {grain}, against its baseline",
+                currency=w.currency,
+                field=field,
+            )
+            for w in fleet
+            for key, unit, field in FLEET_BANDS
         },
-    )
+        "fleet_keys": [
+            f"{w.name}-{w.currency}{key}" for w in fleet for key, _, _ in FLEET_BANDS
+        ],
+        "pools": [
+            present.pool_row(p)
+            for p in pool_idle_read(
+                start=start, end=end, deployments=filters.deployments
+            )
+        ],
+        "idle_cards": idle_cards_read(start=start, end=end),
+        "flags": [present.flag_row(r) for r in flags],
+        "figure": charts.cost_per_1k_daily(data.days),
+        "provisional": "provisional" in data.basis,
+        "billed": "billed" in data.basis,
+        "has_data": not data.days.empty,
+    }
 
 
 @requires("costapp.view_unitcostfigure")

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from analytics.downsample import grid_for
 from costapp import formatting as fmt
+from costapp import pagecache
 from costapp.access import requires
 from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_window
 from costapp.costs.selectors import BASES
@@ -51,6 +52,27 @@ def _range(request: HttpRequest) -> tuple[RangeForm, dict[str, Any], list[str]]:
 def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
     deployment = get_object_or_404(Deployment.objects.select_related("pool"), name=name)
     form, w, errors = _range(request)
+    body = pagecache.body_render(
+        request,
+        "fleet/_deployment_body.html",
+        page="deployment",
+        key=(deployment.pk, sorted(w.items())),
+        context=lambda: _deployment_context(request, deployment, form, w, errors),
+    )
+    return render(
+        request, "fleet/deployment_detail.html", {"d": deployment, "body": body}
+    )
+
+
+def _deployment_context(
+    request: HttpRequest,
+    deployment: Deployment,
+    form: RangeForm,
+    w: dict[str, Any],
+    errors: list[str],
+) -> dict[str, Any]:
+    """Everything the deployment page's body shows: read only when the page
+    cache has no body for this data, query string, day and rights."""
     start, end, basis = w["start"], w["end"], w["basis"]
     lower, upper = utc_midnight(start), utc_midnight(end)
     tz = settings.DISPLAY_TIME_ZONE
@@ -95,44 +117,38 @@ def deployment_detail(request: HttpRequest, name: str) -> HttpResponse:
         "requests": charts.requests_by_reason_daily(days),
         "capacity": charts.capacity_daily(days),
     }
-    return render(
-        request,
-        "fleet/deployment_detail.html",
-        {
-            "d": deployment,
-            "form": form,
-            "window": w,
-            "window_errors": errors,
-            "presets": PRESETS,
-            "preset_label": PRESETS[w["preset"]],
-            "basis_label": BASES[basis],
-            "start": start,
-            "end": end,
-            "last_day": end - timedelta(days=1),
-            "figures_script": telemetry_charts.json_script(
-                figures, "deployment-figures"
-            ),
-            "has_data": not days.empty or not series.empty,
-            "economics": present.deployment_context(economics),
-            "idle_cards": idle_cards_read(start=start, end=end, deployment=deployment),
-            "estimated_days": [
-                r.period_start.strftime("%Y-%m-%d")
-                for r in figure_rows
-                if r.clock == "estimated"
-            ],
-            "provisional_days": [
-                r.period_start.strftime("%Y-%m-%d")
-                for r in figure_rows
-                if r.clock == "provisional"
-            ],
-            "display_tz": tz,
-            "grain": grain,
-            "grain_form": grain_form,
-            "slo_ttft": fmt.number(deployment.slo_ttft_p95_ms, 0)
-            if deployment.slo_ttft_p95_ms
-            else None,
-            "slo_itl": fmt.number(deployment.slo_itl_p95_ms, 0)
-            if deployment.slo_itl_p95_ms
-            else None,
-        },
-    )
+    return {
+        "d": deployment,
+        "form": form,
+        "window": w,
+        "window_errors": errors,
+        "presets": PRESETS,
+        "preset_label": PRESETS[w["preset"]],
+        "basis_label": BASES[basis],
+        "start": start,
+        "end": end,
+        "last_day": end - timedelta(days=1),
+        "figures_script": telemetry_charts.json_script(figures, "deployment-figures"),
+        "has_data": not days.empty or not series.empty,
+        "economics": present.deployment_context(economics),
+        "idle_cards": idle_cards_read(start=start, end=end, deployment=deployment),
+        "estimated_days": [
+            r.period_start.strftime("%Y-%m-%d")
+            for r in figure_rows
+            if r.clock == "estimated"
+        ],
+        "provisional_days": [
+            r.period_start.strftime("%Y-%m-%d")
+            for r in figure_rows
+            if r.clock == "provisional"
+        ],
+        "display_tz": tz,
+        "grain": grain,
+        "grain_form": grain_form,
+        "slo_ttft": fmt.number(deployment.slo_ttft_p95_ms, 0)
+        if deployment.slo_ttft_p95_ms
+        else None,
+        "slo_itl": fmt.number(deployment.slo_itl_p95_ms, 0)
+        if deployment.slo_itl_p95_ms
+        else None,
+    }

@@ -9,6 +9,7 @@ from costapp.models.alerts import (
 )
 from costapp.models.api import ApiToken
 from costapp.models.capacity import Calibration, Scenario
+from costapp.models.changes import DataChange, DataChangeTotal
 from costapp.models.costs import (
     BillingPeriodSource,
     CostLine,
@@ -55,6 +56,8 @@ __all__ = [
     "CostShare",
     "CostShareDay",
     "CostUsageDay",
+    "DataChange",
+    "DataChangeTotal",
     "Delivery",
     "Deployment",
     "DeploymentHour",

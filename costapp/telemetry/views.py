@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib import messages
@@ -11,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from analytics.downsample import grid_for
+from costapp import pagecache
 from costapp.access import requires
 from costapp.models import Deployment
 from costapp.tasks import ingest_runs_queue
@@ -64,6 +66,23 @@ def index(request: HttpRequest) -> HttpResponse:
 def deployment(request: HttpRequest, name: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=name)
     start, end, notes = WindowForm(request.GET).window(selectors.default_window(dep))
+    body = pagecache.body_render(
+        request,
+        "telemetry/_deployment_body.html",
+        page="telemetry",
+        key=(dep.pk, start, end, tuple(notes)),
+        context=lambda: _deployment_context(dep, start, end, notes),
+    )
+    return render(
+        request, "telemetry/deployment.html", {"deployment": dep, "body": body}
+    )
+
+
+def _deployment_context(
+    dep: Deployment, start: datetime, end: datetime, notes: list[str]
+) -> dict[str, Any]:
+    """Everything the telemetry page's body shows: read only when the page
+    cache has no body for this data, query string, day and rights."""
     tz = settings.DISPLAY_TIME_ZONE
     # Read once: bucketed for the charts and the table, summed for the window.
     chart_grid, table_grid = grid_for(start, end), series.table_grid(start, end)
@@ -93,26 +112,22 @@ def deployment(request: HttpRequest, name: str) -> HttpResponse:
         ),
         "kv": charts.kv_cache(chart_series, tz=tz),
     }
-    return render(
-        request,
-        "telemetry/deployment.html",
-        {
-            "deployment": dep,
-            "start": start,
-            "end": end,
-            "last_day": end - timedelta(days=1),
-            "notes": notes,
-            "max_days": PAGE_MAX_DAYS,
-            "rows": rows,
-            "table_hourly": table.grid.width < timedelta(days=1),
-            "table_width": charts.width_label(table.grid.width),
-            "chart_width": charts.width_label(chart_series.grid.width),
-            "hours_total": sum(r["hours"] for r in rows),
-            "gpu_unknown": sum(r["gpu_unknown"] for r in rows),
-            "figures_script": charts.json_script(figures, "telemetry-figures"),
-            "has_hours": not chart_series.empty,
-            "window_latency": selectors.window_latency(dep, start, end, raw),
-            "devices": selectors.device_summary(dep, start, end),
-            "discovery": selectors.discovery(dep),
-        },
-    )
+    return {
+        "deployment": dep,
+        "start": start,
+        "end": end,
+        "last_day": end - timedelta(days=1),
+        "notes": notes,
+        "max_days": PAGE_MAX_DAYS,
+        "rows": rows,
+        "table_hourly": table.grid.width < timedelta(days=1),
+        "table_width": charts.width_label(table.grid.width),
+        "chart_width": charts.width_label(chart_series.grid.width),
+        "hours_total": sum(r["hours"] for r in rows),
+        "gpu_unknown": sum(r["gpu_unknown"] for r in rows),
+        "figures_script": charts.json_script(figures, "telemetry-figures"),
+        "has_hours": not chart_series.empty,
+        "window_latency": selectors.window_latency(dep, start, end, raw),
+        "devices": selectors.device_summary(dep, start, end),
+        "discovery": selectors.discovery(dep),
+    }

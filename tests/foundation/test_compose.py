@@ -81,6 +81,8 @@ def test_app_environment_points_at_the_compose_services(
         )
         assert db["USER"] == services["postgres"]["environment"]["POSTGRES_USER"]
         assert urlparse(env["CELERY_BROKER_URL"]).hostname == "redis"
+        # The web workers share page bodies through Redis (costapp/pagecache.py).
+        assert urlparse(env["PAGE_CACHE_URL"]).hostname == "redis"
         assert urlparse(env["PROMETHEUS_URL"]).hostname == "prometheus"
         assert env["COSTAPP_REQUIRE_SECRET_KEY"] == "true"
         assert "AWS_ACCESS_KEY_ID" not in env, "credentials come from boto3's chain"

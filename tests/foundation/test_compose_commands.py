@@ -11,6 +11,7 @@ import os
 import shlex
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -55,6 +56,7 @@ def app_env(
     env.update(
         DATABASE_URL=scratch_database_url,
         CELERY_BROKER_URL=redis_url,
+        PAGE_CACHE_URL=redis_url,
         COSTAPP_VAR_DIR=str(tmp_path_factory.mktemp("var")),
         PYTHONPATH=str(ROOT),
     )
@@ -121,12 +123,22 @@ def test_beat_starts_with_the_schedule_declared_in_code(
         stderr=subprocess.STDOUT,
         text=True,
     )
+    lines: list[str] = []
+    # Read on a thread, so the wait below can end at the line, not at EOF.
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()))
+    reader.start()
     try:
-        time.sleep(6)
+        # Under load beat takes longer than a fixed sleep to say it started.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any("beat: Starting" in line for line in lines):
+                break
+            time.sleep(0.5)
         assert proc.poll() is None, "beat exited early"
     finally:
         stop(proc)
-        output = proc.stdout.read() if proc.stdout else ""
+        reader.join(timeout=10)
+    output = "".join(lines)
     assert "beat: Starting" in output, output[-2000:]
     from costapp.schedule import beat_schedule
 
