@@ -39,12 +39,18 @@ import pandas as pd
 
 from analytics.capacity.calibration_types import Calibration
 from analytics.capacity.engine import Scenario, StepModel, evaluate, step_model
+from analytics.capacity.tail import TELEMETRY_PERCENTILE, percentile_itl_s
 
 LARGE_ERROR = 0.15
 # tokens/s above running / mean ITL (+ first tokens) by more than this is
 # telemetry contradicting itself (counter and gauge scrape jitter stays well
 # inside it).
 CONSISTENCY_TOLERANCE = 0.10
+# What ``telemetry_frame`` gives the decode fit and the tail fit, per hour.
+TELEMETRY_COLUMNS = (
+    "mean_running_batch", "itl_seconds", "itl_p95_seconds", "prompt_tokens",
+    "output_tokens",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,10 @@ class HourCheck:
     # Observed output tokens/s / (running / observed mean ITL + requests/s):
     # at most 1 for telemetry that agrees with itself (see the module docstring).
     telemetry_ratio: float | None = None
+    # The hour's p95 ITL and the closed form's at the hour's batch (the tail
+    # that sizes replicas), when the percentile SLA is the telemetry's p95.
+    observed_p95_ms: float | None = None
+    predicted_p95_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +112,9 @@ class Backtest:
     # None without hours holding all four figures.
     telemetry_ratio: float | None = None
     telemetry_consistent: bool | None = None
+    # Median of predicted / observed p95 ITL - 1 over the hours that met the
+    # SLA (those the replica check reads); None without such hours.
+    itl_p95_error: float | None = None
 
     def as_frame(self) -> pd.DataFrame:
         return pd.DataFrame([h.__dict__ for h in self.hours])
@@ -189,6 +202,12 @@ def backtest_today(
             bound = float(batch or 0.0) / observed_itl + first
             if bound > 0:
                 ratio = float(observed_tps or 0.0) / bound
+        predicted_p95 = None
+        if (
+            predicted_itl is not None
+            and abs(float(scenario.sla_percentile) - TELEMETRY_PERCENTILE) < 1e-9
+        ):
+            predicted_p95 = percentile_itl_s(model, shaped, float(batch or 0.0))
         verdict, headroom = "not checked", None
         if sla_met and replicas_predicted is not None and not _missing(obs.replicas):
             n = float(obs.replicas or 0.0)
@@ -212,6 +231,10 @@ def backtest_today(
                 replicas_verdict=verdict,
                 headroom_replicas=headroom,
                 telemetry_ratio=ratio,
+                observed_p95_ms=None
+                if _missing(obs.itl_p95_ms)
+                else float(obs.itl_p95_ms or 0.0),
+                predicted_p95_ms=None if predicted_p95 is None else predicted_p95 * 1e3,
             )
         )
     found = _summarise(
@@ -298,6 +321,12 @@ def _summarise(
         if telemetry_ratio is None
         else telemetry_ratio <= 1.0 + CONSISTENCY_TOLERANCE
     )
+    p95_errors = [
+        (c.predicted_p95_ms or 0.0) / (c.observed_p95_ms or 1.0) - 1.0
+        for c in checked
+        if c.predicted_p95_ms is not None and (c.observed_p95_ms or 0.0) > 0
+    ]
+    p95_error = float(np.median(p95_errors)) if p95_errors else None
     messages: list[str] = []
     if consistent is False:
         over = sum(1 for c in checks if c.replicas_verdict == "over")
@@ -333,6 +362,25 @@ def _summarise(
                 f"{c.hour}: predicted {c.replicas_predicted} replicas where "
                 f"{c.replicas_observed:g} met the ITL SLA"
             )
+    tail_off = (
+        replicas_ok is False
+        and consistent is not False
+        and p95_error is not None
+        and abs(p95_error) > large_error
+    )
+    if tail_off:
+        worst = max(
+            (c for c in checked if c.predicted_p95_ms and c.observed_p95_ms),
+            key=lambda c: (c.predicted_p95_ms or 0.0) / (c.observed_p95_ms or 1.0),
+        )
+        messages.append(
+            "the model disagrees on the ITL tail: at the hours that met the SLA "
+            f"the closed form's p95 ITL is {p95_error:+.0%} off the observed p95 "
+            f"(median; {worst.hour}: {worst.predicted_p95_ms:.1f} ms predicted at "
+            f"a batch of {worst.batch or 0.0:.1f} against "
+            f"{worst.observed_p95_ms:.1f} ms observed), so the replicas it sizes "
+            "are not this deployment's; fit the tail from its telemetry"
+        )
     if circular:
         messages.append(
             "circular: this telemetry was generated from the capacity engine, so "
@@ -345,18 +393,20 @@ def _summarise(
         itl_median_abs_error=float(np.median(itl_abs)) if itl_abs else None,
         throughput_median_abs_error=float(np.median(tps_abs)) if tps_abs else None,
         large_error=large,
-        offer_telemetry_fit=large and not circular,
+        offer_telemetry_fit=(large or tail_off) and not circular,
         replicas_ok=replicas_ok,
         circular=circular,
         calibration=label,
         messages=tuple(messages),
         telemetry_ratio=telemetry_ratio,
         telemetry_consistent=consistent,
+        itl_p95_error=p95_error,
     )
 
 
 def telemetry_frame(hours: Sequence[HourObservation]) -> pd.DataFrame:
-    """The rows ``fit_from_telemetry`` takes (mean running batch, mean ITL)."""
+    """The rows ``fit_from_telemetry`` (mean running batch, mean ITL) and
+    ``tail.fit_tail`` (also the p95 ITL and the hour's request shape) take."""
     rows = []
     for obs in hours:
         if _missing(obs.running_per_replica, obs.itl_sum_s, obs.itl_count):
@@ -368,6 +418,15 @@ def telemetry_frame(hours: Sequence[HourObservation]) -> pd.DataFrame:
                 "mean_running_batch": float(obs.running_per_replica or 0.0),
                 "itl_seconds": float(obs.itl_sum_s or 0.0)
                 / float(obs.itl_count or 1.0),
+                "itl_p95_seconds": math.nan
+                if _missing(obs.itl_p95_ms)
+                else float(obs.itl_p95_ms or 0.0) / 1e3,
+                "prompt_tokens": math.nan
+                if _missing(obs.prompt_tokens_mean)
+                else float(obs.prompt_tokens_mean or 0.0),
+                "output_tokens": math.nan
+                if _missing(obs.output_tokens_mean)
+                else float(obs.output_tokens_mean or 0.0),
             }
         )
-    return pd.DataFrame(rows, columns=["mean_running_batch", "itl_seconds"])
+    return pd.DataFrame(rows, columns=list(TELEMETRY_COLUMNS))

@@ -123,6 +123,9 @@ def calibration_from_dict(data: Mapping[str, Any]) -> Calibration:
         itl_percentile_factor=_positive(data, "params.itl_percentile_factor")
         if "itl_percentile_factor" in data.get("params", {})
         else 1.0,
+        stall_fraction=_positive(data, "params.stall_fraction", allow_zero=True)
+        if "stall_fraction" in data.get("params", {})
+        else 1.0,
     )
     n_points = _get(data, "fit.n_points")
     if not isinstance(n_points, int) or n_points < 1:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ from analytics.capacity.calibration_types import (
 )
 from analytics.capacity.catalog import ModelSpec
 from analytics.capacity.errors import Infeasible, Refused
+from analytics.capacity.latency import StepModel
 from analytics.capacity.resolve import _columns, _frame_from
 from analytics.capacity.scenario import (
     ROOFLINE,
@@ -150,7 +151,6 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         np.isnan(c["cal_fpre"]), peak * lat.PREFILL_FLOPS_EFFICIENCY, c["cal_fpre"]
     )
     p0 = np.where(np.isnan(c["cal_p0"]), lat.PREFILL_OVERHEAD_S, c["cal_p0"])
-    pct_factor = c["cal_pct"]
 
     expert_bytes = expert_total * c["expert_share"]
     dense_bytes = weights - expert_bytes
@@ -192,9 +192,15 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         base = t_dec(batch)
         # Each step carries, on average, B/O requests' worth of prefill work.
         mean = base + batch * prefill_work / output
-        share_with_prefill = np.minimum(1.0, batch / output * chunks_per_request)
-        spike = np.where(share_with_prefill > (1.0 - q), chunk_time, 0.0)
-        at_q = np.maximum(base + spike, mean) * pct_factor
+        at_q = lat.percentile_itl_s(
+            base,
+            mean,
+            chunk_s=chunk_time,
+            share_with_prefill=np.minimum(1.0, batch / output * chunks_per_request),
+            percentile=q,
+            factor=c["cal_pct"],
+            stall=c["cal_stall"],
+        )
         return base, mean, at_q
 
     sla_s = c["itl_sla_ms"] / 1000.0
@@ -322,6 +328,8 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "experts": c["experts"],
         "top_k": c["top_k"],
         "block_size": block,
+        "itl_percentile_factor": c["cal_pct"],
+        "stall_fraction": c["cal_stall"],
     }
 
 
@@ -508,59 +516,6 @@ def require_feasible(result: Result) -> Result:
     return result
 
 
-@dataclass(frozen=True)
-class StepModel:
-    """The closed form's step-time constants for one scenario (used by simulate)."""
-
-    t0_s: float
-    bw_eff: float
-    decode_flops: float
-    prefill_flops: float
-    p0_s: float
-    dense_bytes: float
-    expert_bytes: float
-    experts: float
-    top_k: float
-    kv_bytes_per_token: float
-    active_params_per_gpu: float
-    attn_coef: float
-    num_gpu_blocks: int
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    expert_batch_factor: float = 1.0
-
-    def decode_step_s(self, batch: float, context: float) -> float:
-        return float(
-            lat.decode_step_s(
-                np.asarray(float(batch)),
-                np.asarray(float(context)),
-                dense_weight_bytes=np.asarray(self.dense_bytes),
-                expert_weight_bytes=np.asarray(self.expert_bytes),
-                experts=np.asarray(self.experts),
-                top_k=np.asarray(self.top_k),
-                kv_bytes_per_token=np.asarray(self.kv_bytes_per_token),
-                active_params_per_gpu=np.asarray(self.active_params_per_gpu),
-                t0_s=np.asarray(self.t0_s),
-                bw_eff=np.asarray(self.bw_eff),
-                decode_flops=np.asarray(self.decode_flops),
-                expert_batch_factor=self.expert_batch_factor,
-            )
-        )
-
-    def prefill_s(self, tokens: float) -> float:
-        return self.p0_s + self.prefill_work_s(tokens, 0.0)
-
-    def prefill_work_s(self, tokens: float, already: float) -> float:
-        """Compute time of a chunk of ``tokens`` after ``already`` prompt tokens."""
-        linear = tokens * 2.0 * self.active_params_per_gpu / self.prefill_flops
-        end = already + tokens
-        attention = (
-            (end * end - already * already) * self.attn_coef / self.prefill_flops
-        )
-        return linear + attention
-
-
 def step_model(
     scenario: Scenario, *, calibrations: Sequence[Calibration] = ()
 ) -> StepModel:
@@ -589,4 +544,6 @@ def step_model(
         max_num_seqs=int(out["max_num_seqs"]),
         max_num_batched_tokens=int(out["max_num_batched_tokens"]),
         expert_batch_factor=float(out["expert_batch_factor"]),
+        itl_percentile_factor=float(out["itl_percentile_factor"]),
+        stall_fraction=float(out["stall_fraction"]),
     )

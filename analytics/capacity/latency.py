@@ -33,7 +33,13 @@ class LatencyParams:
     decode_flops_eff: float
     prefill_flops_eff: float
     p0_s: float
+    # The tail: the ITL percentile over the mean ITL in steps that carry no
+    # prefill chunk, and the share of a co-scheduled chunk's compute time that
+    # shows in the ITL percentile once more than 1 - percentile of the steps
+    # carry one (1.0: the step runs the chunk and the decodes back to back, as
+    # vLLM's chunked prefill does). Both fitted by ``tail.fit_tail``.
     itl_percentile_factor: float = 1.0
+    stall_fraction: float = 1.0
 
 
 def expert_fraction(
@@ -81,3 +87,75 @@ def prefill_s(
     linear = tokens * 2.0 * active_params_per_gpu / prefill_flops
     attention = tokens * tokens * attn_flops_per_token2 / prefill_flops
     return p0_s + linear + attention
+
+
+def percentile_itl_s(
+    base: np.ndarray,
+    mean: np.ndarray,
+    *,
+    chunk_s: np.ndarray,
+    share_with_prefill: np.ndarray,
+    percentile: np.ndarray | float,
+    factor: np.ndarray | float = 1.0,
+    stall: np.ndarray | float = 1.0,
+) -> np.ndarray:
+    """ITL at ``percentile``: once more than ``1 - percentile`` of the steps carry
+    a prefill chunk, the percentile falls in such a step (the decode step plus
+    ``stall`` x the chunk); never below ``factor`` x the mean ITL."""
+    spike = np.where(share_with_prefill > (1.0 - percentile), chunk_s * stall, 0.0)
+    return np.maximum(base + spike, mean * factor)
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """The closed form's step-time constants for one scenario (used by simulate)."""
+
+    t0_s: float
+    bw_eff: float
+    decode_flops: float
+    prefill_flops: float
+    p0_s: float
+    dense_bytes: float
+    expert_bytes: float
+    experts: float
+    top_k: float
+    kv_bytes_per_token: float
+    active_params_per_gpu: float
+    attn_coef: float
+    num_gpu_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    expert_batch_factor: float = 1.0
+    itl_percentile_factor: float = 1.0
+    stall_fraction: float = 1.0
+
+    def decode_step_s(self, batch: float, context: float) -> float:
+        return float(
+            decode_step_s(
+                np.asarray(float(batch)),
+                np.asarray(float(context)),
+                dense_weight_bytes=np.asarray(self.dense_bytes),
+                expert_weight_bytes=np.asarray(self.expert_bytes),
+                experts=np.asarray(self.experts),
+                top_k=np.asarray(self.top_k),
+                kv_bytes_per_token=np.asarray(self.kv_bytes_per_token),
+                active_params_per_gpu=np.asarray(self.active_params_per_gpu),
+                t0_s=np.asarray(self.t0_s),
+                bw_eff=np.asarray(self.bw_eff),
+                decode_flops=np.asarray(self.decode_flops),
+                expert_batch_factor=self.expert_batch_factor,
+            )
+        )
+
+    def prefill_s(self, tokens: float) -> float:
+        return self.p0_s + self.prefill_work_s(tokens, 0.0)
+
+    def prefill_work_s(self, tokens: float, already: float) -> float:
+        """Compute time of a chunk of ``tokens`` after ``already`` prompt tokens."""
+        linear = tokens * 2.0 * self.active_params_per_gpu / self.prefill_flops
+        end = already + tokens
+        attention = (
+            (end * end - already * already) * self.attn_coef / self.prefill_flops
+        )
+        return linear + attention

@@ -270,6 +270,7 @@ def _resolve_static(
         "cal_fpre": params.prefill_flops_eff if params else np.nan,
         "cal_p0": params.p0_s if params else np.nan,
         "cal_pct": params.itl_percentile_factor if params else 1.0,
+        "cal_stall": params.stall_fraction if params else 1.0,
         "cal_is_engine": bool(cal is not None and cal.kind == ENGINE_MEASUREMENTS),
         "cal_label": label,
         "cal_kind": kind,

@@ -25,12 +25,12 @@ from analytics.capacity.backtest import (
     backtest_today,
     telemetry_frame,
 )
-from analytics.capacity.calibration import fit_from_telemetry
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.calibration_types import CalibrationKey
-from analytics.capacity.engine import Scenario
+from analytics.capacity.engine import Scenario, evaluate, step_model
 from analytics.capacity.errors import CapacityError, InvalidInput
 from analytics.capacity.refusals import RejectedShare, rejected_share
+from analytics.capacity.tail import fit_telemetry
 from analytics.histograms import BucketMismatch, Buckets, bucket_quantile, buckets_sum
 from costapp.capacity import selectors
 from costapp.models import Deployment, DeploymentHour, HistogramHour
@@ -238,25 +238,29 @@ def telemetry_fit(
     now: datetime | None = None,
     days: int = WINDOW_DAYS,
 ) -> EngineCalibration:
-    """A calibration fitted to this deployment's hourly ITL against running batch.
+    """A calibration fitted to this deployment's hourly telemetry: the decode
+    step (ITL against running batch) and the ITL tail (hourly p95 against the
+    closed form's at the same batch), ``analytics.capacity.tail.fit_telemetry``.
 
     Keyed to today's GPU, MIG profile, model, dtypes, TP and engine version, so
     the what-if page and the back-test pick it. The prefill share of the steps
     is taken out at the uncached prompt length (prefix-cache hits skip it).
-    Raises ``CapacityError`` (``CalibrationRefused``: too few hours, too flat)
-    naming the field and the value.
+    Where the decode fit is refused the decode step in effect (the stored
+    calibration today uses, or the roofline) is kept and the tail is fitted
+    against it. Raises ``CapacityError`` (``CalibrationRefused``: too few
+    hours, too flat, no p95) naming the field and the value.
     """
     found = deployment_backtest(deployment, now=now, days=days, calibrations=())
     scenario = found.scenario
     if scenario is None:
         raise CapacityError("; ".join(found.problems) or "no configuration for today")
     shape = _shape(found.hours)
-    prompt, output = shape or (
-        float(scenario.prompt_tokens),
-        float(scenario.output_tokens),
-    )
-    cached = prompt * float(found.hit_rate or 0.0)
-    uncached = prompt - cached
+    if shape is not None:
+        scenario = replace(
+            scenario,
+            prompt_tokens=max(1, round(shape[0])),
+            output_tokens=max(1, round(shape[1])),
+        )
     key = CalibrationKey(
         gpu=scenario.gpu,
         model=str(getattr(scenario.model, "name", scenario.model)),
@@ -266,13 +270,13 @@ def telemetry_fit(
         engine_version=scenario.engine_version,
         mig_profile=scenario.mig_profile or None,
     )
-    return fit_from_telemetry(
+    stored = selectors.stored_calibrations()
+    return fit_telemetry(
         telemetry_frame(found.hours),
         key=key,
-        context_tokens=prompt + output / 2.0,
-        prompt_tokens=uncached,
-        output_tokens=output,
-        cached_prompt_tokens=cached,
+        scenario=scenario,
+        current=step_model(scenario, calibrations=stored),
+        current_label=evaluate(scenario, calibrations=stored).calibration.label,
     )
 
 
@@ -293,6 +297,7 @@ def document(found: DeploymentBacktest) -> dict[str, Any]:
         "days": found.days,
         "itl_error": clean(bt.itl_error),
         "throughput_error": clean(bt.throughput_error),
+        "itl_p95_error": clean(bt.itl_p95_error),
         "itl_median_abs_error": clean(bt.itl_median_abs_error),
         "throughput_median_abs_error": clean(bt.throughput_median_abs_error),
         "large_error": bt.large_error,

@@ -219,6 +219,16 @@ def calibration_fit_telemetry(
     )
 
 
+def telemetry_fit_parts(row: Calibration) -> str:
+    """What a stored telemetry fit set, from its method (tail.fit_telemetry)."""
+    method = str(row.payload.get("fit", {}).get("method", ""))
+    if method.startswith("decode step kept"):
+        return "the p95 tail (the decode step in effect was kept: its fit was refused)"
+    if "tail not fitted" in method:
+        return "the decode step (the p95 tail was not fitted)"
+    return "the decode step and the p95 tail"
+
+
 # ---------------------------------------------------------------------------
 # Saved scenarios
 # ---------------------------------------------------------------------------

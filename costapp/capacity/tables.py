@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from statistics import median
 from typing import Any
 
 from analytics.capacity.engine import Result
@@ -309,6 +310,20 @@ def backtest_rows(
             )
         )
     checked = [h for h in bt.hours if h.replicas_verdict != "not checked"]
+    tails = [h for h in checked if h.predicted_p95_ms and h.observed_p95_ms]
+    if tails and bt.itl_p95_error is not None:
+        rows.append(
+            BacktestRow(
+                "p95 ITL at the hourly mean batch (the tail that sizes replicas)",
+                f"{number(median([h.observed_p95_ms or 0.0 for h in tails]), 1)} ms",
+                f"{number(median([h.predicted_p95_ms or 0.0 for h in tails]), 1)} ms",
+                _pct(bt.itl_p95_error),
+                _error_tone(bt.itl_p95_error, large_error),
+                f"{len(tails)} hours that met the SLA, medians; predicted = the "
+                "closed form's p95 (prefill stall or spread over the mean) at the "
+                "hour's batch",
+            )
+        )
     if checked:
         over = [h for h in checked if h.replicas_verdict == "over"]
         figure = "Replicas, hours that met the ITL SLA (one-sided)"

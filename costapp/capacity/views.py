@@ -163,7 +163,8 @@ def scenario_save(request: HttpRequest, deployment: str) -> HttpResponse:
 @requires("costapp.run_whatif", write="costapp.add_calibration")
 def calibration_fit(request: HttpRequest, deployment: str) -> HttpResponse:
     """Fit a calibration from the deployment's telemetry (the back-test offers
-    it when its error is large) and go back to the what-if page."""
+    it when its error is large or its p95 tail disagrees) and go back to the
+    what-if page."""
     dep = get_object_or_404(Deployment, name=deployment)
     back = reverse("capacity:whatif", args=[dep.name]) + "#backtest"
     if request.method != "POST":
@@ -175,7 +176,9 @@ def calibration_fit(request: HttpRequest, deployment: str) -> HttpResponse:
     else:
         error = MISSING if row.fit_error is None else f"{row.fit_error:.1%} MAPE"
         messages.success(
-            request, f"Fitted {row} from telemetry (fit error {error} on its hours)."
+            request,
+            f"Fitted {row} from telemetry: {services.telemetry_fit_parts(row)} "
+            f"(fit error {error} on its hours).",
         )
     return redirect(back)
 

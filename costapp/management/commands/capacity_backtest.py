@@ -62,12 +62,13 @@ class Command(BaseCommand):
 
         self.stdout.write(
             f"{deployment.name}: ITL {pct(found.itl_error)}, throughput "
-            f"{pct(found.throughput_error)} (predicted vs observed; "
+            f"{pct(found.throughput_error)}, p95 ITL {pct(found.itl_p95_error)} "
+            "(predicted vs observed; "
             f"calibration {found.calibration})"
         )
         self.stdout.write(
-            "hour                        batch  ITL obs  ITL pred  tok/s obs  "
-            "tok/s pred  replicas"
+            "hour                        batch  ITL obs  ITL pred  p95 obs  p95 pred  "
+            "tok/s obs  tok/s pred  replicas"
         )
         for h in found.hours:
 
@@ -82,7 +83,8 @@ class Command(BaseCommand):
             )
             self.stdout.write(
                 f"{h.hour:<27} {num(h.batch):>6} {num(h.observed_itl_ms):>8} "
-                f"{num(h.predicted_itl_ms):>9} {num(h.observed_tokens_per_s):>10} "
+                f"{num(h.predicted_itl_ms):>9} {num(h.observed_p95_ms):>8} "
+                f"{num(h.predicted_p95_ms):>9} {num(h.observed_tokens_per_s):>10} "
                 f"{num(h.predicted_tokens_per_s):>11}  {replicas}"
             )
         for message in found.messages:
