@@ -120,9 +120,13 @@ def decimal_in(
         raise InvalidInput(
             field, value, f"is too large: the magnitude must stay below {limit:.0e}"
         )
-    exponent = number.normalize().as_tuple().exponent
+    # Count the places by hand: normalize() rounds to the context's 28
+    # digits, so 16 integer digits and 14 places passed as 12 places.
+    _, digits, exponent = number.as_tuple()
     assert isinstance(exponent, int)  # finite, checked above
-    if -exponent > max_places:
+    significant = "".join(map(str, digits)).rstrip("0")
+    places = -exponent - (len(digits) - len(significant)) if significant else 0
+    if places > max_places:
         raise InvalidInput(field, value, f"has more than {max_places} decimal places")
     return number
 

@@ -63,6 +63,13 @@ def test_trailing_zeros_do_not_count_as_decimal_places() -> None:
     assert decimal_in("1.500000000000000", field="x") == Decimal("1.5")
     assert decimal_in("-9999999999999999.5", field="x", limit=Decimal(10) ** 17)
     assert decimal_in(1320.9612345678, field="x") == Decimal("1320.9612345678")
+    assert decimal_in("0E-20", field="x") == 0
+
+
+def test_places_beyond_the_contexts_28_digits_are_counted() -> None:
+    """30 digits, 14 of them places: normalize() would round it to 12 places."""
+    with pytest.raises(InvalidInput, match="more than 12 decimal places"):
+        decimal_in("-1178250233366273.56919721361408", field="x")
 
 
 @given(
