@@ -33,8 +33,17 @@ def test_it_declares_the_whole_stack(compose: dict[str, Any]) -> None:
     assert set(compose["services"]) == APP_SERVICES | {
         "postgres",
         "redis",
+        "pagecache",
         "prometheus",
     }
+
+
+def test_the_page_cache_redis_is_bounded_and_evicts(compose: dict[str, Any]) -> None:
+    argv = command_of(compose["services"]["pagecache"])
+    assert argv[argv.index("--maxmemory-policy") + 1] == "allkeys-lru"
+    assert argv[argv.index("--maxmemory") + 1].endswith("mb")
+    # The broker's Redis evicts nothing: a queued task is never dropped.
+    assert "--maxmemory-policy" not in command_of(compose["services"]["redis"])
 
 
 def test_app_services_build_from_the_one_dockerfile(compose: dict[str, Any]) -> None:
@@ -81,8 +90,9 @@ def test_app_environment_points_at_the_compose_services(
         )
         assert db["USER"] == services["postgres"]["environment"]["POSTGRES_USER"]
         assert urlparse(env["CELERY_BROKER_URL"]).hostname == "redis"
-        # The web workers share page bodies through Redis (costapp/pagecache.py).
-        assert urlparse(env["PAGE_CACHE_URL"]).hostname == "redis"
+        # The web workers share page bodies through their own, bounded Redis
+        # (costapp/pagecache.py): LRU eviction must never reach the broker.
+        assert urlparse(env["PAGE_CACHE_URL"]).hostname == "pagecache"
         assert urlparse(env["PROMETHEUS_URL"]).hostname == "prometheus"
         assert env["COSTAPP_REQUIRE_SECRET_KEY"] == "true"
         assert "AWS_ACCESS_KEY_ID" not in env, "credentials come from boto3's chain"
@@ -90,7 +100,15 @@ def test_app_environment_points_at_the_compose_services(
 
 def test_health_checks_and_start_order(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    for name in ("web", "worker", "alerts-worker", "postgres", "redis", "prometheus"):
+    for name in (
+        "web",
+        "worker",
+        "alerts-worker",
+        "postgres",
+        "redis",
+        "pagecache",
+        "prometheus",
+    ):
         assert services[name].get("healthcheck", {}).get("test"), (
             f"{name} has no healthcheck"
         )
