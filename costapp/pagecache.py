@@ -24,9 +24,9 @@ entries expire after ``PAGE_CACHE_SECONDS`` (300 s by default; 0 turns the
 cache off) for anything else that depends on the clock. A statement that
 writes no row counts too (the triggers are per statement, so that a COPY of a
 million rows costs one record, not a million): a periodic job checks before
-it writes, as ``runs_reap_task`` does. Tables written on
-every request (the audit log, API tokens' last use) have no trigger, else
-nothing would ever be served from the cache; none of them is on a cached page.
+it writes, as ``runs_reap_task`` does. Tables that requests themselves write
+(the audit log on every POST, API tokens' last use) have no trigger, else
+reading the product would empty its cache; none of them is on a cached page.
 
 SQLite (the embedded demo) has row triggers only and a single writer, and its
 pages are small: there the bodies are rendered every time.
@@ -52,7 +52,7 @@ from costapp import formatting as fmt
 
 logger = logging.getLogger(__name__)
 
-# Written on every request, and shown on no cached page.
+# Written by requests themselves, and shown on no cached page.
 UNWATCHED_TABLES = frozenset(
     {
         "costapp_datachange",
