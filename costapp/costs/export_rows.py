@@ -146,21 +146,6 @@ class ExportRow:
         self.nominal += other.nominal
 
 
-THOUSAND, MILLION = Decimal(1000), Decimal(1_000_000)
-EXACT_INTEGERS = 2**53  # every integer below it is a float, exactly
-
-
-def float_decimal(value: float) -> Decimal:
-    """``Decimal(repr(value))``: the float as it is written, not its binary
-    expansion. A whole number of requests, tokens or GPU-hours below 2**53
-    is that integer (its repr is its digits and ``.0``), and ``Decimal(int)``
-    skips printing and parsing it; a quotient's digits depend only on the
-    divisor's value, so the unit costs are the same either way."""
-    if value.is_integer() and -EXACT_INTEGERS < value < EXACT_INTEGERS:
-        return Decimal(int(value))
-    return Decimal(repr(value))
-
-
 def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
     """The row in ``SCHEMA_FIELDS`` order; unit costs are the cost over the
     traffic at 12 places (inlined: this runs once per row of a year)."""
@@ -175,11 +160,11 @@ def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
     per_1k = per_1m = per_gpu_hour = None
     if cost is not None:
         if requests:
-            per_1k = (cost * THOUSAND / float_decimal(requests)).quantize(QUANTUM)
+            per_1k = (cost * 1000 / Decimal(repr(requests))).quantize(QUANTUM)
         if tokens:
-            per_1m = (cost * MILLION / float_decimal(tokens)).quantize(QUANTUM)
+            per_1m = (cost * 1_000_000 / Decimal(repr(tokens))).quantize(QUANTUM)
         if gpu_hours:
-            per_gpu_hour = (cost / float_decimal(gpu_hours)).quantize(QUANTUM)
+            per_gpu_hour = (cost / Decimal(repr(gpu_hours))).quantize(QUANTUM)
     estimated, prov = row.days_estimated, row.days_provisional
     return (
         row.period,

@@ -1,16 +1,15 @@
-"""The export's fast paths write the same text and figures as the plain ones:
-money through ``str`` is ``format(x, "f")``, and a unit cost over a whole
-float divides by the same value as over its repr."""
+"""The CSV's fast money text is the one writer's: ``str`` where it has no
+exponent is ``format(x, "f")``."""
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 from costapp.costs.export_files import money_text
-from costapp.costs.export_rows import QUANTUM, THOUSAND, float_decimal
+from costapp.costs.export_rows import QUANTUM
 
 # Money as the export holds it: numeric(28, 12), any sign, zero included.
 money = st.decimals(
@@ -37,40 +36,3 @@ def test_money_text_is_the_fixed_point_text_of_the_one_writer(value: Decimal) ->
 def test_money_text_is_format_f_for_any_decimal(value: Decimal) -> None:
     assert money_text(value) == format(value, "f")
     assert money_text(None) == ""
-
-
-floats = st.one_of(
-    st.integers(min_value=-(2**60), max_value=2**60).map(float),
-    st.floats(allow_nan=False, allow_infinity=False),
-)
-
-
-@given(floats)
-@example(float(2**53 - 1))
-@example(float(2**53))
-@example(1e16)
-@example(1e23)
-@example(48280.0)
-@example(0.1)
-def test_a_float_is_the_decimal_of_its_repr(value: float) -> None:
-    assert float_decimal(value) == Decimal(repr(value))
-
-
-@given(money, floats)
-@example(Decimal("44.712000000000"), 48280.0)
-@example(Decimal("1e14"), 3.0)
-def test_a_unit_cost_over_a_whole_float_is_the_same_figure(
-    cost: Decimal, value: float
-) -> None:
-    if not value:
-        return
-    try:
-        expected = (cost * THOUSAND / Decimal(repr(value))).quantize(QUANTUM)
-    except InvalidOperation:  # too many digits at 12 places: both refuse
-        try:
-            (cost * THOUSAND / float_decimal(value)).quantize(QUANTUM)
-        except InvalidOperation:
-            return
-        raise AssertionError("one refused, the other did not") from None
-    got = (cost * THOUSAND / float_decimal(value)).quantize(QUANTUM)
-    assert str(got) == str(expected)
