@@ -252,7 +252,7 @@ class Export:
                         (day, account, currency, s.target, s.pool, s.how, s.amount)
                         for s in allocation.shares
                     )
-                # By day, then deployment name, as the stored usage is read.
+                # Each day's deployments by name: a team row's traffic sums in it.
                 for day, name in sorted((d, n) for n, d in set(usage) | set(tokens)):
                     use = usage.get((name, day))
                     prompt, generation = tokens.get((name, day), (0.0, 0.0))
