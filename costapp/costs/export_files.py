@@ -10,7 +10,8 @@ from __future__ import annotations
 import itertools
 import zipfile
 from collections.abc import Iterator
-from typing import IO
+from decimal import Decimal
+from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +30,18 @@ def _text_cell(value: str) -> str:
     return line[: -len(",x\r\n")]
 
 
+def money_text(value: Decimal | None) -> str:
+    """A money cell as the one writer writes it, ``format(value, "f")``.
+
+    ``str`` gives the same text whenever it has no exponent (a quantized
+    amount of a millionth or more) in about half the time; a year has about
+    five money cells per row. tests/costs/test_exports.py checks the two."""
+    if value is None:
+        return ""
+    text = str(value)
+    return format(value, "f") if "E" in text else text
+
+
 def csv_rows(export: Export) -> Iterator[str]:
     """The data CSV, line by line, as the one formula-safe writer
     (``costapp.csv_export``) writes it, byte for byte.
@@ -38,12 +51,12 @@ def csv_rows(export: Export) -> Iterator[str]:
     float by ``repr``; they never need quoting) and the text cells (account,
     currency, deployment or team, pool, allocation, status: few distinct
     values) go through the writer once per distinct value, cached (and
-    their joined text once per distinct combination).
+    their joined text, with the day counts, once per distinct combination).
     tests/costs/test_exports.py checks the bytes against ``csv_lines``.
     """
     yield from csv_lines(export.spec.columns, [])
     cells: dict[str, str] = {}
-    texts: dict[tuple[str, ...], str] = {}
+    texts: dict[tuple[Any, ...], str] = {}
 
     def t(value: str) -> str:
         cell = cells.get(value)
@@ -51,29 +64,35 @@ def csv_rows(export: Export) -> Iterator[str]:
             cell = cells[value] = _text_cell(value)
         return cell
 
+    last: tuple[Any, ...] = ()
+    head = ""
     for (
         period, period_days, account, currency, basis, target, pool, allocation,
         status, d_final, d_estimated, d_provisional, bill, provisional, requests,
         prompt, generation, gpu_hours, nominal, per_1k, per_1m, per_gpu_hour,
     ) in export.rows():  # fmt: skip
-        # The seven text cells repeat row after row: one lookup for all.
-        key = (account, currency, basis, target, pool, allocation, status)
+        # A period's rows come together: its date is written once.
+        if (period, period_days) != last:
+            last = (period, period_days)
+            head = f"{period.isoformat()},{period_days},"
+        # The seven text cells and the day counts after them repeat row
+        # after row (a day's row is 1,0,0 or so): one lookup for all.
+        key = (account, currency, basis, target, pool, allocation, status,
+               d_final, d_estimated, d_provisional)  # fmt: skip
         text = texts.get(key)
         if text is None:
             if len(texts) > TEXTS_HELD:  # bounded, whatever the fleet
                 texts.clear()
-            text = texts[key] = ",".join(map(t, key))
+            text = texts[key] = (
+                ",".join(map(t, key[:7])) + f",{d_final},{d_estimated},{d_provisional}"
+            )
         yield (
-            f"{period.isoformat()},{period_days},{text},{d_final},{d_estimated},{d_provisional},"
-            f"{'' if bill is None else format(bill, 'f')},"
-            f"{'' if provisional is None else format(provisional, 'f')},"
+            f"{head}{text},{money_text(bill)},{money_text(provisional)},"
             f"{'' if requests is None else repr(requests)},"
             f"{'' if prompt is None else repr(prompt)},"
             f"{'' if generation is None else repr(generation)},"
             f"{'' if gpu_hours is None else repr(gpu_hours)},{nominal},"
-            f"{'' if per_1k is None else format(per_1k, 'f')},"
-            f"{'' if per_1m is None else format(per_1m, 'f')},"
-            f"{'' if per_gpu_hour is None else format(per_gpu_hour, 'f')}\r\n"
+            f"{money_text(per_1k)},{money_text(per_1m)},{money_text(per_gpu_hour)}\r\n"
         )
 
 

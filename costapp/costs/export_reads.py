@@ -6,14 +6,17 @@ totals of a window, each over one server-side cursor read a day at a time
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 from django.db import connection
+from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 
 from costapp.costs.selectors import Basis, _lines, line_amount, utc_day_start
@@ -43,13 +46,17 @@ def coverage_read(start: date, end: date) -> Coverage:
     )
     billed: dict[str, set[date]] = defaultdict(set)
     estimated: dict[str, set[date]] = defaultdict(set)
-    days = lines.annotate(d=TruncDate("period_start", tzinfo=UTC)).values_list(
-        "account_id", "d"
+    # One pass over the lines: each account-day, and whether any is estimated.
+    days = (
+        lines.annotate(d=TruncDate("period_start", tzinfo=UTC))
+        .values("account_id", "d")
+        .annotate(n_estimated=Count("pk", filter=Q(estimated=True)))
+        .values_list("account_id", "d", "n_estimated")
     )
-    for account, day in days.distinct().iterator():
+    for account, day, n_estimated in days.iterator():
         billed[account].add(day)
-    for account, day in days.filter(estimated=True).distinct().iterator():
-        estimated[account].add(day)
+        if n_estimated:
+            estimated[account].add(day)
     span = tuple(start + timedelta(days=i) for i in range((end - start).days))
     return Coverage(span, dict(billed), dict(estimated))
 
@@ -58,20 +65,34 @@ class ByDay:
     """A day-ordered iterator of rows (day first) handed out one day at a time."""
 
     def __init__(self, rows: Iterator[tuple[Any, ...]]) -> None:
-        self._rows = rows
-        self._next = next(rows, None)
+        # groupby splits the days in C: a year is tens of thousands of rows.
+        self._days = itertools.groupby(rows, key=itemgetter(0))
+        self._day: date | None
+        self._rows: Iterator[tuple[Any, ...]]
+        self._day, self._rows = next(self._days, _END)
 
     def take(self, day: date) -> list[tuple[Any, ...]]:
         """The rows of ``day``; rows of earlier days are skipped."""
-        out = []
-        while self._next is not None and self._next[0] <= day:
-            if self._next[0] == day:
-                out.append(self._next)
-            self._next = next(self._rows, None)
+        while self._day is not None and self._day < day:
+            self._day, self._rows = next(self._days, _END)
+        if self._day != day:
+            return []
+        out = list(self._rows)
+        self._day, self._rows = next(self._days, _END)
         return out
 
 
-def stored_usage_read(a: date, b: date) -> Iterator[tuple[Any, ...]]:
+_END: tuple[None, Iterator[Any]] = (None, iter(()))
+
+# A deployment's day of traffic as the export reads it: (day, deployment,
+# GPU-hours, requests, nominal hours, prompt tokens, generation tokens), the
+# GPU-hours and requests ``None`` when only tokens are known. Stored days
+# read it so from ``CostUsageDay``; days on the fly are built so.
+UsageRow = tuple[date, str, Decimal | None, Decimal | None, int, float, float]
+
+
+def stored_usage_read(a: date, b: date) -> Iterator[UsageRow]:
+    """Stored usage of [a, b) by day and deployment, as ``UsageRow``."""
     return (
         CostUsageDay.objects.filter(day__gte=a, day__lt=b)
         .order_by("day", "deployment")

@@ -14,8 +14,6 @@ from typing import Any
 
 import pyarrow as pa
 
-from costapp.costs.selectors import UsageDay
-
 QUANTUM = Decimal("1e-12")
 PROVISIONAL, ESTIMATED, FINAL = "provisional", "estimated", "final"
 
@@ -51,13 +49,19 @@ SCHEMA_FIELDS: list[tuple[str, pa.DataType]] = [
 class ExportRow:
     """One export row being built (a plain slotted class: a year makes tens
     of thousands, and a dataclass's default factories cost more than the
-    row's own arithmetic)."""
+    row's own arithmetic).
+
+    Days are counted per status, not held as sets: a row is made once per
+    key and day and a month's rows of one key are merged, so its days never
+    repeat and a count is all the columns need."""
 
     __slots__ = (
         "account",
         "bill",
         "currency",
-        "days",
+        "days_estimated",
+        "days_final",
+        "days_provisional",
         "generation",
         "gpu_hours",
         "hows",
@@ -71,7 +75,13 @@ class ExportRow:
     )  # fmt: skip
 
     def __init__(
-        self, period: date, account: str, currency: str, target: str, pool: str
+        self,
+        period: date,
+        account: str,
+        currency: str,
+        target: str,
+        pool: str,
+        status: str,
     ) -> None:
         self.period = period
         self.account = account
@@ -81,11 +91,9 @@ class ExportRow:
         self.hows: set[str] = set()
         self.bill: Decimal | None = None
         self.provisional: Decimal | None = None
-        self.days: dict[str, set[date]] = {
-            FINAL: set(),
-            ESTIMATED: set(),
-            PROVISIONAL: set(),
-        }
+        self.days_final = 1 if status == FINAL else 0
+        self.days_estimated = 1 if status == ESTIMATED else 0
+        self.days_provisional = 1 if status == PROVISIONAL else 0
         self.requests: float | None = None
         self.prompt: float | None = None
         self.generation: float | None = None
@@ -100,21 +108,42 @@ class ExportRow:
             amount if self.provisional is None else self.provisional + amount
         )
 
-    def add_traffic(self, usage: UsageDay | None, tokens: tuple[float, float]) -> None:
-        if usage is not None:
-            requests, gpu_hours = float(usage.requests), float(usage.gpu_hours)
-            self.requests = (
-                requests if self.requests is None else self.requests + requests
-            )
-            self.gpu_hours = (
-                gpu_hours if self.gpu_hours is None else self.gpu_hours + gpu_hours
-            )
-            self.nominal += usage.nominal_hours
-        prompt, generation = tokens
+    def add_traffic(
+        self,
+        gpu_hours: Decimal | None,
+        requests: Decimal | None,
+        nominal: int,
+        prompt: float,
+        generation: float,
+    ) -> None:
+        """One deployment's day (``export_reads.UsageRow``); GPU-hours and
+        requests are ``None`` when only its tokens are known."""
+        if gpu_hours is not None and requests is not None:
+            n, hours = float(requests), float(gpu_hours)
+            self.requests = n if self.requests is None else self.requests + n
+            self.gpu_hours = hours if self.gpu_hours is None else self.gpu_hours + hours
+            self.nominal += nominal
         self.prompt = prompt if self.prompt is None else self.prompt + prompt
         self.generation = (
             generation if self.generation is None else self.generation + generation
         )
+
+    def merge(self, other: ExportRow) -> None:
+        """Add ``other``, a later day of the same key, into this row."""
+        self.hows |= other.hows
+        if other.bill is not None:
+            self.add_bill(other.bill)
+        if other.provisional is not None:
+            self.add_provisional(other.provisional)
+        self.days_final += other.days_final
+        self.days_estimated += other.days_estimated
+        self.days_provisional += other.days_provisional
+        for name in ("requests", "prompt", "generation", "gpu_hours"):
+            value = getattr(other, name)
+            if value is not None:
+                old = getattr(self, name)
+                setattr(self, name, value if old is None else old + value)
+        self.nominal += other.nominal
 
 
 def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
@@ -136,8 +165,7 @@ def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
             per_1m = (cost * 1_000_000 / Decimal(repr(tokens))).quantize(QUANTUM)
         if gpu_hours:
             per_gpu_hour = (cost / Decimal(repr(gpu_hours))).quantize(QUANTUM)
-    days = row.days
-    estimated, prov = days[ESTIMATED], days[PROVISIONAL]
+    estimated, prov = row.days_estimated, row.days_provisional
     return (
         row.period,
         period_days,
@@ -148,9 +176,9 @@ def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
         row.pool,
         "; ".join(sorted(row.hows)),
         PROVISIONAL if prov else ESTIMATED if estimated else FINAL,
-        len(days[FINAL]),
-        len(estimated),
-        len(prov),
+        row.days_final,
+        estimated,
+        prov,
         None if bill is None else bill.quantize(QUANTUM),
         None if provisional is None else provisional.quantize(QUANTUM),
         requests,

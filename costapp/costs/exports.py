@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any, Literal
 
 from analytics.allocation import IDLE, UNALLOCATED
@@ -33,6 +34,7 @@ from costapp.costs.export_reads import (
     ByDay,
     Coverage,
     ShareRow,
+    UsageRow,
     coverage_read,
     stored_shares_read,
     stored_totals_read,
@@ -51,7 +53,6 @@ from costapp.costs.rates import rate_book
 from costapp.costs.selectors import (
     NOMINAL_LABEL,
     Basis,
-    UsageDay,
     allocation_rules,
     token_days,
     usage_days,
@@ -65,6 +66,8 @@ NO_TEAM = "__no_team__"
 # A billed day with the deployment's traffic but none of the bill: $0.
 NO_SHARE = "no share"
 ROW_GROUP = 5000
+# Rows within a period: by account, currency, target, pool.
+_ROW_ORDER = attrgetter("account", "currency", "target", "pool")
 
 SUMMARY_COLUMNS = [
     "window_start",
@@ -198,45 +201,22 @@ class Export:
                 for day_rows in days:
                     for r in day_rows:
                         key = (r.account, r.currency, r.target, r.pool)
-                        self._merge(rows, key, r, a)
+                        into = rows.get(key)
+                        if into is None:
+                            r.period = a
+                            rows[key] = r
+                        else:
+                            into.merge(r)
                 yield from self._emit(rows.values(), (b - a).days)
             else:
                 for day_rows in days:
                     yield from self._emit(day_rows, 1)
 
-    @staticmethod
-    def _merge(
-        rows: dict[tuple[Any, ...], ExportRow],
-        key: tuple[Any, ...],
-        r: ExportRow,
-        period: date,
-    ) -> None:
-        into = rows.get(key)
-        if into is None:
-            r.period = period
-            rows[key] = r
-            return
-        into.hows |= r.hows
-        if r.bill is not None:
-            into.add_bill(r.bill)
-        if r.provisional is not None:
-            into.add_provisional(r.provisional)
-        for status, days in r.days.items():
-            into.days[status] |= days
-        for name in ("requests", "prompt", "generation", "gpu_hours"):
-            value = getattr(r, name)
-            if value is not None:
-                old = getattr(into, name)
-                setattr(into, name, value if old is None else old + value)
-        into.nominal += r.nominal
-
     def _emit(
         self, rows: Iterable[ExportRow], period_days: int
     ) -> Iterator[tuple[Any, ...]]:
         totals, basis = self.totals, self.spec.basis
-        for row in sorted(
-            rows, key=lambda r: (r.account, r.currency, r.target, r.pool)
-        ):
+        for row in sorted(rows, key=_ROW_ORDER):
             key = (row.account, row.currency)
             totals.rows[key] += 1
             if row.bill is not None:
@@ -254,53 +234,51 @@ class Export:
         stored_usage: ByDay,
     ) -> Iterator[list[ExportRow]]:
         """Rows of each day of [a, b), one day at a time: stored days from
-        the stored shares and usage, the others allocated on the fly."""
+        the stored shares and usage, the others allocated on the fly into
+        the same shapes (``ShareRow``, ``UsageRow``)."""
         live = {a + timedelta(days=i) for i in range((b - a).days)} - stored
-        usage: dict[tuple[str, date], UsageDay] = {}
-        tokens: dict[tuple[str, date], tuple[float, float]] = {}
-        live_allocs: dict[date, list[ShareRow]] = defaultdict(list)
-        by_day: dict[date, list[str]] = defaultdict(list)
+        live_shares: dict[date, list[ShareRow]] = defaultdict(list)
+        live_usage: dict[date, list[UsageRow]] = defaultdict(list)
         if live:
             rules = allocation_rules()
             for x, y in _day_ranges(live):
-                live_usage = usage_days(x, y)
-                usage.update(live_usage)
-                tokens.update(token_days(x, y))
+                usage = usage_days(x, y)
+                tokens = token_days(x, y)
                 allocs = allocations_compute(
-                    x, y, [self.spec.basis], rules=rules, usage=live_usage
+                    x, y, [self.spec.basis], rules=rules, usage=usage
                 )[self.spec.basis]
                 for (account, day, currency), allocation in sorted(allocs.items()):
-                    live_allocs[day].extend(
+                    live_shares[day].extend(
                         (day, account, currency, s.target, s.pool, s.how, s.amount)
                         for s in allocation.shares
                     )
-            for name, day in set(usage) | set(tokens):
-                by_day[day].append(name)
+                # Each day's deployments by name: a team row's traffic sums in it.
+                for day, name in sorted((d, n) for n, d in set(usage) | set(tokens)):
+                    use = usage.get((name, day))
+                    prompt, generation = tokens.get((name, day), (0.0, 0.0))
+                    live_usage[day].append(
+                        (day, name, None, None, 0, prompt, generation)
+                        if use is None
+                        else (
+                            day, name, use.gpu_hours, use.requests,
+                            use.nominal_hours, prompt, generation,
+                        )
+                    )  # fmt: skip
         day = a
         while day < b:
             day_shares = stored_shares.take(day)
             day_usage = stored_usage.take(day)
             if day in live:
-                yield self._day(
-                    day, live_allocs.get(day, []), usage, tokens,
-                    sorted(by_day.get(day, [])),
-                )  # fmt: skip
+                yield self._day(day, live_shares.get(day, []), live_usage.get(day, []))
             else:
-                for _, name, gpu_h, req, nominal, p, g in day_usage:
-                    usage[(name, day)] = UsageDay(gpu_h, req, nominal)
-                    tokens[(name, day)] = (p, g)
-                yield self._day(
-                    day, day_shares, usage, tokens, [r[1] for r in day_usage]
-                )
+                yield self._day(day, day_shares, day_usage)
             day += timedelta(days=1)
 
     def _day(
         self,
         day: date,
         shares: list[ShareRow],
-        usage: dict[tuple[str, date], UsageDay],
-        tokens: dict[tuple[str, date], tuple[float, float]],
-        active: list[str],
+        traffic: list[UsageRow],
     ) -> list[ExportRow]:
         """The rows of one day from its shares, sorted by account and
         currency (each in the order the allocation produced them)."""
@@ -325,8 +303,9 @@ class Export:
             key = (account, currency, target, pool)
             row = rows.get(key)
             if row is None:
-                row = rows[key] = ExportRow(day, account, currency, target, pool)
-                row.days[status].add(day)
+                row = rows[key] = ExportRow(
+                    day, account, currency, target, pool, status
+                )
             row.hows.add(how)
             row.bill = amount if row.bill is None else row.bill + amount
             if name != IDLE and name != UNALLOCATED:
@@ -337,11 +316,10 @@ class Export:
                     if known is not None and account == known[0]:
                         traffic_row[name] = row
         billed_accounts = sorted(currencies)
-        for name in active:
+        for _, name, gpu_hours, requests, nominal, prompt, generation in traffic:
             dep = fleet.get(name)
             if dep is None:
                 continue
-            use = usage.get((name, day))
             home, pool_name = homes[name]
             billed = home in billed_accounts if home else bool(billed_accounts)
             row = traffic_row.get(name)
@@ -352,13 +330,12 @@ class Export:
                 key = (account, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:
-                    row = rows[key] = ExportRow(day, *key)
                     status = (
                         ESTIMATED
                         if day in self.coverage.estimated.get(account, set())
                         else FINAL
                     )
-                    row.days[status].add(day)
+                    row = rows[key] = ExportRow(day, *key, status)
                     row.add_bill(Decimal(0))
                     row.hows.add(NO_SHARE)
             elif not billed:
@@ -367,15 +344,14 @@ class Export:
                 key = (home, currency, self._target(name), pool_name)
                 row = rows.get(key)
                 if row is None:
-                    row = rows[key] = ExportRow(day, *key)
-                    row.days[PROVISIONAL].add(day)
+                    row = rows[key] = ExportRow(day, *key, PROVISIONAL)
                 row.hows.add("rate card")
-                if rate is not None and use is not None:
-                    row.add_provisional((use.gpu_hours * rate[0]).quantize(QUANTUM))
+                if rate is not None and gpu_hours is not None:
+                    row.add_provisional((gpu_hours * rate[0]).quantize(QUANTUM))
             assert row is not None
-            if use is not None and use.nominal_hours:
-                row.hows.add(NOMINAL_LABEL.format(n=use.nominal_hours))
-            row.add_traffic(use, tokens.get((name, day), (0.0, 0.0)))
+            if nominal:
+                row.hows.add(NOMINAL_LABEL.format(n=nominal))
+            row.add_traffic(gpu_hours, requests, nominal, prompt, generation)
         return list(rows.values())
 
     def summary_rows(self) -> Iterator[list[Any]]:

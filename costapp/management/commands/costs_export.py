@@ -11,6 +11,7 @@ month. Without ``--out`` the file is named after the window, grain, basis and
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,11 @@ class Command(BaseCommand):
             with out.open("wb") as f:
                 parquet_write(export, f)
         else:
+            lines = csv_rows(export)
             with out.open("w", newline="", encoding="utf-8") as f:
-                f.writelines(csv_rows(export))
+                # A write per thousand lines, not per line: a year is 10^4+.
+                while chunk := "".join(itertools.islice(lines, 1000)):
+                    f.write(chunk)
         with summary.open("w", newline="", encoding="utf-8") as f:
             f.writelines(summary_csv(export))
         complete = (
