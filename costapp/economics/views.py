@@ -172,9 +172,10 @@ def _overview_context(
     flags = flagged_read(start=start, end=end, grain=flag_grain, names=flag_names)
     return {
         # Month to date as of the window's last day (today at the latest),
-        # as on the budgets page.
+        # as on the budgets page: ``today`` is exclusive there, as the
+        # window's end is.
         **overview_month_context(
-            today=min(today, filters.last_day),
+            today=min(today, filters.end),
             team=filters.team,
             deployments=filters.deployments,
         ),

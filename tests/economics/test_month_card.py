@@ -191,3 +191,24 @@ def test_a_hand_picked_set_renders_the_missing_mark_for_its_forecast(
     html = render(ctx, superuser=True)
     assert f'data-col="forecast" data-value="">{fmt.MISSING}<' in html
     assert "no forecast for a hand-picked set" in html
+
+
+def test_the_overview_card_runs_through_the_windows_last_day_from_the_store(
+    month: None, client: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default window ends today (exclusive): the card is as of its last
+    day, as the budgets page is, and reads the forecast the recompute
+    stored. Passing the last day as the exclusive "today" once made it a day
+    short and recomputed the forecast on every request (0.4 s)."""
+    import time_machine
+
+    def compute(**_: object) -> None:
+        raise AssertionError("the stored forecast was not used")
+
+    monkeypatch.setattr("costapp.economics.forecasts.month_forecast_compute", compute)
+    user = get_user_model().objects.create_superuser("boss")
+    client.force_login(user)  # type: ignore[attr-defined]
+    with time_machine.travel(datetime.combine(TODAY, datetime.min.time(), UTC)
+                             + timedelta(hours=9), tick=False):  # fmt: skip
+        page = client.get(reverse("overview")).content.decode()  # type: ignore[attr-defined]
+    assert f"through {LAST:%Y-%m-%d}" in page or f"through {LAST}" in page, page
