@@ -18,10 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.integration
 
 
-def test_the_page_benchmark_reports_ratios_and_export_memory() -> None:
+def test_the_page_benchmark_reports_ratios_and_export_memory(redis_url: str) -> None:
     with scratch_database("costapp_bench_pages") as url:
         done = subprocess.run(
-            [sys.executable, "bench/bench_pages.py", "--smoke"],
+            # The cached run flushes its Redis database: this worker's own.
+            [
+                sys.executable,
+                "bench/bench_pages.py",
+                "--smoke",
+                "--cache-url",
+                redis_url,
+            ],
             cwd=ROOT,
             env=dict(os.environ, DATABASE_URL=url, PYTHONPATH=str(ROOT)),
             capture_output=True,
@@ -33,3 +40,4 @@ def test_the_page_benchmark_reports_ratios_and_export_memory() -> None:
     for page in ("trivial", "overview", "deployment page", "telemetry, 90 days"):
         assert page in out, out
     assert "ratio to trivial" in out and "COPY TO" in out and "peak RSS" in out, out
+    assert "page cache on" in out and "first request after a write" in out, out
