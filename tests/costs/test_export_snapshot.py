@@ -3,36 +3,28 @@ file beside it even when a bill or an ingest commits halfway through."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from django.db import connection
 
 from costapp.management.commands.costs_export import one_snapshot
 from costapp.models import TeamHoliday
+from tests.support.services import other_session
 
 pytestmark = pytest.mark.usefixtures("postgres_only")
 
 
-def commit_elsewhere() -> None:
-    s = connection.settings_dict
-    with psycopg.connect(
-        host=s["HOST"],
-        port=s["PORT"] or 5432,
-        user=s["USER"],
-        password=s["PASSWORD"],
-        dbname=s["NAME"],
-    ) as other:
-        other.execute(
-            "INSERT INTO costapp_teamholiday (team, country, subdiv, day, name) "
-            "VALUES ('search', '', '', '2026-11-30', 'committed mid-export')"
-        )
+HOLIDAY = (
+    "INSERT INTO costapp_teamholiday (team, country, subdiv, day, name) "
+    "VALUES ('search', '', '', '2026-11-30', 'committed mid-export')"
+)
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_commit_during_the_export_is_not_seen_by_it() -> None:
     with one_snapshot():
         before = TeamHoliday.objects.count()
-        commit_elsewhere()
+        with other_session() as other:
+            other.execute(HOLIDAY)
         assert TeamHoliday.objects.count() == before
         with connection.cursor() as cursor:
             cursor.execute("SHOW transaction_read_only")

@@ -13,7 +13,6 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-import psycopg
 import pytest
 from django.apps import apps
 from django.db import connection, transaction
@@ -24,6 +23,7 @@ from costapp import pagecache
 from costapp.models import Deployment, TeamHoliday
 from costapp.roles import FINANCE, TECH_LEAD
 from tests.support.demo_data import demo_for_module
+from tests.support.services import other_session
 from tests.support.users import user_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("postgres_only")]
@@ -91,15 +91,8 @@ def test_compaction_keeps_the_version_and_the_next_write_moves_it() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_write_in_another_session_shows_only_once_it_commits() -> None:
-    settings = connection.settings_dict
     before = pagecache.data_version()
-    with psycopg.connect(
-        host=settings["HOST"],
-        port=settings["PORT"] or 5432,
-        user=settings["USER"],
-        password=settings["PASSWORD"],
-        dbname=settings["NAME"],
-    ) as other:
+    with other_session() as other:
         other.execute(
             "INSERT INTO costapp_teamholiday (team, country, subdiv, day, name) "
             "VALUES ('search', '', '', '2026-11-30', 'elsewhere')"

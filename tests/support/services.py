@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,3 +98,22 @@ def scratch_database(prefix: str) -> Iterator[str]:
     finally:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def other_session() -> Iterator[Any]:
+    """A second connection to the test database (psycopg), committed when
+    the block ends: a write from another session, which the test's own
+    transaction or snapshot may or may not see."""
+    import psycopg
+    from django.db import connection
+
+    s = connection.settings_dict
+    with psycopg.connect(
+        host=s["HOST"],
+        port=s["PORT"] or 5432,
+        user=s["USER"],
+        password=s["PASSWORD"],
+        dbname=s["NAME"],
+    ) as other:
+        yield other
