@@ -1,26 +1,60 @@
 """What the finance export reads from the database: which account-days have
 a bill, and the stored allocation (``CostShare``, ``CostUsageDay``) and bill
 totals of a window, each over one server-side cursor read a day at a time
-(``ByDay``), so memory does not grow with the window.
+(``ByDay``), so memory does not grow with the window; and the one read-only
+snapshot an export reads in, from the command and the web alike.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
 from decimal import Decimal
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 
 from costapp.costs.selectors import Basis, _lines, line_amount, utc_day_start
 from costapp.models import CostLine, CostShare, CostUsageDay
+
+T = TypeVar("T")
+
+
+@contextmanager
+def one_snapshot() -> Iterator[None]:
+    """The rows, the totals and the summary read in one read-only snapshot:
+    a bill or an ingest that commits mid-export changes none of them, so the
+    summary always reconciles with the file beside it. Inside a transaction
+    the server-side cursors are plain ones, not WITH HOLD cursors that
+    PostgreSQL materialises whole before the first row."""
+    nested = connection.in_atomic_block
+    with transaction.atomic():
+        if connection.vendor == "postgresql" and not nested:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
+                )
+        yield
+
+
+def in_one_snapshot(body: Callable[[], Iterator[T]]) -> Iterator[T]:
+    """``body()`` streamed inside one read-only snapshot, opened at the
+    first item and closed when the stream ends or is closed.
+
+    For a streamed response the snapshot opens when the server starts
+    sending, after the view and its middleware are done: they may write
+    (the session is saved on the way out), which a read-only transaction
+    held from the view would refuse. Django closes the stream when the
+    response closes, a client that goes away included."""
+    with one_snapshot():
+        yield from body()
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -26,8 +27,9 @@ from costapp.costs.breakdown import (
     day_chart,
 )
 from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
+from costapp.costs.export_reads import coverage_read, in_one_snapshot, one_snapshot
 from costapp.costs.export_rows import QUANTUM
-from costapp.costs.exports import Export, ExportSpec
+from costapp.costs.exports import Export, ExportSpec, file_stem
 from costapp.costs.forms import (
     PRESETS,
     BackfillForm,
@@ -145,7 +147,7 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _export(request: HttpRequest) -> Export | HttpResponse:
+def _export_spec(request: HttpRequest) -> ExportSpec | HttpResponse:
     form = ExportForm(request.GET)
     # An export reconciles to the whole bill of its window: a team or
     # deployment filter is refused, never silently dropped.
@@ -162,16 +164,36 @@ def _export(request: HttpRequest) -> Export | HttpResponse:
             content_type="text/plain",
         )
     w = form.cleaned_data
-    return Export(
-        ExportSpec(
-            start=w["start"],
-            end=w["end"],
-            grain=w["grain"],
-            by=w["by"],
-            basis=w["basis"],
-            format=w["format"],
-        )
+    return ExportSpec(
+        start=w["start"],
+        end=w["end"],
+        grain=w["grain"],
+        by=w["by"],
+        basis=w["basis"],
+        format=w["format"],
     )
+
+
+def _export_streamed(
+    request: HttpRequest,
+    body: Callable[[Export], Iterator[Any]],
+    extension: str,
+    content_type: str,
+) -> HttpResponseBase:
+    """An export streamed from one read-only snapshot: its coverage, rows
+    and summary see the same bills, however long the download takes
+    (``export_reads.in_one_snapshot``). The response's file name comes from
+    a coverage read just before the stream opens its snapshot; where a bill
+    lands in between, the names inside the ZIP and its summary are the ones
+    that match the data."""
+    spec = _export_spec(request)
+    if isinstance(spec, HttpResponse):
+        return spec
+    stem = file_stem(spec, coverage_read(spec.start, spec.end))
+    response = StreamingHttpResponse(
+        in_one_snapshot(lambda: body(Export(spec))), content_type=content_type
+    )
+    return _attachment(response, f"{stem}.{extension}")
 
 
 def _q(value: Decimal | None) -> Decimal | None:
@@ -291,31 +313,26 @@ def bill_lines_csv(request: HttpRequest) -> HttpResponseBase:
 @requires("costapp.export_bills")
 def export_csv(request: HttpRequest) -> HttpResponseBase:
     """The data CSV alone (its summary: ``export_summary``)."""
-    export = _export(request)
-    if isinstance(export, HttpResponse):
-        return export
-    response = StreamingHttpResponse(csv_rows(export), content_type="text/csv")
-    return _attachment(response, f"{export.stem}.csv")
+    return _export_streamed(request, csv_rows, "csv", "text/csv")
 
 
 @requires("costapp.export_bills")
 def export_zip(request: HttpRequest) -> HttpResponseBase:
     """The data file (CSV or Parquet) and its summary, one streamed ZIP."""
-    export = _export(request)
-    if isinstance(export, HttpResponse):
-        return export
-    response = StreamingHttpResponse(zip_stream(export), content_type="application/zip")
-    return _attachment(response, f"{export.stem}.zip")
+    return _export_streamed(request, zip_stream, "zip", "application/zip")
 
 
 @requires("costapp.export_bills")
 def export_summary(request: HttpRequest) -> HttpResponseBase:
-    export = _export(request)
-    if isinstance(export, HttpResponse):
-        return export
-    for _ in export.records():  # the summary reconciles what the rows hold
-        pass
-    response = HttpResponse("".join(summary_csv(export)), content_type="text/csv")
+    spec = _export_spec(request)
+    if isinstance(spec, HttpResponse):
+        return spec
+    with one_snapshot():
+        export = Export(spec)
+        for _ in export.records():  # the summary reconciles what the rows hold
+            pass
+        body = "".join(summary_csv(export))
+    response = HttpResponse(body, content_type="text/csv")
     return _attachment(response, f"{export.stem}-summary.csv")
 
 

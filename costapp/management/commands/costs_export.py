@@ -12,34 +12,15 @@ month. Without ``--out`` the file is named after the window, grain, basis and
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection, transaction
 
 from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
+from costapp.costs.export_reads import one_snapshot
 from costapp.costs.exports import Export, ExportSpec
 from costapp.costs.forms import ExportForm
-
-
-@contextmanager
-def one_snapshot() -> Iterator[None]:
-    """The rows, the totals and the summary read in one read-only snapshot:
-    a bill or an ingest that commits mid-export changes none of them, so the
-    summary always reconciles with the file beside it. Inside a transaction
-    the server-side cursors are plain ones, not WITH HOLD cursors that
-    PostgreSQL materialises whole before the first row."""
-    nested = connection.in_atomic_block
-    with transaction.atomic():
-        if connection.vendor == "postgresql" and not nested:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-                )
-        yield
 
 
 class Command(BaseCommand):
