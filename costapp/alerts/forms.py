@@ -10,7 +10,7 @@ from django.core.validators import ProhibitNullCharactersValidator
 
 from costapp.alerts.validation import INT_BOUNDS, channel_problems, rule_problems
 from costapp.forms import NamedErrors
-from costapp.models import AlertRule, Channel
+from costapp.models import AlertRule, Channel, Deployment
 from costapp.models.alerts import METRICS, RULE_SCOPES
 from costapp.validation import InvalidInput, float_in, int_in
 
@@ -201,3 +201,30 @@ class SilenceForm(_Named):
             )
         except InvalidInput as exc:
             raise forms.ValidationError(str(exc)) from None
+
+    def clean(self) -> dict[str, Any]:
+        """A silence names a rule, deployment or team that exists: a typo
+        would otherwise silence nothing while the page says it did, and the
+        on-call engineer who set it would keep being paged."""
+        data = super().clean() or {}
+        scope, name = data.get("scope"), data.get("name")
+        if scope is None or not name:
+            return data
+        known = _silenceable(scope)
+        if name not in known:
+            listed = ", ".join(sorted(known)[:SHOWN_NAMES]) or "none yet"
+            more = "…" if len(known) > SHOWN_NAMES else ""
+            self.add_error("name", f"no {scope} of that name (known: {listed}{more})")
+        return data
+
+
+SHOWN_NAMES = 8
+
+
+def _silenceable(scope: str) -> set[str]:
+    if scope == "rule":
+        return set(AlertRule.objects.values_list("name", flat=True))
+    names = Deployment.objects.values_list(
+        "name" if scope == "deployment" else "team", flat=True
+    )
+    return {n for n in names if n}

@@ -71,11 +71,11 @@ def test_a_tech_lead_saves_a_rule_and_a_silence_but_not_a_channel() -> None:
     assert AlertRule.objects.get().name == "drift"
     assert (
         lead.post(
-            "/alerts/silences/", {"scope": "team", "name": "docs", "hours": "4"}
+            "/alerts/silences/", {"scope": "rule", "name": "drift", "hours": "4"}
         ).status_code
         == 302
     )
-    assert Silence.objects.get().name == "docs"
+    assert Silence.objects.get().name == "drift"
     assert (
         lead.post(
             "/alerts/channels/", {"name": "c", "kind": "email", "to": "a@b.co"}

@@ -12,7 +12,14 @@ import pytest
 from django.test import Client
 
 from costapp.alerts.services import channel_upsert
-from costapp.models import AlertEvent, AlertRule, Channel, Delivery, Silence
+from costapp.models import (
+    AlertEvent,
+    AlertRule,
+    Channel,
+    Delivery,
+    Deployment,
+    Silence,
+)
 from tests.alerts.test_pages import RULE as PAGE_RULE
 from tests.support.users import user_in
 
@@ -241,6 +248,31 @@ def test_a_silence_with_absurd_input_is_refused(
     )
     assert said in _said(response)
     assert not Silence.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("scope", "name", "known"),
+    [
+        ("deployment", "chta", "chat"),
+        ("team", "assistnat", "assistant"),
+        ("rule", "r1", "r0"),
+    ],
+)
+def test_a_silence_of_something_that_does_not_exist_is_refused(
+    scope: str, name: str, known: str
+) -> None:
+    """A typo would silence nothing while the page said it had."""
+    _setup()
+    Deployment.objects.create(
+        name="chat", team="assistant", model_name="m", gpu_type="H100-80GB"
+    )
+    lead = _client("tech lead")
+    data = {"scope": scope, "hours": "2"}
+    response = lead.post("/alerts/silences/", {**data, "name": name})
+    assert f"name='{name}': no {scope} of that name (known: {known})" in _said(response)
+    assert not Silence.objects.filter(name=name).exists()
+    assert lead.post("/alerts/silences/", {**data, "name": known}).status_code == 302
+    assert Silence.objects.filter(scope=scope, name=known).exists()
 
 
 @pytest.mark.parametrize("end", ["abc", "-1", "99999999999999999", "1" * 40])
