@@ -17,6 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from costapp import pagecache
 from costapp.access import requires
 from costapp.costs import allocations, selectors, services
 from costapp.costs.breakdown import (
@@ -101,9 +102,43 @@ def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
     return out
 
 
+def _page(
+    request: HttpRequest,
+    f: Filters,
+    template: str,
+    *,
+    page: str,
+    title_template: str,
+    context: Callable[[], dict[str, Any]],
+) -> HttpResponse:
+    """A costs page whose body comes from the page cache
+    (``costapp.pagecache``) for this data, query string, day and rights:
+    ``context`` is read only on a miss. ``title_template`` wraps the body in
+    the product's layout."""
+    body = pagecache.body_render(
+        request,
+        template,
+        page=page,
+        key=(f.start, f.end, f.preset, sorted(f.scope.items())),
+        context=context,
+    )
+    return render(request, title_template, {"body": body})
+
+
 @requires("costapp.view_bills")
 def bills(request: HttpRequest) -> HttpResponse:
     f = _window(request)
+    return _page(
+        request,
+        f,
+        "costs/_bills_body.html",
+        page="bills",
+        title_template="costs/bills.html",
+        context=lambda: _bills_context(f),
+    )
+
+
+def _bills_context(f: Filters) -> dict[str, Any]:
     ctx = _window_context(f)
     w = ctx["window"]
     days = allocations.bill_days(w["start"], w["end"], w["basis"], **f.scope)
@@ -113,38 +148,41 @@ def bills(request: HttpRequest) -> HttpResponse:
         totals[d.currency] = totals.get(d.currency, Decimal(0)) + d.total
         if d.selected is not None:
             selected[d.currency] = selected.get(d.currency, Decimal(0)) + d.selected
-    return render(
-        request,
-        "costs/bills.html",
-        {
-            **ctx,
-            "days": days,
-            "estimated_days": sorted({d.day for d in days if d.estimated}),
-            "review_lines": sum(d.review_lines for d in days),
-            "totals": totals,
-            "totals_text": [(c, money(v, c)) for c, v in sorted(totals.items())],
-            "selected_text": [(c, money(v, c)) for c, v in sorted(selected.items())],
-            "runs": selectors.recent_runs(),
-            "exports": _export_links(w),
-        },
-    )
+    return {
+        **ctx,
+        "days": days,
+        "estimated_days": sorted({d.day for d in days if d.estimated}),
+        "review_lines": sum(d.review_lines for d in days),
+        "totals": totals,
+        "totals_text": [(c, money(v, c)) for c, v in sorted(totals.items())],
+        "selected_text": [(c, money(v, c)) for c, v in sorted(selected.items())],
+        "runs": selectors.recent_runs(),
+        "exports": _export_links(w),
+    }
 
 
 @requires("costapp.view_bills")
 def reconciliation(request: HttpRequest) -> HttpResponse:
     f = _window(request)
+    return _page(
+        request,
+        f,
+        "costs/_reconciliation_body.html",
+        page="reconciliation",
+        title_template="costs/reconciliation.html",
+        context=lambda: _reconciliation_context(f),
+    )
+
+
+def _reconciliation_context(f: Filters) -> dict[str, Any]:
     ctx = _window_context(f)
     w = ctx["window"]
-    return render(
-        request,
-        "costs/reconciliation.html",
-        {
-            **ctx,
-            "rows": allocations.reconciliation_rows(
-                w["start"], w["end"], w["basis"], **f.scope
-            ),
-        },
-    )
+    return {
+        **ctx,
+        "rows": allocations.reconciliation_rows(
+            w["start"], w["end"], w["basis"], **f.scope
+        ),
+    }
 
 
 def _export_spec(request: HttpRequest) -> ExportSpec | HttpResponse:
@@ -208,22 +246,29 @@ def _attachment(response: HttpResponseBase, name: str) -> HttpResponseBase:
 @requires("costapp.view_bills")
 def breakdown(request: HttpRequest) -> HttpResponse:
     f = _window(request)
+    return _page(
+        request,
+        f,
+        "costs/_breakdown_body.html",
+        page="breakdown",
+        title_template="costs/breakdown.html",
+        context=lambda: _breakdown_context(f),
+    )
+
+
+def _breakdown_context(f: Filters) -> dict[str, Any]:
     ctx = _window_context(f)
     w = ctx["window"]
     data = breakdown_read(start=w["start"], end=w["end"], basis=w["basis"], **f.scope)
-    return render(
-        request,
-        "costs/breakdown.html",
-        {
-            **ctx,
-            "exports": _export_links(w),
-            "b": data,
-            "day_figure": day_chart(data),
-            "dimensions": [
-                (label, data.dimensions[key]) for key, label in DIMENSIONS.items()
-            ],
-        },
-    )
+    return {
+        **ctx,
+        "exports": _export_links(w),
+        "b": data,
+        "day_figure": day_chart(data),
+        "dimensions": [
+            (label, data.dimensions[key]) for key, label in DIMENSIONS.items()
+        ],
+    }
 
 
 @requires("costapp.view_bills")

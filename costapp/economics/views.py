@@ -354,22 +354,31 @@ def idle(request: HttpRequest) -> HttpResponse:
     narrowed by the shared filter (a chosen deployment brings its pool)."""
     form, filters = _economics_filters(request, fmt.display_today())
     if form.is_bound and not form.is_valid():
-        return render(
-            request, "economics/idle.html", {"form": form, "filters": filters}
+        body = render_to_string(IDLE_BODY, {"form": form, "filters": filters}, request)
+    else:
+        body = pagecache.body_render(
+            request,
+            IDLE_BODY,
+            page="idle",
+            key=(filters.start, filters.end, filters.team, filters.deployments),
+            context=lambda: _idle_context(form, filters),
         )
+    return render(request, "economics/idle.html", {"body": body})
+
+
+IDLE_BODY = "economics/_idle_body.html"
+
+
+def _idle_context(form: EconomicsWindowForm, filters: Filters) -> dict[str, object]:
     start, end = filters.start, filters.end
     rows = idle_rows_read(
         start=start, end=end, names=idle_series_names(filters.deployments)
     )
-    return render(
-        request,
-        "economics/idle.html",
-        {
-            "form": form,
-            "filters": filters,
-            "start": start,
-            "end": end,
-            "rows": idle_page_rows(rows),
-            "idle_cards": idle_cards_read(start=start, end=end),
-        },
-    )
+    return {
+        "form": form,
+        "filters": filters,
+        "start": start,
+        "end": end,
+        "rows": idle_page_rows(rows),
+        "idle_cards": idle_cards_read(start=start, end=end),
+    }

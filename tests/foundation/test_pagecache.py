@@ -127,7 +127,15 @@ def timed(client: Client, url: str) -> tuple[str, int]:
     return body(response), len(queries)
 
 
-PAGES = ("/", "/fleet/chat/", "/telemetry/chat/?start=2026-11-24&end=2026-11-30")
+PAGES = (
+    "/",
+    "/fleet/chat/",
+    "/telemetry/chat/?start=2026-11-24&end=2026-11-30",
+    "/costs/",
+    "/costs/breakdown/?preset=30d",
+    "/costs/reconciliation/",
+    "/economics/idle/?team=assistant",
+)
 
 
 @pytest.mark.parametrize("url", PAGES)
