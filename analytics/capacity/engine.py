@@ -546,4 +546,5 @@ def step_model(
         expert_batch_factor=float(out["expert_batch_factor"]),
         itl_percentile_factor=float(out["itl_percentile_factor"]),
         stall_fraction=float(out["stall_fraction"]),
+        prefix_caching=bool(cols["generation_v1"][0]),
     )

@@ -129,6 +129,10 @@ class StepModel:
     expert_batch_factor: float = 1.0
     itl_percentile_factor: float = 1.0
     stall_fraction: float = 1.0
+    # A preempted sequence finds its own blocks still cached when it resumes.
+    # vLLM V1 enables prefix caching by default ("V1 turns on prefix caching by
+    # default", vLLM's tests/v1/engine/test_engine_args.py); V0 does not.
+    prefix_caching: bool = False
 
     def decode_step_s(self, batch: float, context: float) -> float:
         return float(

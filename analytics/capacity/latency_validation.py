@@ -20,6 +20,13 @@ Load shapes:
   loop (``simulate(concurrency=C)``);
 - ``rate`` (``--request-rate R``): Poisson arrivals at R.
 
+The KV pool is the one the run reports (``kv_cache_memory_gib``, vLLM's
+"Available KV cache memory" at start-up, given to the engine as
+``kv_cache_memory_bytes``, vLLM's ``--kv-cache-memory``) where the write-up
+gives it, so these rows test the step model and the scheduler, not the memory
+model (validated on its own against start-up logs); elsewhere it is the memory
+model's.
+
 Every request reaches the engine p0 (the per-request overhead: API server,
 tokenisation) after it is sent, and output throughput is the completed requests'
 output tokens over the run, first send to last completion, as the benchmark
@@ -55,6 +62,7 @@ LOADS = {"burst", "concurrency", "rate"}
 # Closed-loop rows without a stated prompt count are simulated with this many
 # requests per concurrent slot (enough for the ramp to be a small share).
 REQUESTS_PER_SLOT = 20
+GIB = 1 << 30  # vLLM logs memory in GiB
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,7 @@ class BenchRow:
     version_stated: str
     gpu_memory_utilization: float
     max_model_len: int | None
+    kv_cache_memory_gib: float | None
     input_len: int
     output_len: int
     load: str
@@ -178,6 +187,7 @@ def row_from_dict(data: Mapping[str, Any], where: str = "row") -> BenchRow:
         version_stated=str(data.get("version_stated", "")),
         gpu_memory_utilization=float(_number(data, "gpu_memory_utilization", where)),
         max_model_len=_number(data, "max_model_len", where, optional=True),
+        kv_cache_memory_gib=_number(data, "kv_cache_memory_gib", where, optional=True),
         input_len=int(_number(data, "input_len", where)),
         output_len=int(_number(data, "output_len", where)),
         load=str(load),
@@ -245,6 +255,9 @@ def scenario_for(row: BenchRow) -> Scenario:
         engine_version=row.engine_version,
         gpu_memory_utilization=row.gpu_memory_utilization,
         max_model_len=row.max_model_len,
+        kv_cache_memory_bytes=(
+            row.kv_cache_memory_gib * GIB if row.kv_cache_memory_gib else None
+        ),
         prompt_tokens=round(row.mean_input),
         output_tokens=round(row.mean_output),
     )

@@ -1,13 +1,21 @@
 """Discrete-event simulation of vLLM-style continuous batching.
 
-One loop iteration is one engine step: every running sequence that finished its
-prompt decodes one token; the remaining per-step token budget
-(max_num_batched_tokens) goes to prompt chunks (chunked prefill), first to
-sequences already running, then to waiting ones (FIFO) while max_num_seqs allows.
-KV blocks are allocated as sequences grow; when a step cannot get the blocks it
-needs, the newest running sequence is preempted (recompute: its blocks are freed
-and it re-enters the queue head, to prefill its prompt and generated tokens again).
-Step time comes from the same step model as the closed form.
+One loop iteration is one engine step, scheduled as vLLM V1's
+``Scheduler.schedule`` (vllm/v1/core/sched/scheduler.py) does: every running
+sequence that finished its prompt decodes one token; the remaining per-step
+token budget (max_num_batched_tokens) goes to prompt chunks (chunked prefill),
+first to sequences already running, then to waiting ones (FIFO) while
+max_num_seqs allows, except in a step that preempted (``if not
+preempted_reqs``). KV blocks are allocated for the tokens a step schedules
+(``KVCacheManager.allocate_slots``); when a step cannot get the blocks it needs,
+the newest running sequence is preempted (recompute: its blocks are freed and it
+re-enters the queue head, to prefill its prompt and generated tokens again, the
+last chunk sampling its next token as a first prefill does). With prefix caching
+(V1's default) a preempted sequence's full blocks stay cached in the free queue
+until reused, tail first (``free`` returns them in reverse order, the free queue
+evicts its oldest first), and on resuming it recomputes only what was evicted
+(``get_computed_blocks``). Step time comes from the same step model as the
+closed form.
 """
 
 from __future__ import annotations
@@ -39,6 +47,51 @@ class SimulationResult:
     mean_running_batch: float
     steps: int
     e2e_p99_ms: float = float("nan")  # nan: no request finished
+
+
+class _FreeQueue:
+    """vLLM V1's free block queue, by runs of blocks instead of single blocks.
+
+    Blocks are taken from the head (least recently freed first) and freed to the
+    tail. A preempted sequence's full blocks are one run it owns, ordered as
+    ``free`` returns them (last block first), so taking from the head evicts its
+    prefix from the end; what is left when it resumes is its cache hit.
+    """
+
+    def __init__(self, blocks: int) -> None:
+        self.runs: deque[list[int]] = deque([[-1, blocks]])  # [owner, blocks]
+        self.owned: dict[int, list[int]] = {}
+
+    def take(self, k: int) -> None:
+        while k > 0:
+            run = self.runs[0]
+            used = min(k, run[1])
+            run[1] -= used
+            k -= used
+            if run[1] == 0:
+                self.runs.popleft()
+
+    def give(self, blocks: int, owner: int = -1, cached: int = 0) -> None:
+        """Free ``blocks``; the first ``cached`` of them (in token order) stay
+        findable by ``owner`` until taken."""
+        if blocks > cached:
+            self.runs.append([-1, blocks - cached])
+        if cached:
+            run = [owner, cached]
+            self.runs.append(run)
+            self.owned[owner] = run
+
+    def cached(self, owner: int) -> int:
+        run = self.owned.get(owner)
+        return run[1] if run is not None and run[0] == owner else 0
+
+    def claim(self, owner: int, hit: int) -> None:
+        """``owner`` resumes on its first ``hit`` cached blocks: they leave the
+        queue; the rest of its run is only free blocks now."""
+        run = self.owned.pop(owner, None)
+        if run is not None:
+            run[0] = -1
+            run[1] -= hit
 
 
 def poisson_arrivals(rate_per_s: float, duration_s: float, seed: int = 0) -> np.ndarray:
@@ -89,6 +142,8 @@ def simulate(
     outputs = np.broadcast_to(np.asarray(output_tokens, dtype=np.int64), (n,)).copy()
     bs = model.block_size
     free_blocks = model.num_gpu_blocks
+    queue = _FreeQueue(free_blocks)
+    caching = model.prefix_caching
     budget_cap = model.max_num_batched_tokens
     max_seqs = model.max_num_seqs
 
@@ -121,9 +176,13 @@ def simulate(
         run_idx = np.fromiter(running, dtype=np.int64, count=len(running))
         dec = run_idx[prefilled[run_idx] >= to_prefill[run_idx]]
         need = int(np.maximum(0, -(-(prefilled[dec] + 1) // bs) - blocks[dec]).sum())
+        preempted = False
         while need > free_blocks and running:
             victim = running.pop()  # newest first, as vLLM does
+            preempted = True
             free_blocks += blocks[victim]
+            full = int(prefilled[victim] // bs) if caching else 0
+            queue.give(int(blocks[victim]), victim, full)
             blocks[victim] = 0
             to_prefill[victim] = prompts[victim] + generated[victim]
             prefilled[victim] = 0
@@ -151,16 +210,27 @@ def simulate(
                 chunks.append((r, take))
                 need += extra
                 budget -= take
-        while waiting and budget > 0 and len(running) < max_seqs:
+        # The running sequences' blocks leave the free queue before a waiting
+        # one looks for its cached prefix, as allocate_slots runs in that order.
+        queue.take(need)
+        free_blocks -= need
+        allocated, need = need, 0
+        while waiting and budget > 0 and len(running) < max_seqs and not preempted:
             r = waiting[0]
-            take = int(min(to_prefill[r], budget))
-            extra = -(-take // bs)
+            # Full blocks only, and never the last token (its logits are needed).
+            hit = min(queue.cached(r), int(to_prefill[r] - 1) // bs)
+            take = int(min(to_prefill[r] - hit * bs, budget))
+            extra = -(-(hit * bs + take) // bs)  # the hit blocks leave the queue too
             if extra > free_blocks - need:
                 break
             waiting.popleft()
+            queue.claim(r, hit)
+            free_blocks -= hit
+            blocks[r] = hit
+            prefilled[r] = hit * bs
             running.append(r)
             chunks.append((r, take))
-            need += extra
+            need += extra - hit
             budget -= take
         if not n_dec and not chunks:
             # Nothing fits (a prompt larger than the whole cache): drop it.
@@ -186,9 +256,11 @@ def simulate(
         generated[dec] += 1
         for r, take in chunks:
             prefilled[r] += take
-            if prefilled[r] >= to_prefill[r] and generated[r] == 0:
-                first_token[r] = now
-                generated[r] = 1  # the prefill step samples the first token
+            if prefilled[r] >= to_prefill[r]:
+                # The step that ends a prefill (or a recompute) samples a token.
+                if generated[r] == 0:
+                    first_token[r] = now
+                generated[r] += 1
         touched = np.concatenate(
             [
                 dec,
@@ -197,13 +269,15 @@ def simulate(
         )
         new_blocks = -(-prefilled[touched] // bs)
         grow = np.maximum(new_blocks - blocks[touched], 0)
-        free_blocks -= int(grow.sum())
+        queue.take(int(grow.sum()) - allocated)
+        free_blocks -= int(grow.sum()) - allocated
         blocks[touched] += grow
         run_idx = np.fromiter(running, dtype=np.int64, count=len(running))
         done_mask = generated[run_idx] >= outputs[run_idx]
         if done_mask.any():
             done = run_idx[done_mask]
             free_blocks += int(blocks[done].sum())
+            queue.give(int(blocks[done].sum()))
             blocks[done] = 0
             finished[done] = now
             running = run_idx[~done_mask].tolist()

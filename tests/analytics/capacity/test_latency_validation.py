@@ -7,6 +7,7 @@ the data cannot drift apart.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pytest
 from analytics.capacity import latency_validation as lv
 from analytics.capacity.calibration_fit import _setting, fit_decode
 from analytics.capacity.calibration_types import CalibrationKey
-from analytics.capacity.engine import StepModel
+from analytics.capacity.engine import StepModel, step_model
 from analytics.capacity.errors import InvalidInput
 from analytics.capacity.simulate import simulate
 
@@ -251,3 +252,34 @@ def test_prefill_bound_runs_give_no_calibration_and_the_rest_are_unchanged(
     assert summary.loc["same_model", "rows"] == 30
     assert summary.loc["same_model", "itl_within_15"] == 29
     assert summary.loc["same_model", "throughput_within_15"] == 25
+
+
+def test_a_row_that_states_its_kv_pool_is_simulated_with_it(
+    rows: list[lv.BenchRow],
+) -> None:
+    """The A100 write-up states each run's KV cache; the engine gets it as
+    kv_cache_memory_bytes. Qwen2-7B keeps 2 x 28 layers x 4 KV heads x 128 x 2
+    bytes = 57,344 bytes a token: 5.01 GiB is 5,863 blocks of 16 tokens; the
+    32B, 2 x 64 x 8 x 128 x 2 = 262,144: 9.70 GiB is 2,483. Rows without a
+    stated pool keep the memory model's."""
+    by_id = {r.id: r for r in rows}
+    for row_id, blocks in (
+        ("a100-qwen25-7b-u25-n100", 5863),
+        ("a100-qwen25-32b-u90-n100", 2483),
+    ):
+        gib = by_id[row_id].kv_cache_memory_gib
+        assert gib is not None
+        scenario = lv.scenario_for(by_id[row_id])
+        assert scenario.kv_cache_memory_bytes == gib * 2**30
+        assert step_model(scenario).num_gpu_blocks == blocks
+    l4 = by_id["l4-qwen25-05b-c1"]
+    assert l4.kv_cache_memory_gib is None
+    assert lv.scenario_for(l4).kv_cache_memory_bytes is None
+    with pytest.raises(InvalidInput) as err:
+        lv.row_from_dict({**_raw_row(), "kv_cache_memory_gib": -1.0}, "rows[0]")
+    assert err.value.field == "rows[0].kv_cache_memory_gib"
+
+
+def _raw_row() -> dict[str, object]:
+    data = json.loads(lv.DATA_PATH.read_text(encoding="utf-8"))
+    return dict(data["rows"][0])

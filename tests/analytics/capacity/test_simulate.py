@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from analytics.capacity import (
@@ -9,6 +10,7 @@ from analytics.capacity import (
     simulate,
     step_model,
 )
+from analytics.capacity.latency import StepModel
 
 SCENARIO = Scenario(
     model="Llama-3.1-8B",
@@ -63,3 +65,59 @@ def test_a_cache_too_small_for_the_load_preempts() -> None:
         tight, poisson_arrivals(4, 60, seed=3), prompt_tokens=1024, output_tokens=512
     )
     assert sim.preemptions > 0
+
+
+def _two_request_pool(*, prefix_caching: bool) -> StepModel:
+    """Decode step 0.02 s at any batch (t0 0.01 + weights 1e10 / 1e12); a prompt
+    chunk of T tokens after A already in cache costs ((A + T)^2 - A^2) x 1e-6 s;
+    six blocks of four tokens."""
+    return StepModel(
+        t0_s=0.01,
+        bw_eff=1e12,
+        decode_flops=1e12,
+        prefill_flops=1e12,
+        p0_s=0.0,
+        dense_bytes=1e10,
+        expert_bytes=0.0,
+        experts=0.0,
+        top_k=0.0,
+        kv_bytes_per_token=0.0,
+        active_params_per_gpu=0.0,
+        attn_coef=1e6,
+        num_gpu_blocks=6,
+        block_size=4,
+        max_num_seqs=256,
+        max_num_batched_tokens=2048,
+        prefix_caching=prefix_caching,
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix_caching", "recompute_s"),
+    [(False, 0.01 + 13**2 * 1e-6), (True, 0.01 + (13**2 - 8**2) * 1e-6)],
+)
+def test_a_preempted_request_recomputes_what_its_cache_lost_and_samples_on_the_way(
+    prefix_caching: bool, recompute_s: float
+) -> None:
+    """Two requests of 8 / 8 in six 4-token blocks, by hand. Step 1 prefills both
+    (0.01 + 2 x 64e-6 s, 2 blocks each) and steps 2-5 decode them to 12 tokens
+    in 3 blocks each. Step 6 needs a fourth block for each, so the newest is
+    preempted (5 tokens generated, 12 in KV; its 3 full blocks go to the free
+    queue, last block first) and the other takes one of them (decode, 0.02 s).
+    The preempted one can come back only when the other finishes (step 8). Its
+    13 tokens are then recomputed in one step, which samples its 6th token
+    (vLLM: the step that ends a prefill samples), and two more decode steps end
+    it: 11 steps. With prefix caching (vLLM V1's default) its first 2 blocks
+    are still cached and only 5 tokens are recomputed, after 8."""
+    sim = simulate(
+        _two_request_pool(prefix_caching=prefix_caching),
+        np.zeros(2),
+        prompt_tokens=8,
+        output_tokens=8,
+    )
+    assert sim.requests_completed == 2 and sim.preemptions == 1
+    assert sim.steps == 11
+    first_prefill = 0.01 + 2 * 64e-6
+    assert sim.duration_s == pytest.approx(
+        first_prefill + 7 * 0.02 + recompute_s + 2 * 0.02
+    )
