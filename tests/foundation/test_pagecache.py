@@ -20,7 +20,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from costapp import pagecache
-from costapp.models import Deployment, TeamHoliday
+from costapp.models import AlertRule, AlertState, Deployment, TeamHoliday
 from costapp.roles import FINANCE, TECH_LEAD
 from tests.support.demo_data import demo_for_module
 from tests.support.services import other_session
@@ -197,3 +197,33 @@ def test_an_unreachable_cache_still_renders_the_page(
     client.force_login(user_in("lead", TECH_LEAD))
     page, _ = timed(client, "/fleet/chat/")
     assert "SLO p95" in page
+
+
+def test_the_periodic_jobs_with_nothing_to_do_leave_the_version_alone(
+    demo: None,
+) -> None:
+    """Beat runs these every 5 to 10 minutes: a job that wrote (even an
+    UPDATE of no rows: the triggers are per statement) each time it found
+    nothing to do would empty the cache every few minutes."""
+    from django.utils import timezone
+
+    from costapp.alerts.delivery import deliveries_reap
+    from costapp.alerts.evaluation import alert_rules_evaluate
+    from costapp.tasks import runs_reap_task
+
+    def jobs() -> None:
+        now = timezone.now()
+        alert_rules_evaluate(now=now)
+        deliveries_reap(now=now)
+        runs_reap_task()
+
+    for grain in ("hour", "day"):
+        AlertRule.objects.create(
+            name=f"drift-{grain}", metric="cost_per_1k_requests", grain=grain,
+            condition="ratio", ratio=1.05,
+        )  # fmt: skip
+    jobs()  # the first evaluation may record what the demo's data fires
+    assert AlertState.objects.exists()
+    before = pagecache.data_version()
+    jobs()
+    assert pagecache.data_version() == before
