@@ -2,7 +2,7 @@
 
 The overview, the deployment page and the telemetry page read a year of
 stored figures and draw up to 2,000 points per trace: 60-100 ms of Python per
-request. Their body (everything under the top bar) depends only on the data,
+request; the bills, breakdown, reconciliation and idle pages 70-320 ms. Their body (everything under the top bar) depends only on the data,
 the query string, the day, the user's rights and the code, so it is rendered
 once per such key and kept in the ``pages`` cache. The top bar (user name,
 CSRF token of the log-out form, messages) is rendered per request around it.
