@@ -8,9 +8,10 @@ from typing import Any
 from django import forms
 from django.core.validators import ProhibitNullCharactersValidator
 
+from costapp.alerts.selectors import silenceable
 from costapp.alerts.validation import INT_BOUNDS, channel_problems, rule_problems
 from costapp.forms import NamedErrors
-from costapp.models import AlertRule, Channel, Deployment
+from costapp.models import AlertRule, Channel
 from costapp.models.alerts import METRICS, RULE_SCOPES
 from costapp.validation import InvalidInput, float_in, int_in
 
@@ -185,12 +186,19 @@ class ChannelForm(_Named):
         return data
 
 
+# How many existing names a refused silence lists.
+SHOWN_NAMES = 8
+
+
 class SilenceForm(_Named):
     scope = forms.ChoiceField(
         choices=[("rule", "rule"), ("deployment", "deployment"), ("team", "team")],
         error_messages=CHOICE_ERROR,
     )
-    name = forms.CharField(max_length=100)
+    # Offers the names that exist (the page's datalist) as the user types.
+    name = forms.CharField(
+        max_length=100, widget=forms.TextInput(attrs={"list": "silenceable"})
+    )
     hours = forms.CharField(max_length=10, initial="4", label="For (hours)")
     comment = forms.CharField(max_length=300, required=False)
 
@@ -210,21 +218,9 @@ class SilenceForm(_Named):
         scope, name = data.get("scope"), data.get("name")
         if scope is None or not name:
             return data
-        known = _silenceable(scope)
+        known = silenceable(scope)
         if name not in known:
             listed = ", ".join(sorted(known)[:SHOWN_NAMES]) or "none yet"
             more = "…" if len(known) > SHOWN_NAMES else ""
             self.add_error("name", f"no {scope} of that name (known: {listed}{more})")
         return data
-
-
-SHOWN_NAMES = 8
-
-
-def _silenceable(scope: str) -> set[str]:
-    if scope == "rule":
-        return set(AlertRule.objects.values_list("name", flat=True))
-    names = Deployment.objects.values_list(
-        "name" if scope == "deployment" else "team", flat=True
-    )
-    return {n for n in names if n}

@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 
 from analytics.alert_rules import transitions
 from costapp.alerts.evaluation import rule_series, rule_spec
-from costapp.models import AlertRule, Channel, Delivery, Silence
+from costapp.models import AlertRule, Channel, Delivery, Deployment, Silence
 
 
 @dataclass(frozen=True)
@@ -136,3 +136,22 @@ def notification_log(
     if status:
         rows = rows.filter(status=status)
     return list(rows[:limit])
+
+
+SILENCE_SCOPES = ("deployment", "team", "rule")
+
+
+def silenceable(scope: str) -> set[str]:
+    """What a silence of ``scope`` may name: the rules, deployments or teams
+    that exist (a name that matched nothing would silence nothing)."""
+    if scope == "rule":
+        return set(AlertRule.objects.values_list("name", flat=True))
+    field = "name" if scope == "deployment" else "team"
+    return {n for n in Deployment.objects.values_list(field, flat=True) if n}
+
+
+def silenceable_all() -> list[tuple[str, str]]:
+    """(name, scope) of everything a silence may name, for the form's list."""
+    return sorted(
+        {(name, scope) for scope in SILENCE_SCOPES for name in silenceable(scope)}
+    )

@@ -228,6 +228,7 @@ def silences(request: HttpRequest) -> HttpResponse:
         "alerts/silences.html",
         {
             "silences": selectors.silences_active(now=now),
+            "silenceable": selectors.silenceable_all(),
             "form": form,
             "can_write": request.user.has_perm("costapp.add_silence"),
         },

@@ -267,6 +267,10 @@ def test_a_silence_of_something_that_does_not_exist_is_refused(
         name="chat", team="assistant", model_name="m", gpu_type="H100-80GB"
     )
     lead = _client("tech lead")
+    # The form offers what exists as the user types.
+    assert f'<option value="{known}">{scope}</option>' in _said(
+        lead.get("/alerts/silences/")
+    )
     data = {"scope": scope, "hours": "2"}
     response = lead.post("/alerts/silences/", {**data, "name": name})
     assert f"name='{name}': no {scope} of that name (known: {known})" in _said(response)
