@@ -108,13 +108,13 @@ def _page(
     template: str,
     *,
     page: str,
-    title_template: str,
+    page_template: str,
     context: Callable[[], dict[str, Any]],
 ) -> HttpResponse:
     """A costs page whose body comes from the page cache
     (``costapp.pagecache``) for this data, query string, day and rights:
-    ``context`` is read only on a miss. ``title_template`` wraps the body in
-    the product's layout."""
+    ``context`` is read only on a miss. ``page_template`` (title, scripts)
+    puts the body in the product's layout, per request."""
     body = pagecache.body_render(
         request,
         template,
@@ -122,7 +122,7 @@ def _page(
         key=(f.start, f.end, f.preset, sorted(f.scope.items())),
         context=context,
     )
-    return render(request, title_template, {"body": body})
+    return render(request, page_template, {"body": body})
 
 
 @requires("costapp.view_bills")
@@ -133,7 +133,7 @@ def bills(request: HttpRequest) -> HttpResponse:
         f,
         "costs/_bills_body.html",
         page="bills",
-        title_template="costs/bills.html",
+        page_template="costs/bills.html",
         context=lambda: _bills_context(f),
     )
 
@@ -169,7 +169,7 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
         f,
         "costs/_reconciliation_body.html",
         page="reconciliation",
-        title_template="costs/reconciliation.html",
+        page_template="costs/reconciliation.html",
         context=lambda: _reconciliation_context(f),
     )
 
@@ -251,7 +251,7 @@ def breakdown(request: HttpRequest) -> HttpResponse:
         f,
         "costs/_breakdown_body.html",
         page="breakdown",
-        title_template="costs/breakdown.html",
+        page_template="costs/breakdown.html",
         context=lambda: _breakdown_context(f),
     )
 
