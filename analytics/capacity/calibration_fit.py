@@ -27,6 +27,11 @@ from analytics.capacity.calibration_io import (
     CalibrationRefused,
     _positive,
 )
+from analytics.capacity.calibration_prefill import (
+    default_batched_tokens,
+    is_burst,
+    prefill_constants,
+)
 from analytics.capacity.calibration_types import (
     ENGINE_MEASUREMENTS,
     HARDWARE_CONSTANTS,
@@ -216,9 +221,11 @@ def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "ttft_s": _positive(res, "median_ttft_ms") / 1000,
                 "prompt": mean_in,
                 "p99_itl_ratio": float(res.get("p99_itl_ms", step_ms)) / step_ms,
+                "p99_itl_s": float(res.get("p99_itl_ms", step_ms)) / 1000,
                 "tpot_ratio": tpot_ms / step_ms,
                 "max_concurrency": res.get("max_concurrency"),
                 "request_rate": res.get("request_rate"),
+                "burst": is_burst(res),
             }
         )
     if not rows:
@@ -232,8 +239,15 @@ def import_vllm_bench_serve(
     key: CalibrationKey,
     model: ModelSpec | None = None,
     source: str = "vllm bench serve",
+    max_num_batched_tokens: int | None = None,
 ) -> Calibration:
-    """Engine calibration from one or more ``vllm bench serve`` result files."""
+    """Engine calibration from one or more ``vllm bench serve`` result files.
+
+    ``max_num_batched_tokens`` is the server's token budget per step (the
+    result file does not record it); without it, the engine's default for the
+    calibrated setting. It sizes the prefill chunk in a burst's stalled steps
+    (``calibration_prefill.stall_prefill_rates``).
+    """
     if isinstance(results, Mapping):
         results = [results]
     points = _bench_points(results)
@@ -257,23 +271,12 @@ def import_vllm_bench_serve(
         )
     predicted = _predict_step(points, setting, t0, bw, f_dec)
     mape, r2 = fit_errors(points["step_s"].to_numpy(), predicted)
-    # Prefill: TTFT at light load is a fixed overhead p0 (API server, scheduling),
-    # the prompt's prefill and one step. With one prompt length the two cannot
-    # be told apart: what the roofline prefill leaves is p0; a TTFT below the
-    # roofline prefill (prefix-cache hits, a faster GPU) sets the rate, p0 = 0.
-    light = points[points["batch"] <= 4]
-    f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
-    p0 = lat.PREFILL_OVERHEAD_S
-    if len(light):
-        work = (light["ttft_s"] - light["step_s"]).to_numpy()
-        n = light["prompt"].to_numpy()
-        flops_needed = n * 2 * setting["active"] + n * n * setting["attn"]
-        rest = float(np.median(work - flops_needed / f_pre))
-        if rest > 0:
-            p0 = rest
-        elif np.all(work > 0):
-            p0 = 0.0
-            f_pre = float(np.median(flops_needed / work))
+    f_pre, p0, prefill_method = prefill_constants(
+        points,
+        setting,
+        lambda: max_num_batched_tokens or default_batched_tokens(key, model),
+    )
+    method += "; " + prefill_method
     params = LatencyParams(
         t0_s=t0,
         bw_eff_bytes_per_s=bw,
