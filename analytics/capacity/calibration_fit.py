@@ -134,11 +134,11 @@ def fit_decode(
         # puts everything in t0 and zeroes the bandwidth). Fit the line; t0 is
         # the roofline's, the intercept's rest sets BW, the slope's rest compute.
         (intercept, slope), _ = nnls(np.column_stack([np.ones_like(b), b]), y)
-        bw, flops, t0 = _bench_line_to_constants(
-            float(intercept), float(slope), setting, float(np.mean(c))
+        bw, flops, t0, note = _bench_line_to_constants(
+            float(intercept), float(slope), setting, float(np.mean(c)), float(b.mean())
         )
         method = "line t0 + slope x batch (one context, t0 from the roofline)"
-        return float(t0), float(bw), float(flops), method
+        return float(t0), float(bw), float(flops), method + note
     if len(points) >= 3 and np.ptp(b) > 0:
         coef, _ = nnls(np.column_stack([np.ones_like(b), memory_bytes, compute]), y)
         t0, inv_bw, inv_f = coef
@@ -161,9 +161,13 @@ def fit_decode(
 
 
 def _bench_line_to_constants(
-    intercept: float, slope: float, setting: Mapping[str, float], context: float
-) -> tuple[float, float, float]:
-    """BW_eff, decode FLOP/s and t0 that reproduce a bench sweep's line.
+    intercept: float,
+    slope: float,
+    setting: Mapping[str, float],
+    context: float,
+    batch: float,
+) -> tuple[float, float, float, str]:
+    """BW_eff, decode FLOP/s, t0 that reproduce a bench sweep's line, and a note.
 
     The per-step overhead is the roofline's (launches, per layer); what the
     intercept leaves is the weights' read time (BW = weights / rest), and what
@@ -171,15 +175,31 @@ def _bench_line_to_constants(
     split this way are the GPU's and the engine's, so they carry over to
     another model. Where the intercept is not above the roofline overhead, the
     telemetry fit's split (roofline balance) is used.
+
+    Where the slope is below the KV reads at that bandwidth, no split
+    reproduces the line: the model reads weights and KV at one bandwidth, and
+    a slope that small means the sweep's batch range is too narrow (or its
+    steps too flat) to tell the weights from the KV. Then one bandwidth is
+    fitted to all the bytes a step reads at the sweep's mean ``batch`` (the
+    line there), and compute is not visible.
     """
     rest = intercept - setting["t0"]
+    roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
     if rest <= 0:
-        return _line_to_constants(intercept, slope, setting, context)
+        return (*_line_to_constants(intercept, slope, setting, context), "")
     bw = setting["weights"] / rest
     compute = slope - context * setting["kv"] / bw
-    roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
-    f_dec = 2 * setting["active"] / compute if compute > 0 else roof_f * 100
-    return bw, f_dec, setting["t0"]
+    if compute > 0:
+        return bw, 2 * setting["active"] / compute, setting["t0"], ""
+    read = setting["weights"] + batch * context * setting["kv"]
+    bw = read / (intercept + slope * batch - setting["t0"])
+    note = (
+        f"; slope {slope * 1e3:.3f} ms per sequence is under the KV reads at the "
+        "intercept's bandwidth (batch range too narrow to split weights from "
+        f"KV): one bandwidth for all bytes at the mean batch {batch:.1f}, "
+        "compute not visible"
+    )
+    return bw, roof_f * 100, setting["t0"], note
 
 
 # A run whose mean TPOT is more than this many times its median ITL spends more
