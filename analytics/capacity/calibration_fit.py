@@ -27,6 +27,11 @@ from analytics.capacity.calibration_io import (
     CalibrationRefused,
     _positive,
 )
+from analytics.capacity.calibration_prefill import (
+    default_batched_tokens,
+    is_burst,
+    prefill_constants,
+)
 from analytics.capacity.calibration_types import (
     ENGINE_MEASUREMENTS,
     HARDWARE_CONSTANTS,
@@ -129,11 +134,11 @@ def fit_decode(
         # puts everything in t0 and zeroes the bandwidth). Fit the line; t0 is
         # the roofline's, the intercept's rest sets BW, the slope's rest compute.
         (intercept, slope), _ = nnls(np.column_stack([np.ones_like(b), b]), y)
-        bw, flops, t0 = _bench_line_to_constants(
-            float(intercept), float(slope), setting, float(np.mean(c))
+        bw, flops, t0, note = _bench_line_to_constants(
+            float(intercept), float(slope), setting, float(np.mean(c)), float(b.mean())
         )
         method = "line t0 + slope x batch (one context, t0 from the roofline)"
-        return float(t0), float(bw), float(flops), method
+        return float(t0), float(bw), float(flops), method + note
     if len(points) >= 3 and np.ptp(b) > 0:
         coef, _ = nnls(np.column_stack([np.ones_like(b), memory_bytes, compute]), y)
         t0, inv_bw, inv_f = coef
@@ -156,9 +161,13 @@ def fit_decode(
 
 
 def _bench_line_to_constants(
-    intercept: float, slope: float, setting: Mapping[str, float], context: float
-) -> tuple[float, float, float]:
-    """BW_eff, decode FLOP/s and t0 that reproduce a bench sweep's line.
+    intercept: float,
+    slope: float,
+    setting: Mapping[str, float],
+    context: float,
+    batch: float,
+) -> tuple[float, float, float, str]:
+    """BW_eff, decode FLOP/s, t0 that reproduce a bench sweep's line, and a note.
 
     The per-step overhead is the roofline's (launches, per layer); what the
     intercept leaves is the weights' read time (BW = weights / rest), and what
@@ -166,15 +175,31 @@ def _bench_line_to_constants(
     split this way are the GPU's and the engine's, so they carry over to
     another model. Where the intercept is not above the roofline overhead, the
     telemetry fit's split (roofline balance) is used.
+
+    Where the slope is below the KV reads at that bandwidth, no split
+    reproduces the line: the model reads weights and KV at one bandwidth, and
+    a slope that small means the sweep's batch range is too narrow (or its
+    steps too flat) to tell the weights from the KV. Then one bandwidth is
+    fitted to all the bytes a step reads at the sweep's mean ``batch`` (the
+    line there), and compute is not visible.
     """
     rest = intercept - setting["t0"]
+    roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
     if rest <= 0:
-        return _line_to_constants(intercept, slope, setting, context)
+        return (*_line_to_constants(intercept, slope, setting, context), "")
     bw = setting["weights"] / rest
     compute = slope - context * setting["kv"] / bw
-    roof_f = setting["peak"] * lat.DECODE_FLOPS_EFFICIENCY
-    f_dec = 2 * setting["active"] / compute if compute > 0 else roof_f * 100
-    return bw, f_dec, setting["t0"]
+    if compute > 0:
+        return bw, 2 * setting["active"] / compute, setting["t0"], ""
+    read = setting["weights"] + batch * context * setting["kv"]
+    bw = read / (intercept + slope * batch - setting["t0"])
+    note = (
+        f"; slope {slope * 1e3:.3f} ms per sequence is under the KV reads at the "
+        "intercept's bandwidth (batch range too narrow to split weights from "
+        f"KV): one bandwidth for all bytes at the mean batch {batch:.1f}, "
+        "compute not visible"
+    )
+    return bw, roof_f * 100, setting["t0"], note
 
 
 # A run whose mean TPOT is more than this many times its median ITL spends more
@@ -216,9 +241,11 @@ def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "ttft_s": _positive(res, "median_ttft_ms") / 1000,
                 "prompt": mean_in,
                 "p99_itl_ratio": float(res.get("p99_itl_ms", step_ms)) / step_ms,
+                "p99_itl_s": float(res.get("p99_itl_ms", step_ms)) / 1000,
                 "tpot_ratio": tpot_ms / step_ms,
                 "max_concurrency": res.get("max_concurrency"),
                 "request_rate": res.get("request_rate"),
+                "burst": is_burst(res),
             }
         )
     if not rows:
@@ -232,8 +259,15 @@ def import_vllm_bench_serve(
     key: CalibrationKey,
     model: ModelSpec | None = None,
     source: str = "vllm bench serve",
+    max_num_batched_tokens: int | None = None,
 ) -> Calibration:
-    """Engine calibration from one or more ``vllm bench serve`` result files."""
+    """Engine calibration from one or more ``vllm bench serve`` result files.
+
+    ``max_num_batched_tokens`` is the server's token budget per step (the
+    result file does not record it); without it, the engine's default for the
+    calibrated setting. It sizes the prefill chunk in a burst's stalled steps
+    (``calibration_prefill.stall_prefill_rates``).
+    """
     if isinstance(results, Mapping):
         results = [results]
     points = _bench_points(results)
@@ -257,23 +291,12 @@ def import_vllm_bench_serve(
         )
     predicted = _predict_step(points, setting, t0, bw, f_dec)
     mape, r2 = fit_errors(points["step_s"].to_numpy(), predicted)
-    # Prefill: TTFT at light load is a fixed overhead p0 (API server, scheduling),
-    # the prompt's prefill and one step. With one prompt length the two cannot
-    # be told apart: what the roofline prefill leaves is p0; a TTFT below the
-    # roofline prefill (prefix-cache hits, a faster GPU) sets the rate, p0 = 0.
-    light = points[points["batch"] <= 4]
-    f_pre = setting["peak"] * lat.PREFILL_FLOPS_EFFICIENCY
-    p0 = lat.PREFILL_OVERHEAD_S
-    if len(light):
-        work = (light["ttft_s"] - light["step_s"]).to_numpy()
-        n = light["prompt"].to_numpy()
-        flops_needed = n * 2 * setting["active"] + n * n * setting["attn"]
-        rest = float(np.median(work - flops_needed / f_pre))
-        if rest > 0:
-            p0 = rest
-        elif np.all(work > 0):
-            p0 = 0.0
-            f_pre = float(np.median(flops_needed / work))
+    f_pre, p0, prefill_method = prefill_constants(
+        points,
+        setting,
+        lambda: max_num_batched_tokens or default_batched_tokens(key, model),
+    )
+    method += "; " + prefill_method
     params = LatencyParams(
         t0_s=t0,
         bw_eff_bytes_per_s=bw,

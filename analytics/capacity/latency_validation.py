@@ -263,7 +263,7 @@ def scenario_for(row: BenchRow) -> Scenario:
     )
 
 
-def bench_result(row: BenchRow) -> dict[str, float]:
+def bench_result(row: BenchRow) -> dict[str, float | str]:
     """The row as ``import_vllm_bench_serve`` reads a ``--save-result`` file.
 
     Rows published as a table (no totals) are given per request: one completed
@@ -271,7 +271,7 @@ def bench_result(row: BenchRow) -> dict[str, float]:
     """
     m = row.measured
     completed = m.completed or 1
-    result = {
+    result: dict[str, float | str] = {
         "completed": completed,
         "duration": m.duration_s or row.mean_output * completed / m.output_throughput,
         "output_throughput": m.output_throughput,
@@ -286,6 +286,11 @@ def bench_result(row: BenchRow) -> dict[str, float]:
         result["p99_itl_ms"] = m.p99_itl_ms
     if row.max_concurrency:
         result["max_concurrency"] = row.max_concurrency
+    # As the result file writes it: the rate, or "inf" for no limit.
+    if row.load == "rate" and row.request_rate:
+        result["request_rate"] = row.request_rate
+    elif row.load == "burst":
+        result["request_rate"] = "inf"
     return result
 
 
@@ -307,6 +312,8 @@ def fit_on(rows: Sequence[BenchRow]) -> Calibration:
         [bench_result(r) for r in rows],
         key=_key(first, first.model_as),
         source="latency validation: " + ", ".join(r.id for r in rows),
+        # The runs' server, as the engine has it for their setting.
+        max_num_batched_tokens=step_model(scenario_for(first)).max_num_batched_tokens,
     )
 
 

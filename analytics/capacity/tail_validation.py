@@ -7,7 +7,11 @@ step that carries it, no spread):
 - *simulated*: ``simulate`` on ``step_model``, the row's load as
   ``latency_validation.predict`` runs it, p99 of the token-weighted step times;
   roofline and the same-model calibration (leave-one-out, as in the latency
-  tables);
+  tables). Where that fit reads its prefill rate off stalled bursts
+  (``calibration_prefill.stall_prefill_rates``), it reads the *other* runs' p99:
+  the row's p99 is then predicted from its neighbours' in the same sweep (not
+  circular, not independent either; marked † in the table), never from its
+  own;
 - *closed form*: ``engine.evaluate`` at the row's batch with the SLA at p99
   (``itl_at_percentile_ms``), only for closed-loop rows, whose batch is the
   client's concurrency; a burst has no steady batch.
@@ -27,12 +31,14 @@ import numpy as np
 import pandas as pd
 
 from analytics.capacity import latency_validation as lv
+from analytics.capacity.calibration_prefill import PREFILL_FROM_STALLS, STALL_ITL_RATIO
 from analytics.capacity.calibration_types import Calibration
 from analytics.capacity.engine import evaluate, step_model
 from analytics.capacity.simulate import simulate
 
-# Measured p99 / median above this is a stall tail, not a spread of steps.
-STALL_RATIO = 2.0
+# Measured p99 / median above this is a stall tail, not a spread of steps (the
+# line the bench importer uses to read a prefill rate off stalled bursts).
+STALL_RATIO = STALL_ITL_RATIO
 
 
 def _simulated_p99(row: lv.BenchRow, cal: Calibration | None) -> float:
@@ -72,6 +78,9 @@ def tail_table(rows: Sequence[lv.BenchRow]) -> pd.DataFrame:
         if not m.p99_itl_ms:
             continue
         same = lv.calibrations_for(row, rows)["same_model"]
+        # The fit is on the other runs only; where it read its prefill rate
+        # off their p99s, this row's p99 is predicted from its neighbours'.
+        from_p99 = same is not None and PREFILL_FROM_STALLS in same.fit.method
         record: dict[str, Any] = {
             "id": row.id,
             "load": lv._load_text(row),
@@ -80,6 +89,7 @@ def tail_table(rows: Sequence[lv.BenchRow]) -> pd.DataFrame:
             "stalled": m.p99_itl_ms / m.median_itl_ms > STALL_RATIO,
             "sim_roofline": _simulated_p99(row, None),
             "sim_same": _simulated_p99(row, same) if same is not None else None,
+            "same_from_p99": from_p99,
             "closed_roofline": _closed_form_p99(row, None),
             "closed_same": _closed_form_p99(row, same) if same is not None else None,
         }
@@ -91,10 +101,10 @@ def tail_table(rows: Sequence[lv.BenchRow]) -> pd.DataFrame:
     return table
 
 
-def _cell(value: Any, error: Any) -> str:
+def _cell(value: Any, error: Any, mark: str = "") -> str:
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "—"
-    return f"{value:,.1f} ({error * 100:+.0f}%)"
+    return f"{value:,.1f} ({error * 100:+.0f}%){mark}"
 
 
 def tail_markdown(table: pd.DataFrame) -> list[str]:
@@ -109,7 +119,11 @@ def tail_markdown(table: pd.DataFrame) -> list[str]:
             f"| {r['id']} | {r['load']} | {r['p50']:.1f} / {r['p99']:,.1f} | "
             f"{r['p99'] / r['p50']:.1f} | "
             + " | ".join(
-                _cell(r[c], r[f"{c}_error"])
+                _cell(
+                    r[c],
+                    r[f"{c}_error"],
+                    " †" if c.endswith("_same") and r["same_from_p99"] else "",
+                )
                 for c in ("sim_roofline", "sim_same", "closed_roofline", "closed_same")
             )
             + " |"

@@ -21,6 +21,7 @@ from analytics.capacity.calibration import (
     import_vllm_bench_serve,
     load_calibration,
 )
+from analytics.capacity.calibration_fit import _setting
 from analytics.capacity.calibration_types import Calibration, CalibrationKey
 from analytics.capacity.errors import InvalidInput
 
@@ -298,3 +299,98 @@ def test_the_harness_module_imports_without_torch() -> None:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr
+
+
+A100_KEY = CalibrationKey(
+    gpu="A100-80GB",
+    model="Qwen2.5-7B",
+    weight_dtype="bf16",
+    kv_dtype="auto",
+    tp=1,
+    engine_version="0.10.1",
+)
+
+
+def _burst_run(batch: float, itl_ms: float, ttft_ms: float, **extra: object) -> dict:
+    """A 1,024 / 1,024 ``vllm bench serve`` burst whose Little's law batch is
+    ``batch`` (mean TPOT = median ITL)."""
+    run = {
+        "completed": 100,
+        "duration": 60.0,
+        "output_throughput": batch * 1000 / itl_ms,
+        "total_input_tokens": 102_400,
+        "total_output_tokens": 102_400,
+        "median_ttft_ms": ttft_ms,
+        "median_itl_ms": itl_ms,
+        "mean_tpot_ms": itl_ms,
+        "request_rate": "inf",
+        "max_concurrency": None,
+    }
+    run.update(extra)
+    return run
+
+
+def _stalled_p99_ms(batch: float, itl_ms: float, rate: float, budget: int) -> float:
+    """The p99 step of a burst: the decode step plus a chunk of the budget the
+    decodes leave, of 1,024-token prompts, at ``rate`` FLOP/s."""
+    setting = _setting(A100_KEY, None)
+    tokens = budget - batch
+    flops = tokens * 2 * setting["active"] + tokens * 1024 * setting["attn"]
+    return itl_ms + flops / rate * 1000
+
+
+def _a100_sweep(rate: float = 230e12, budget: int = 2048, **extra: object) -> list:
+    # Light-load TTFT of 36 ms: 1,024 tokens of a 7B in 24 ms of compute is
+    # over 600 TFLOP/s, twice the A100's 312 (prefix-cache hits in the run).
+    runs = [_burst_run(1.0, 11.6, 36.0, **extra)]
+    for batch, itl in ((40.0, 17.0), (80.0, 21.0), (160.0, 30.0)):
+        p99 = _stalled_p99_ms(batch, itl, rate, budget)
+        runs.append(_burst_run(batch, itl, 2000.0, p99_itl_ms=p99, **extra))
+    return runs
+
+
+def test_a_light_load_ttft_above_the_gpus_peak_does_not_set_the_prefill_rate() -> None:
+    """1,024 tokens of a 7B (15.6 TFLOP) in 24 ms is 640 TFLOP/s on a 312
+    TFLOP/s A100: not prefill compute. Rate and p0 stay the roofline's."""
+    cal = import_vllm_bench_serve([_a100_sweep()[0]], key=A100_KEY)
+    peak = 312e12
+    assert cal.params.prefill_flops_eff == pytest.approx(0.5 * peak)
+    assert cal.params.p0_s == pytest.approx(5e-3)
+    assert "over the GPU's peak 312: not prefill compute" in cal.fit.method
+    # Below peak it still sets the rate, p0 = 0, as before: 90 ms of work.
+    slow = import_vllm_bench_serve([_burst_run(1.0, 11.6, 101.6)], key=A100_KEY)
+    assert 156e12 < slow.params.prefill_flops_eff < peak
+    assert slow.params.p0_s == 0.0
+
+
+def test_stalled_bursts_set_the_prefill_rate_from_their_p99_step() -> None:
+    """Each burst's p99 step carries the 2,048-token budget less its decodes
+    (A100 V1 default) of prefill: p99 - median ITL at 230 TFLOP/s gives 230
+    back; the light-load TTFT, below that prefill, leaves p0 the roofline's."""
+    cal = import_vllm_bench_serve(_a100_sweep(), key=A100_KEY)
+    assert cal.params.prefill_flops_eff == pytest.approx(230e12, rel=1e-9)
+    assert cal.params.p0_s == pytest.approx(5e-3)
+    assert "from the p99 - median ITL of 3 stalled burst(s)" in cal.fit.method
+    assert "prefix-cache hits): p0 from the roofline" in cal.fit.method
+    # The budget is the server's: a 4,096-token one, given, is read as given.
+    wide = import_vllm_bench_serve(
+        _a100_sweep(budget=4096), key=A100_KEY, max_num_batched_tokens=4096
+    )
+    assert wide.params.prefill_flops_eff == pytest.approx(230e12, rel=1e-9)
+
+
+def test_closed_loops_and_stalls_under_a_full_chunk_do_not_set_the_rate() -> None:
+    """A closed loop admits a prompt as a request ends (its chunk is one
+    prompt of a length the file does not give); a stall shorter than the
+    chunk at peak is not a full chunk. Neither sets the rate."""
+    closed = import_vllm_bench_serve(
+        _a100_sweep(request_rate="inf", max_concurrency=64), key=A100_KEY
+    )
+    assert closed.params.prefill_flops_eff == pytest.approx(156e12)
+    assert "stalled" not in closed.fit.method
+    runs = _a100_sweep()
+    runs[1] = dict(runs[1], p99_itl_ms=_stalled_p99_ms(40.0, 17.0, 900e12, 2048))
+    cal = import_vllm_bench_serve(runs, key=A100_KEY)
+    assert cal.params.prefill_flops_eff == pytest.approx(230e12, rel=1e-9)
+    assert "of 2 stalled burst(s)" in cal.fit.method
+    assert "1 stalled burst(s) left out" in cal.fit.method

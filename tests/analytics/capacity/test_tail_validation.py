@@ -4,6 +4,7 @@ sizing rests on is checked against the measured rows."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 
 from analytics.capacity import latency_validation as lv
 from analytics.capacity import tail_validation as tv
+from analytics.capacity.calibration_prefill import PREFILL_FROM_STALLS
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "capacity-validation.md"
 
@@ -61,3 +63,28 @@ def test_the_default_stall_does_not_overstate_the_steady_state_tail(
     assert len(stalled) == 2
     assert (stalled["closed_roofline"] < stalled["p99"]).all()
     assert (stalled["closed_same"] < stalled["p99"]).all()
+
+
+def test_no_rows_own_p99_enters_its_same_model_prediction() -> None:
+    """The same-model fit may read its prefill rate off stalled bursts' p99:
+    those of the other runs. Changing a row's own p99 changes nothing of the
+    calibration it is predicted with (transfer: another model's runs)."""
+    rows = lv.load_benchmarks()
+    marked = 0
+    for i, row in enumerate(rows):
+        if not row.measured.p99_itl_ms:
+            continue
+        before = lv.calibrations_for(row, rows)
+        moved = replace(
+            row,
+            measured=replace(row.measured, p99_itl_ms=row.measured.p99_itl_ms * 3),
+        )
+        after = lv.calibrations_for(moved, [*rows[:i], moved, *rows[i + 1 :]])
+        for method in ("same_model", "transfer"):
+            b, a = before[method], after[method]
+            assert (b is None) == (a is None), (row.id, method)
+            if b is not None and a is not None:
+                assert b.params == a.params, (row.id, method)
+        same = before["same_model"]
+        marked += same is not None and PREFILL_FROM_STALLS in same.fit.method
+    assert marked == 16 + 4  # the A100 rows: 7B and 32B sweeps
