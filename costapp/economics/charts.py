@@ -246,6 +246,61 @@ def _stamps(values: Iterable[Any]) -> list[str]:
     return [pd.Timestamp(v).strftime("%Y-%m-%dT%H:%M:%SZ") for v in values]
 
 
+# More stretches than this and only the longest get their band (a trace pair
+# each): a gappy gauge over years would otherwise ship thousands of traces.
+MAX_BAND_RUNS = 50
+
+
+def band_traces(
+    x: Sequence[Any],
+    low: Sequence[float | None],
+    high: Sequence[float | None],
+    *,
+    name: str,
+    fillcolor: str,
+    **extra: Any,
+) -> list[dict[str, Any]]:
+    """The shaded range between ``low`` and ``high``: one pair of traces per
+    stretch of points where both are known, the upper filling down to its own
+    lower (``tonexty``).
+
+    One pair over the whole series draws wedges: plotly fills a segment after
+    a gap towards the previous trace's whole path, so a day without a band
+    (a holiday the baseline skips) drew a detached triangle on the overview.
+    A stretch of one point shades nothing and is left out. ``extra`` goes on
+    every trace (an axis, a hover setting)."""
+    runs: list[tuple[int, int]] = []
+    i, n = 0, len(x)
+    while i < n:
+        if low[i] is None or high[i] is None:
+            i += 1
+            continue
+        j = i
+        while j < n and low[j] is not None and high[j] is not None:
+            j += 1
+        if j - i > 1:
+            runs.append((i, j))
+        i = j
+    if len(runs) > MAX_BAND_RUNS:
+        longest = sorted(runs, key=lambda r: r[0] - r[1])[:MAX_BAND_RUNS]
+        runs = sorted(longest)
+    invisible = {"width": 0, "color": "rgba(0,0,0,0)"}
+    traces: list[dict[str, Any]] = []
+    for k, (a, b) in enumerate(runs):
+        common = {"type": "scatter", "mode": "lines", "x": list(x[a:b]),
+                  "line": invisible, "hoverinfo": "skip", "legendgroup": name,
+                  "connectgaps": False, **extra}  # fmt: skip
+        traces.append(
+            {**common, "name": f"{name} (low)", "y": list(low[a:b]),
+             "showlegend": False}
+        )  # fmt: skip
+        traces.append(
+            {**common, "name": name, "y": list(high[a:b]), "fill": "tonexty",
+             "fillcolor": fillcolor, "showlegend": k == 0}
+        )  # fmt: skip
+    return traces
+
+
 def baseline_band(
     rows: Sequence[Any],
     *,
@@ -267,19 +322,13 @@ def baseline_band(
     flagged = [r for r in rows if r.flag]
     colours = {"anomaly": PALETTE[4], "traffic": PALETTE[2], "size": PALETTE[1]}
     traces: list[dict[str, Any]] = [
-        {
-            "type": "scatter", "mode": "lines", "name": "band (low)",
-            "x": x, "y": _clean(getattr(r, low) for r in rows),
-            "line": {"width": 0, "color": "rgba(37,99,235,0)"},
-            "showlegend": False, "hoverinfo": "skip", "connectgaps": False,
-        },
-        {
-            "type": "scatter", "mode": "lines", "name": "band",
-            "x": x, "y": _clean(getattr(r, high) for r in rows), "fill": "tonexty",
-            "fillcolor": "rgba(37,99,235,0.12)",
-            "line": {"width": 0, "color": "rgba(37,99,235,0)"},
-            "hoverinfo": "skip", "connectgaps": False,
-        },
+        *band_traces(
+            x,
+            _clean(getattr(r, low) for r in rows),
+            _clean(getattr(r, high) for r in rows),
+            name="band",
+            fillcolor="rgba(37,99,235,0.12)",
+        ),
         {
             "type": "scatter", "mode": "lines", "name": "baseline",
             "x": x, "y": _clean(getattr(r, mid) for r in rows),

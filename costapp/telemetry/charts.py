@@ -20,7 +20,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from costapp.economics.charts import FONT, PALETTE
+from costapp.economics.charts import FONT, PALETTE, band_traces
 from costapp.telemetry.series import DeviceGrid, Series
 
 GRID = "#eef2f7"
@@ -270,16 +270,18 @@ def kv_cache(series: Series, *, tz: str) -> dict[str, Any]:
     layout = _panels("KV-cache efficiency", tz, series.grid.width, axes)
     traces: list[dict[str, Any]] = []
     if "kv_cache_usage_mean" in series.measured:
-        # The max fills down to the mean drawn before it: the band.
+        mean, peak = values(f["kv_cache_usage_mean"]), values(f["kv_cache_usage_max"])
         traces.append(
-            _line("KV usage mean", x, values(f["kv_cache_usage_mean"]), 0,
-                  PALETTE[3], "%{y:.1%}")
+            _line("KV usage mean", x, mean, 0, PALETTE[3], "%{y:.1%}")
         )  # fmt: skip
         traces.append(
-            _line("KV usage max", x, values(f["kv_cache_usage_max"]), 0,
-                  "rgba(124,58,237,0.45)", "%{y:.1%}", fill="tonexty",
-                  fillcolor="rgba(124,58,237,0.12)",
+            _line("KV usage max", x, peak, 0, "rgba(124,58,237,0.45)", "%{y:.1%}",
                   line={"width": 0.8, "color": "rgba(124,58,237,0.45)"})
+        )  # fmt: skip
+        # Shaded from the mean up to the max, stretch by stretch.
+        traces.extend(
+            band_traces(x, mean, peak, name="KV usage range",
+                        fillcolor="rgba(124,58,237,0.12)", yaxis=_axis_ref(0))
         )  # fmt: skip
     else:
         _not_measured(layout, 0, "KV-cache usage")
@@ -478,11 +480,9 @@ def cost_view(
     money = f"{symbol}%{{y:,.3f}}" if currency == "USD" else "%{y:,.3f}"
     clock = [r.clock for r in rows]
     traces: list[dict[str, Any]] = [
-        _line("band (low)", x, values(r.lower for r in rows), 0, "rgba(0,0,0,0)",
-              money, showlegend=False, hoverinfo="skip", line={"width": 0}),
-        _line("baseline band", x, values(r.upper for r in rows), 0, "rgba(0,0,0,0)",
-              money, fill="tonexty", fillcolor="rgba(37,99,235,0.12)",
-              hoverinfo="skip", line={"width": 0}),
+        *band_traces(x, values(r.lower for r in rows), values(r.upper for r in rows),
+                     name="baseline band", fillcolor="rgba(37,99,235,0.12)",
+                     yaxis=_axis_ref(0)),
         _line("baseline (EWMA)", x, values(r.baseline for r in rows), 0, PALETTE[8],
               money, line={"dash": "dot", "width": 1.5, "color": PALETTE[8]}),
         _line("$ per 1k requests", x, values(r.cost_per_1k_requests for r in rows), 0,
