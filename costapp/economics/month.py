@@ -233,6 +233,7 @@ CLOCK_LABELS = {"final": "final bill", "estimated": "estimated bill",
 def month_card_context(card: MonthCard) -> dict[str, Any]:
     """The card as strings for ``economics/_month_card.html``."""
     cur, f = card.currency, card.forecast
+    complete = f is not None and f.remaining_days == 0
     budgets = []
     for s in card.budgets:
         b, bf = s.budget, s.forecast
@@ -275,7 +276,12 @@ def month_card_context(card: MonthCard) -> dict[str, Any]:
         ),
         "interval_pct": f"{f.interval:.0%}" if f else "",
         "method": f.method if f else "",
-        "note": card.note,
+        # A month with no day left has a total, not a forecast: an interval
+        # of one value and a method "none" said nothing.
+        "complete": complete,
+        "forecast_label": "Month total" if complete else "Month-end forecast",
+        "note": card.note
+        or ("the month is over: nothing left to forecast" if complete else ""),
         "budgets": budgets,
         "active_alerts": card.active_alerts,
     }

@@ -212,3 +212,23 @@ def test_the_overview_card_runs_through_the_windows_last_day_from_the_store(
                              + timedelta(hours=9), tick=False):  # fmt: skip
         page = client.get(reverse("overview")).content.decode()  # type: ignore[attr-defined]
     assert f"through {LAST:%Y-%m-%d}" in page or f"through {LAST}" in page, page
+
+
+def test_a_month_with_no_day_left_shows_its_total_not_a_forecast(
+    month: None,
+) -> None:
+    """On the 1st the month shown is the one just ended: an 80% interval of
+    one value and a method of "none" said nothing."""
+    from dataclasses import replace
+
+    card = overview_month_read(today=TODAY)
+    assert card.forecast is not None
+    running = month_card_context(card)
+    assert running["forecast_label"] == "Month-end forecast" and not running["note"]
+    over = replace(card, forecast=replace(card.forecast, remaining_days=0))
+    shown = month_card_context(over)
+    assert shown["forecast_label"] == "Month total"
+    assert shown["note"] == "the month is over: nothing left to forecast"
+    html = render_to_string("economics/_month_card.html", {"month_card": shown})
+    assert "Month total" in html and "interval" not in html
+    assert f"spend in {shown['month']}</div>" in html  # not "to date"
