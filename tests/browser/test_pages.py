@@ -18,6 +18,7 @@ import pytest
 
 from tests.browser.conftest import Demo
 from tests.fleet.test_browser import SCREENSHOTS, _expected
+from tests.support.browser import chrome
 from tests.support.services import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
@@ -451,3 +452,15 @@ def test_the_breakdown_plots_the_bill_the_rows_hold_and_follows_the_filters(
     shot = SCREENSHOTS / "bills.png"
     d.save_screenshot(str(shot))
     assert shot.stat().st_size < 300_000
+
+
+def test_a_first_visit_logs_nothing_either(demo: Demo) -> None:
+    """The role tests drop what the login page left in the console; a fresh
+    browser on it asks for the site's icon too, which was a 404 there."""
+    d = chrome(1024, 800)
+    try:
+        _open(d, demo.url + "/login/")
+        time.sleep(0.5)  # the icon request follows the page
+        assert _console(d, "/login/") == []
+    finally:
+        d.quit()
