@@ -132,6 +132,8 @@ def test_finance_reads_budgets_and_forecasts_but_only_leads_set_budgets(
     html = finance.get("/economics/budgets/").content.decode()
     assert 'data-budget="team/t1"' in html
     assert 'id="forecast-point"' in html
+    # The page names the month it shows (the last with figures).
+    assert "Budgets are monthly: shown for October 2026," in html
     # t1 spends about $19.20 a day (one day $28.80): $500 lasts 26 days or so.
     runs_out = re.search(r'data-col="runs-out">([^<]+)<', html).group(1)
     assert runs_out in {"2026-10-26", "2026-10-27"}, runs_out
