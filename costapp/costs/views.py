@@ -103,39 +103,26 @@ def _export_links(w: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _page(
-    request: HttpRequest,
-    f: Filters,
-    template: str,
-    *,
-    page: str,
-    page_template: str,
-    context: Callable[[], dict[str, Any]],
+    request: HttpRequest, page: str, context: Callable[[Filters], dict[str, Any]]
 ) -> HttpResponse:
-    """A costs page whose body comes from the page cache
-    (``costapp.pagecache``) for this data, query string, day and rights:
-    ``context`` is read only on a miss. ``page_template`` (title, scripts)
-    puts the body in the product's layout, per request."""
+    """A costs page (``costs/<page>.html`` around ``costs/_<page>_body.html``)
+    whose body comes from the page cache (``costapp.pagecache``) for this
+    data, query string, day and rights: ``context`` is read only on a miss.
+    The layout around the body is rendered per request."""
+    f = _window(request)
     body = pagecache.body_render(
         request,
-        template,
+        f"costs/_{page}_body.html",
         page=page,
         key=(f.start, f.end, f.preset, sorted(f.scope.items())),
-        context=context,
+        context=lambda: context(f),
     )
-    return render(request, page_template, {"body": body})
+    return render(request, f"costs/{page}.html", {"body": body})
 
 
 @requires("costapp.view_bills")
 def bills(request: HttpRequest) -> HttpResponse:
-    f = _window(request)
-    return _page(
-        request,
-        f,
-        "costs/_bills_body.html",
-        page="bills",
-        page_template="costs/bills.html",
-        context=lambda: _bills_context(f),
-    )
+    return _page(request, "bills", _bills_context)
 
 
 def _bills_context(f: Filters) -> dict[str, Any]:
@@ -163,15 +150,7 @@ def _bills_context(f: Filters) -> dict[str, Any]:
 
 @requires("costapp.view_bills")
 def reconciliation(request: HttpRequest) -> HttpResponse:
-    f = _window(request)
-    return _page(
-        request,
-        f,
-        "costs/_reconciliation_body.html",
-        page="reconciliation",
-        page_template="costs/reconciliation.html",
-        context=lambda: _reconciliation_context(f),
-    )
+    return _page(request, "reconciliation", _reconciliation_context)
 
 
 def _reconciliation_context(f: Filters) -> dict[str, Any]:
@@ -245,15 +224,7 @@ def _attachment(response: HttpResponseBase, name: str) -> HttpResponseBase:
 
 @requires("costapp.view_bills")
 def breakdown(request: HttpRequest) -> HttpResponse:
-    f = _window(request)
-    return _page(
-        request,
-        f,
-        "costs/_breakdown_body.html",
-        page="breakdown",
-        page_template="costs/breakdown.html",
-        context=lambda: _breakdown_context(f),
-    )
+    return _page(request, "breakdown", _breakdown_context)
 
 
 def _breakdown_context(f: Filters) -> dict[str, Any]:
