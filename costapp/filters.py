@@ -322,6 +322,7 @@ def filters_read(
     default: tuple[date, date, str] | None = None,
     default_preset: str = DEFAULT_PRESET,
     max_days: int = MAX_DAYS,
+    refused: Sequence[str] = (),
 ) -> Filters:
     """The page's filters from its query string.
 
@@ -331,6 +332,8 @@ def filters_read(
     fields are drawn inside the filter form (the economics grain and clock).
     ``default``: (start, end, label) shown for an empty query instead of the
     default preset.
+    ``refused``: the page form's own refusals (named): the page then shows
+    the default window for the whole fleet, and says so, as for its own.
     """
     today = today or timezone.now().date()
     filterset_class: type[FleetFilter] = FleetFilter
@@ -347,8 +350,7 @@ def filters_read(
     )
     shown_page = [page_form[name] for name in page_fields] if page_form else []
     page_data = dict(page_form.cleaned_data) if page_form and page_form.is_bound else {}
-    errors: list[str] = []
-    if fs.is_bound and fs.form.is_valid():
+    if fs.is_bound and fs.form.is_valid() and not refused:
         d = fs.form.cleaned_data
         picked = tuple(d.get("deployment") or ())
         team = d.get("team") or ""
@@ -372,8 +374,9 @@ def filters_read(
             page_fields=shown_page,
             links=_links(data, d["preset"]),
         )
+    errors = list(refused)
     if fs.is_bound:
-        errors = [str(e) for errors_ in fs.form.errors.values() for e in errors_]
+        errors += [str(e) for errors_ in fs.form.errors.values() for e in errors_]
     if default is not None:
         start, end, label = default
         preset = "custom"

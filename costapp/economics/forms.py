@@ -11,9 +11,8 @@ from typing import Any
 from django import forms
 
 from costapp.economics.figures import scope_names
+from costapp.filters import BoundedDateField, NamedForm
 
-EARLIEST = date(2000, 1, 1)
-LATEST = date(2100, 1, 1)
 MAX_DAYS = {"day": 3 * 366, "hour": 31, "week": 5 * 366, "month": 10 * 366}
 DEFAULT_DAYS = {"day": 90, "hour": 7, "week": 26 * 7, "month": 366}
 GRAINS = [("day", "day"), ("hour", "hour"), ("week", "week"), ("month", "month")]
@@ -31,31 +30,15 @@ def _shown(value: object) -> str:
     return repr(str(value)[:80])
 
 
-class NamedDateField(forms.DateField):
-    """A date whose refusal quotes what was typed, within ``EARLIEST`` and
-    ``LATEST`` (year 1 and year 9999 are typos, not windows)."""
-
-    def to_python(self, value: Any) -> date | None:
-        try:
-            parsed = super().to_python(value)
-        except forms.ValidationError as exc:
-            raise forms.ValidationError(
-                f"{_shown(value)} is not a date (YYYY-MM-DD)", code="invalid"
-            ) from exc
-        if parsed is not None and not EARLIEST <= parsed <= LATEST:
-            raise forms.ValidationError(
-                f"{parsed.isoformat()} is outside {EARLIEST.isoformat()} to "
-                f"{LATEST.isoformat()}",
-                code="range",
-            )
-        return parsed
-
-
 def _choice(choices: list[tuple[str, str]], **kwargs: Any) -> forms.ChoiceField:
+    # The form's NamedErrors puts ``grain='year': `` before the reason.
     return forms.ChoiceField(
         choices=choices,
         required=False,
-        error_messages={"invalid_choice": "%(value)r is not one of the choices"},
+        error_messages={
+            "invalid_choice": "is not one of "
+            + ", ".join(key for key, _ in choices if key)
+        },
         **kwargs,
     )
 
@@ -75,15 +58,13 @@ def default_window(today: date) -> Window:
     return Window(today - timedelta(days=90), today, "day", "", "fleet")
 
 
-class EconomicsWindowForm(forms.Form):
-    """A window of UTC days (end exclusive), a grain, a clock and a scope."""
+class EconomicsWindowForm(NamedForm):
+    """A window of UTC days (end exclusive), a grain, a clock and a scope.
+    Its days are the shared filter's (``BoundedDateField``: one range and
+    one wording for a refused date on every page)."""
 
-    start = NamedDateField(required=False, widget=forms.DateInput({"type": "date"}))
-    end = NamedDateField(
-        required=False,
-        label="End (exclusive)",
-        widget=forms.DateInput({"type": "date"}),
-    )
+    start = BoundedDateField(required=False)
+    end = BoundedDateField(required=False, label="End (exclusive)")
     grain = _choice(GRAINS)
     clock = _choice(CLOCK_CHOICES)
     scope = _choice(SCOPE_CHOICES)
@@ -106,16 +87,12 @@ class EconomicsWindowForm(forms.Form):
         default = DEFAULT_DAYS[data["grain"]]
         data["start"] = data.get("start") or data["end"] - timedelta(days=default)
         if data["end"] <= data["start"]:
-            self.add_error(
-                "end",
-                f"end {data['end'].isoformat()} must be after start "
-                f"{data['start'].isoformat()}",
-            )
+            self.add_error("end", f"must be after start {data['start'].isoformat()}")
         elif (data["end"] - data["start"]).days > longest:
             self.add_error(
                 "start",
-                f"start {data['start'].isoformat()} to end {data['end'].isoformat()}"
-                f" is longer than {longest} days for grain {data['grain']!r}",
+                f"the window to end {data['end'].isoformat()} is longer than "
+                f"{longest} days for grain {data['grain']!r}",
             )
         return data
 
@@ -132,7 +109,7 @@ class EconomicsWindowForm(forms.Form):
 FIGURE_GRAINS = [("day", "day"), ("week", "week"), ("month", "month")]
 
 
-class EconomicsGrainForm(forms.Form):
+class EconomicsGrainForm(NamedForm):
     """The grain of a page whose window is fixed (the deployment page)."""
 
     grain = _choice(FIGURE_GRAINS)

@@ -8,7 +8,6 @@ from datetime import date
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 
 from costapp import formatting as fmt
 from costapp import pagecache
@@ -56,9 +55,21 @@ def _economics_filters(
         query.pop("start", None)
         query.pop("end", None)
     form = EconomicsWindowForm(query or None, today=today)
-    page = {"page_form": form, "page_fields": ("grain", "clock"), "today": today}
     if form.is_bound and not form.is_valid():
-        return form, filters_read({}, **page)  # type: ignore[arg-type]
+        # Refused (named, field and value): the page's own default window
+        # for the whole fleet, saying so, as a refused filter does.
+        refused = form.messages()
+        form = EconomicsWindowForm(None, today=today)
+        window = form.window()
+        return form, filters_read(
+            {},
+            default=(window.start, window.end, DEFAULT_LABEL),
+            page_form=form,
+            page_fields=("grain", "clock"),
+            today=today,
+            refused=refused,
+        )
+    page = {"page_form": form, "page_fields": ("grain", "clock"), "today": today}
     window = form.window()
     named_days = "start" in request.GET or "end" in request.GET
     if preset == "custom" and form.is_bound and named_days:
@@ -96,18 +107,13 @@ FLEET_BANDS = (
 def overview(request: HttpRequest) -> HttpResponse:
     today = fmt.display_today()
     form, filters = _economics_filters(request, today)
-    if form.is_bound and not form.is_valid():
-        body = render_to_string(
-            OVERVIEW_BODY, {"form": form, "filters": filters}, request
-        )
-    else:
-        body = pagecache.body_render(
-            request,
-            OVERVIEW_BODY,
-            page="overview",
-            key=(filters.start, filters.end, filters.team, filters.deployments),
-            context=lambda: _overview_context(today, form, filters),
-        )
+    body = pagecache.body_render(
+        request,
+        OVERVIEW_BODY,
+        page="overview",
+        key=(filters.start, filters.end, filters.team, filters.deployments),
+        context=lambda: _overview_context(today, form, filters),
+    )
     return render(request, "economics/overview.html", {"body": body})
 
 
@@ -353,16 +359,13 @@ def idle(request: HttpRequest) -> HttpResponse:
     """Idle in dollars, both kinds, per pool and deployment over a window,
     narrowed by the shared filter (a chosen deployment brings its pool)."""
     form, filters = _economics_filters(request, fmt.display_today())
-    if form.is_bound and not form.is_valid():
-        body = render_to_string(IDLE_BODY, {"form": form, "filters": filters}, request)
-    else:
-        body = pagecache.body_render(
-            request,
-            IDLE_BODY,
-            page="idle",
-            key=(filters.start, filters.end, filters.team, filters.deployments),
-            context=lambda: _idle_context(form, filters),
-        )
+    body = pagecache.body_render(
+        request,
+        IDLE_BODY,
+        page="idle",
+        key=(filters.start, filters.end, filters.team, filters.deployments),
+        context=lambda: _idle_context(form, filters),
+    )
     return render(request, "economics/idle.html", {"body": body})
 
 

@@ -18,6 +18,7 @@ from costapp.forms import NamedErrors
 from costapp.models import Deployment
 from costapp.sources.promql import selector_reason
 from costapp.telemetry.services import EARLIEST, MAX_STEPS
+from costapp.validation import InvalidInput, date_in
 
 # The deployment page aggregates on the server (charts at most 2,000 points
 # per trace, its table at most 100 rows), so a window is bounded only as the
@@ -31,14 +32,12 @@ def _shown(value: Any) -> str:
 
 
 def day_parse(field: str, raw: Any) -> date:
-    """A UTC day ``YYYY-MM-DD`` within the days telemetry can hold."""
-    text = str(raw).strip()
-    try:
-        day = date.fromisoformat(text)
-    except ValueError:
-        raise forms.ValidationError(
-            f"{field}={_shown(raw)}: not a day (YYYY-MM-DD)"
-        ) from None
+    """A UTC day ``YYYY-MM-DD`` within the days telemetry can hold; one that
+    is no date is refused as on every page (``validation.date_in``)."""
+    try:  # the range is telemetry's own (below), narrower than the product's
+        day = date_in(str(raw).strip(), field=field, earliest=date.min, latest=date.max)
+    except InvalidInput as exc:
+        raise forms.ValidationError(str(exc)) from None
     latest = timezone.now().date() + timedelta(days=1)
     if not EARLIEST.date() <= day <= latest:
         raise forms.ValidationError(

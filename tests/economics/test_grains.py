@@ -152,4 +152,7 @@ def test_the_overview_and_the_deployment_page_show_the_grain_picked(
         solo = client.get("/fleet/solo/", {"grain": "month"}).content.decode()
         assert "Last month (2026-10)" in solo
         refused = client.get("/fleet/solo/", {"grain": "year"}).content.decode()
-        assert "grain &#x27;year&#x27; is not one of the choices" in refused
+        assert (
+            "grain=&#x27;year&#x27;: is not one of day, week, month; showing days"
+            in refused
+        )

@@ -95,7 +95,18 @@ def test_the_overview_lists_every_flag_in_the_window_with_a_link_and_the_idle_do
 
 def test_the_window_form_refuses_a_bad_date_by_field_and_value(world: w.World) -> None:
     html = client_as("finance").get("/", {"start": "2026-13-45"}).content.decode()
-    assert "start: &#x27;2026-13-45&#x27; is not a date" in html
+    assert "start=&#x27;2026-13-45&#x27;: is not a date (YYYY-MM-DD)" in html
+    # ... and shows its default window instead, saying so, as every page does.
+    default = client_as("finance").get("/").content.decode()
+    assert "showing the default window" in html
+    assert "(exclusive; the 90 days before today) for the whole fleet instead" in html
+    assert _window_shown(html) == _window_shown(default)
+    assert _body_shown(html) == _body_shown(default)  # the same figures
+    year_9999 = client_as("finance").get("/economics/idle/", {"end": "9999-12-31"})
+    assert (
+        "end=&#x27;9999-12-31&#x27;: is outside the supported range "
+        "2000-01-01..2100-12-31" in year_9999.content.decode()
+    )
     html = (
         client_as("finance")
         .get("/", {"start": "2026-01-01", "end": "2026-03-01", "grain": "hour"})
@@ -156,3 +167,19 @@ def test_finance_reads_budgets_and_forecasts_but_only_leads_set_budgets(
 
 def test_an_unknown_figure_is_a_404(world: w.World) -> None:
     assert client_as("finance").get("/economics/explain/999999/").status_code == 404
+
+
+def _body_shown(html: str) -> str:
+    """The page's main part without its refusals and per-request nonces."""
+    main = html[html.index("<main") :]
+    main = re.sub(r'<p class="error">.*?</p>', "", main)
+    return re.sub(r' nonce="[^"]*"', "", main)
+
+
+def _window_shown(html: str) -> str:
+    """The days a page says it shows (``_filters.html``)."""
+    found = re.search(
+        r'id="window-shown" data-start="([^"]+)" data-end="([^"]+)"', html
+    )
+    assert found, "the page names no window"
+    return f"{found[1]}..{found[2]}"

@@ -351,8 +351,8 @@ def test_without_a_prometheus_url_the_backfill_form_says_so_and_stores_nothing(
     [
         ("start", "0001-01-01", "outside 2015-01-01 .. "),
         ("end", "9999-12-31", "outside 2015-01-01 .. "),
-        ("start", "2026-13-45", "not a day (YYYY-MM-DD)"),
-        ("start", "2024\x00", "not a day (YYYY-MM-DD)"),
+        ("start", "2026-13-45", "is not a date (YYYY-MM-DD)"),
+        ("start", "2024\x00", "is not a date (YYYY-MM-DD)"),
         ("dcgm_selector", INJECTION, "expected &#x27;,&#x27; at position 12"),
         ("dcgm_selector", 'Hostname="a\x00"', "contains a NUL byte"),
     ],
@@ -405,8 +405,8 @@ def test_a_backfill_over_the_step_budget_is_refused_until_confirmed(
     [
         ("start=0001-01-01", "start=&#x27;0001-01-01&#x27;: outside 2015-01-01 .. "),
         ("end=9999-12-31", "end=&#x27;9999-12-31&#x27;: outside 2015-01-01 .. "),
-        ("start=junk", "start=&#x27;junk&#x27;: not a day (YYYY-MM-DD)"),
-        ("start=2024%00", "start=&#x27;2024\\x00&#x27;: not a day (YYYY-MM-DD)"),
+        ("start=junk", "start=&#x27;junk&#x27;: is not a date (YYYY-MM-DD)"),
+        ("start=2024%00", "start=&#x27;2024\\x00&#x27;: is not a date (YYYY-MM-DD)"),
         (
             "start=2024-03-05&end=2024-03-04",
             "end=&#x27;2024-03-04&#x27;: not after start 2024-03-05",
