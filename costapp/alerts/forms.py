@@ -24,6 +24,20 @@ def _shown(value: object) -> str:
     return text if len(text) <= 100 else text[:90] + "…'"
 
 
+class _ChannelsField(forms.ModelMultipleChoiceField):
+    """Channels by id, each checked to be an id before any query: past the
+    id column's bigint SQLite raises OverflowError, a 500, not a refusal."""
+
+    def _check_values(self, value: Any) -> Any:
+        for pk in value:
+            text = str(pk)
+            if not (text.isascii() and text.isdigit() and int(text) < 2**63):
+                raise forms.ValidationError(
+                    self.error_messages["invalid_pk_value"], code="invalid_pk_value"
+                )
+        return super()._check_values(value)
+
+
 class _Named(NamedErrors, forms.Form):
     """Every error reads ``field='value': reason`` (NamedErrors); a NUL byte
     is refused like any other value (Django's own validator names neither)."""
@@ -103,7 +117,7 @@ class AlertRuleForm(_Named):
     min_requests = forms.CharField(max_length=40, required=False)
     include_traffic = forms.BooleanField(required=False)
     notify_resolved = forms.BooleanField(required=False, initial=True)
-    channels = forms.ModelMultipleChoiceField(
+    channels = _ChannelsField(
         queryset=Channel.objects.all(),
         required=False,
         error_messages={

@@ -130,6 +130,14 @@ def test_deleting_a_rule_needs_the_delete_right_not_only_change(
         ("name", "   ", "name='   ': This field is required."),
         ("metric", "evil", "metric='evil': is not one of the choices"),
         ("channels", "99999", "channels='99999': is not a channel"),
+        # Past bigint: SQLite raised OverflowError (a 500) before the query.
+        pytest.param(
+            "channels",
+            "9" * 20,
+            f"channels='{'9' * 20}': is not a channel",
+            marks=pytest.mark.smoke,
+        ),
+        ("channels", "-1", "channels='-1': is not a channel"),
         ("include_traffic", "maybe", "include_traffic='maybe': a checkbox"),
     ],
 )
