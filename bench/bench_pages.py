@@ -22,7 +22,9 @@ the trivial page's median measured in the same run (goal: within 3x).
 Last, the year's finance export as CSV through ``manage.py costs_export``
 against PostgreSQL's own ``COPY (SELECT ...) TO STDOUT`` of the bill lines it
 reads, as a ratio of times (goal: export >= 0.3 x COPY), with the export
-process's peak RSS for one month and for the year (memory flat: < 20 MB apart).
+process's peak RSS for one month and for the year (memory flat: < 20 MB apart),
+and a second floor in the same run: the least a row-by-row Python export of the
+same stored rows does (``python_floor_time``).
 
 Not run by CI (a smoke run is: tests/analytics/test_bench_smoke.py).
 
@@ -440,12 +442,16 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costapp.settings")
 django.setup()
 from django.core.management import call_command, load_command_class
+from django.db import connection
 t0 = time.perf_counter()
 # The command's imports (pyarrow, pandas through costapp.validation) are
 # loaded once per process; a web worker or a job runner has them already.
-load_command_class("costapp", "costs_export")
+command = load_command_class("costapp", "costs_export")
+# The database connection is open before the clock starts, as COPY's is
+# (the bench's own connection): the export is timed, not the log-in.
+connection.ensure_connection()
 t1 = time.perf_counter()
-call_command("costs_export", *sys.argv[1:])
+call_command(command, *sys.argv[1:])
 t2 = time.perf_counter()
 print("EXPORT", t2 - t1, t1 - t0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
@@ -485,12 +491,60 @@ def copy_time(start: date, end: date) -> tuple[float, int]:
     return time.perf_counter() - t0, sink.getvalue().count(b"\n")
 
 
+_FLOOR_SHARES = (
+    "SELECT day, account_id, currency, target, pool, how, amount "
+    "FROM costapp_costshare WHERE basis = 'amortized' AND day >= %s AND day < %s "
+    "ORDER BY day, account_id, currency, id"
+)
+_FLOOR_USAGE = (
+    "SELECT day, deployment, gpu_hours, requests, nominal_hours, prompt_tokens, "
+    "generation_tokens FROM costapp_costusageday WHERE day >= %s AND day < %s"
+)
+_Q = Decimal("1e-12")
+
+
+def python_floor_time(start: date, end: date) -> tuple[float, int]:
+    """A second floor: the least a row-by-row Python export of the same stored
+    rows does, and nothing else (no rules, no summary, no formula-safe text):
+    read the shares and the usage, pair each share with its deployment's day,
+    three unit costs, one f-string a row. What the export's own rules cost is
+    the distance between it and the export."""
+    sink = io.StringIO()
+    t0 = time.perf_counter()
+    with connection.cursor() as cursor:
+        raw = cursor.cursor
+        raw.execute(_FLOOR_USAGE, (start, end))
+        usage = {(r[0], r[1]): r for r in raw.fetchall()}
+        raw.execute(_FLOOR_SHARES, (start, end))
+        for day, account, currency, target, pool, how, amount in raw:
+            use = usage.get((day, target))
+            if use is None:
+                continue
+            hours, n, nominal = float(use[2]), float(use[3]), use[4]
+            prompt, generation = use[5], use[6]
+            tokens = prompt + generation
+            per_1k = (amount * 1000 / Decimal(repr(n))).quantize(_Q) if n else None
+            per_1m = (
+                (amount * 1_000_000 / Decimal(repr(tokens))).quantize(_Q)
+                if tokens
+                else None
+            )
+            per_h = (amount / Decimal(repr(hours))).quantize(_Q) if hours else None
+            sink.write(
+                f"{day.isoformat()},1,{account},{currency},amortized,{target},{pool},"
+                f"{how},final,1,0,0,{amount},,{n!r},{prompt!r},{generation!r},"
+                f"{hours!r},{nominal},{per_1k},{per_1m},{per_h}\r\n"
+            )
+    return time.perf_counter() - t0, sink.getvalue().count("\n")
+
+
 @dataclass(frozen=True)
 class ExportFigures:
     rows: int
     lines: int
     runs: list[ExportRun]
     copy_s: list[float]
+    floor_s: list[float]
     peak_month: list[float]
     stored_days: int
     days: int
@@ -507,6 +561,10 @@ class ExportFigures:
               f"of its {self.lines} bill lines: {copy_s:.3f} s; ratio "
               f"{copy_s / export_s:.3f} (with the imports "
               f"{copy_s / (export_s + imports):.3f})")  # fmt: skip
+        floor_s = med(self.floor_s)
+        print(f"python floor (read, pair, three unit costs, one line a row): "
+              f"{floor_s:.3f} s, {copy_s / floor_s:.3f} x COPY; the export is "
+              f"{export_s / floor_s:.2f} x the floor's time")  # fmt: skip
         print(f"export peak RSS: one month {med(self.peak_month):.0f} MB, the year "
               f"{peak_year:.0f} MB (difference "
               f"{peak_year - med(self.peak_month):.0f} MB)")  # fmt: skip
@@ -519,7 +577,7 @@ def export_measure(end: date, days: int, repeat: int) -> ExportFigures:
 
     year_start = end - timedelta(days=days)
     month_start = end - timedelta(days=30)
-    runs, copy_s, peak_month = [], [], []
+    runs, copy_s, floor_s, peak_month = [], [], [], []
     rows = lines = 0
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(repeat):
@@ -530,8 +588,9 @@ def export_measure(end: date, days: int, repeat: int) -> ExportFigures:
             )
             c, lines = copy_time(year_start, end)
             copy_s.append(c)
+            floor_s.append(python_floor_time(year_start, end)[0])
     stored = len(stored_days(year_start, end))
-    return ExportFigures(rows, lines, runs, copy_s, peak_month, stored, days)
+    return ExportFigures(rows, lines, runs, copy_s, floor_s, peak_month, stored, days)
 
 
 # --- main ---------------------------------------------------------------------------

@@ -41,3 +41,4 @@ def test_the_page_benchmark_reports_ratios_and_export_memory(redis_url: str) -> 
         assert page in out, out
     assert "ratio to trivial" in out and "COPY TO" in out and "peak RSS" in out, out
     assert "page cache on" in out and "first request after a write" in out, out
+    assert "python floor" in out, out
