@@ -12,11 +12,12 @@ import zipfile
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.models import Sum
 from django.test import Client
@@ -26,6 +27,7 @@ from hypothesis import strategies as st
 from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
 from costapp.costs.exports import Export, ExportSpec, day_ranges
 from costapp.models import CostLine, Deployment, DeploymentHour, Pool, RateCard
+from costapp.validation import shown
 from tests.costs.conftest import ACCOUNT, utc
 from tests.support.users import user_in
 
@@ -310,6 +312,40 @@ def test_the_command_writes_the_data_and_the_summary_as_two_files(
         NOV, date(2026, 11, 3)
     )
     assert summary[0]["days_missing"] == "0"
+
+
+def test_the_command_refuses_a_missing_folder_naming_it(tmp_path: Path) -> None:
+    out = tmp_path / "no-such-folder" / "nov.csv"
+    with pytest.raises(CommandError) as refused:
+        call_command("costs_export", "--month", "2026-11", "--out", str(out))
+    assert str(refused.value) == (
+        f"out={shown(str(out))}: the folder {out.parent} does not exist"
+    )
+
+
+def test_a_failed_export_leaves_the_earlier_files_and_no_partial_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduled job reads the file by name: it never sees half of one."""
+    seed_month(days=2, billed_days=2)
+    out = tmp_path / "nov.csv"
+    out.write_text("the earlier export\n")
+
+    def summary_fails(export: Export) -> Any:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(
+        "costapp.management.commands.costs_export.summary_csv", summary_fails
+    )
+    args = ["--start", "2026-11-01", "--end", "2026-11-03", "--out", str(out)]
+    with pytest.raises(RuntimeError, match="disk full"):
+        call_command("costs_export", *args, stdout=io.StringIO())
+    assert out.read_text() == "the earlier export\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nov.csv"]
+    monkeypatch.undo()
+    call_command("costs_export", *args, stdout=io.StringIO())
+    assert out.read_text().startswith("period_start,")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nov-summary.csv", "nov.csv"]
 
 
 def peak_bytes(spec: ExportSpec) -> tuple[int, Export]:

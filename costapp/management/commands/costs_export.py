@@ -12,6 +12,7 @@ month. Without ``--out`` the file is named after the window, grain, basis and
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
 from costapp.costs.export_reads import one_snapshot
 from costapp.costs.exports import Export, ExportSpec
 from costapp.costs.forms import ExportForm
+from costapp.validation import shown
 
 
 class Command(BaseCommand):
@@ -50,6 +52,16 @@ class Command(BaseCommand):
         form = ExportForm({k: v for k, v in data.items() if v})
         if not form.is_valid():
             raise CommandError("; ".join(form.messages()))
+        if opts["out"]:
+            folder = Path(opts["out"]).parent
+            if not folder.is_dir():
+                raise CommandError(
+                    f"out={shown(opts['out'])}: the folder {folder} does not exist"
+                )
+            if not os.access(folder, os.W_OK):
+                raise CommandError(
+                    f"out={shown(opts['out'])}: the folder {folder} is not writable"
+                )
         with one_snapshot():
             self._write(form.cleaned_data, opts["out"])
 
@@ -66,18 +78,34 @@ class Command(BaseCommand):
         )
         out = Path(out_name or f"{export.stem}.{w['format']}")
         summary = out.with_name(f"{out.stem}-summary.csv")
-        if w["format"] == "parquet":
-            with out.open("wb") as f:
-                parquet_write(export, f)
-        else:
-            lines = csv_rows(export)
-            with out.open("w", newline="", encoding="utf-8") as f:
-                # A write per thousand lines, not per line: a year is 10^4+.
-                while chunk := "".join(itertools.islice(lines, 1000)):
-                    f.write(chunk)
-        with summary.open("w", newline="", encoding="utf-8") as f:
-            f.writelines(summary_csv(export))
+        # Both files are written beside their names and renamed when both are
+        # whole: a scheduled job that picks up the file never reads half of
+        # one, and a failed run leaves an earlier export where it was.
+        data_part, summary_part = _partial(out), _partial(summary)
+        try:
+            if w["format"] == "parquet":
+                with data_part.open("wb") as f:
+                    parquet_write(export, f)
+            else:
+                lines = csv_rows(export)
+                with data_part.open("w", newline="", encoding="utf-8") as f:
+                    # A write per thousand lines, not per line: a year is 10^4+.
+                    while chunk := "".join(itertools.islice(lines, 1000)):
+                        f.write(chunk)
+            with summary_part.open("w", newline="", encoding="utf-8") as f:
+                f.writelines(summary_csv(export))
+            os.replace(data_part, out)
+            os.replace(summary_part, summary)
+        finally:
+            data_part.unlink(missing_ok=True)
+            summary_part.unlink(missing_ok=True)
         complete = (
             "" if export.coverage.complete else " (incomplete: days without a bill)"
         )
         self.stdout.write(f"wrote {out} and {summary}{complete}")
+
+
+def _partial(path: Path) -> Path:
+    """Where ``path`` is written until it is whole: its own folder (so the
+    rename is atomic), a hidden name no export is ever given."""
+    return path.with_name(f".{path.name}.partial-{os.getpid()}")
