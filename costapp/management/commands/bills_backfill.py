@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from datetime import date
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -13,18 +12,11 @@ from costapp.costs.services import (
     bills_backfill_create,
     bills_backfill_plan,
 )
+from costapp.management.arguments import day_argument
 from costapp.models import IngestRun
 from costapp.tasks import ingest_runs_queue
-from costapp.validation import InvalidInput, date_in
 
 logger = logging.getLogger(__name__)
-
-
-def _date(value: str) -> date:
-    try:
-        return date_in(value, field="date")
-    except InvalidInput as exc:
-        raise CommandError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -35,8 +27,8 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--account", action="append", required=True)
-        parser.add_argument("--start", required=True, type=_date)
-        parser.add_argument("--end", required=True, type=_date)
+        parser.add_argument("--start", required=True, type=day_argument("start"))
+        parser.add_argument("--end", required=True, type=day_argument("end"))
         parser.add_argument(
             "--granularity", choices=["DAILY", "HOURLY"], default="DAILY"
         )

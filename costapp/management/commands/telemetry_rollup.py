@@ -4,12 +4,13 @@ COPY, or from before migration 0013): ``costapp.telemetry.rollups``."""
 from __future__ import annotations
 
 import time
-from datetime import date, timedelta
+from datetime import timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Max, Min
 
+from costapp.management.arguments import day_argument
 from costapp.models import DeploymentHour
 from costapp.telemetry.rollups import rollups_rebuild
 
@@ -20,9 +21,9 @@ class Command(BaseCommand):
     help = "Store the telemetry rollups of a window (default: every day with hours)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--start", type=date.fromisoformat, default=None)
+        parser.add_argument("--start", type=day_argument("start"), default=None)
         parser.add_argument(
-            "--end", type=date.fromisoformat, default=None, help="exclusive"
+            "--end", type=day_argument("end"), default=None, help="exclusive"
         )
         parser.add_argument("--deployment", action="append", default=[])
 
