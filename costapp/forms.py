@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import NON_FIELD_ERRORS
 
 from costapp.validation import shown
@@ -54,3 +55,24 @@ class NamedErrors(forms.BaseForm):
     def messages(self) -> list[str]:
         """Every error as one sentence naming the field and the value."""
         return [str(error) for errors in self.errors.values() for error in errors]
+
+
+class LoginForm(AuthenticationForm):
+    """Django's login form with its field errors named like every other
+    form's (``username='…': reason``). The password is named, never shown:
+    not on the page, not in its source."""
+
+    def full_clean(self) -> None:
+        super().full_clean()
+        if not self.is_bound:
+            return
+        errors = self.errors
+        for name in list(errors):
+            if name == NON_FIELD_ERRORS:
+                continue
+            said = f"{name}={shown(self.data.get(name, ''))}"
+            if name == "password":
+                said = name
+            errors[name] = self.error_class(
+                [f"{said}: {e}" for e in errors[name]], renderer=self.renderer
+            )

@@ -6,6 +6,7 @@ from django.urls import include, path
 
 from costapp import access
 from costapp.economics import metrics
+from costapp.forms import LoginForm
 from costapp.views import health
 
 urlpatterns = [
@@ -13,7 +14,11 @@ urlpatterns = [
     path("readyz", health.readyz, name="readyz"),
     # Prometheus scrapes /metrics; bearer token, no session (economics.metrics).
     path("metrics", metrics.metrics, name="metrics"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path(
+        "login/",
+        auth_views.LoginView.as_view(authentication_form=LoginForm),
+        name="login",
+    ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("home/", access.landing, name="landing"),
     path("admin/", admin.site.urls),

@@ -38,3 +38,22 @@ def test_a_logged_in_user_sees_the_overview(client: Client) -> None:
     user = user_in("lead", "tech lead", password="pw")
     client.force_login(user)
     assert client.get("/").status_code == 200
+
+
+def test_the_login_form_names_the_field_and_never_shows_the_password(
+    client: Client,
+) -> None:
+    user_in("lead", "tech lead", password="the-right-one")
+    page = client.post(
+        "/login/", {"username": "le\x00ad", "password": "sec\x00ret-typed"}
+    ).content.decode()
+    assert "username=&#x27;le\\x00ad&#x27;: Null characters are not allowed." in page
+    assert "password: Null characters are not allowed." in page
+    assert "ret-typed" not in page
+    empty = client.post("/login/", {"username": "lead", "password": ""})
+    assert "password: This field is required." in empty.content.decode()
+    wrong = client.post("/login/", {"username": "lead", "password": "not-it"})
+    assert "not-it" not in wrong.content.decode()
+    assert "Please enter a correct username and password" in wrong.content.decode()
+    right = client.post("/login/", {"username": "lead", "password": "the-right-one"})
+    assert right.status_code == 302
