@@ -35,7 +35,7 @@ class _ChannelsField(forms.ModelMultipleChoiceField):
                 raise forms.ValidationError(
                     self.error_messages["invalid_pk_value"], code="invalid_pk_value"
                 )
-        return super()._check_values(value)
+        return super()._check_values(value)  # type: ignore[misc]
 
 
 class _Named(NamedErrors, forms.Form):
