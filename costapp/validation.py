@@ -38,6 +38,9 @@ from analytics.capacity.errors import InvalidInput as _EngineInvalidInput
 SHOWN_CHARS = 80
 MAX_MAGNITUDE = Decimal(10) ** 16
 MAX_PLACES = 12
+# What "YYYY-MM-DD" means everywhere: ASCII digits (fromisoformat alone also
+# takes 20261101 and the ISO week date 2026-W48-1, which nobody means).
+ISO_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 MIN_DATE = date(2000, 1, 1)
 MAX_DATE = date(2100, 12, 31)
 MAX_JSON_DEPTH = 20
@@ -243,7 +246,7 @@ def date_in(
         day = value.astimezone(UTC).date() if value.tzinfo else value.date()
     elif isinstance(value, date):
         day = value
-    elif isinstance(value, str) and len(value) <= 32:
+    elif isinstance(value, str) and ISO_DAY.fullmatch(value.strip()):
         try:
             day = date.fromisoformat(value.strip())
         except ValueError:

@@ -356,6 +356,14 @@ def test_a_user_without_a_role_gets_403_everywhere(
         ),
         ("unit-costs", {"grain": "year"}, "grain", "grain='year'"),
         ("unit-costs", {"end": "9999-01-01"}, "end", "end='9999-01-01'"),
+        # The same words as a page's.
+        (
+            "unit-costs",
+            {"end": "9999-01-01"},
+            "end",
+            "end='9999-01-01': is outside the supported range 2000-01-01..2100-12-31",
+        ),
+        ("unit-costs", {"start": "2026-W48-1"}, "start", "is not a date (YYYY-MM-DD)"),
         ("idle", {"page_size": "9" * 30}, "page_size", "page_size='999"),
         ("alerts/events", {"kind": "bogus"}, "kind", "kind='bogus'"),
     ],
