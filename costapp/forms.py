@@ -21,7 +21,10 @@ from costapp.validation import shown
 class NamedErrors(forms.BaseForm):
     """Mixin for ``forms.Form`` and ``forms.ModelForm``: after cleaning, each
     field error reads ``name='value': reason`` (the value cut to 80
-    characters, as everywhere in the product)."""
+    characters, as everywhere in the product); a field in ``secret_fields``
+    reads ``name: reason``, its value never shown."""
+
+    secret_fields: tuple[str, ...] = ()
 
     def full_clean(self) -> None:
         super().full_clean()
@@ -31,13 +34,14 @@ class NamedErrors(forms.BaseForm):
         for name in list(errors):
             if name == NON_FIELD_ERRORS:
                 continue
-            raw = self._raw_value(name)
             said = [str(error) for error in errors[name]]
+            head = (
+                name
+                if name in self.secret_fields
+                else f"{name}={shown(self._raw_value(name))}"
+            )
             errors[name] = self.error_class(
-                [
-                    e if e.startswith(f"{name}=") else f"{name}={shown(raw)}: {e}"
-                    for e in said
-                ],
+                [e if e.startswith(f"{name}=") else f"{head}: {e}" for e in said],
                 renderer=self.renderer,
             )
 
@@ -57,22 +61,9 @@ class NamedErrors(forms.BaseForm):
         return [str(error) for errors in self.errors.values() for error in errors]
 
 
-class LoginForm(AuthenticationForm):
+class LoginForm(NamedErrors, AuthenticationForm):
     """Django's login form with its field errors named like every other
-    form's (``username='…': reason``). The password is named, never shown:
-    not on the page, not in its source."""
+    form's. The password is named, never shown: not on the page, not in its
+    source."""
 
-    def full_clean(self) -> None:
-        super().full_clean()
-        if not self.is_bound:
-            return
-        errors = self.errors
-        for name in list(errors):
-            if name == NON_FIELD_ERRORS:
-                continue
-            said = f"{name}={shown(self.data.get(name, ''))}"
-            if name == "password":
-                said = name
-            errors[name] = self.error_class(
-                [f"{said}: {e}" for e in errors[name]], renderer=self.renderer
-            )
+    secret_fields = ("password",)

@@ -64,10 +64,8 @@ class _Named(NamedErrors, forms.Form):
             raw = self.data.get(name)
             if isinstance(field, forms.BooleanField) and raw not in CHECKED:
                 self._early[name] = "a checkbox is on or off"
-            elif isinstance(field, forms.ModelMultipleChoiceField):
-                items = self.data.getlist(name) if hasattr(self.data, "getlist") else []
-                if any("\x00" in item for item in items):
-                    self._early[name] = "is not a channel"
+            elif isinstance(field, _ChannelsField):
+                continue  # it refuses what is no id, a NUL byte included
             elif isinstance(raw, str) and "\x00" in raw:
                 self._early[name] = "NUL characters are not allowed"
 

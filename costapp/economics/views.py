@@ -55,22 +55,17 @@ def _economics_filters(
         query.pop("start", None)
         query.pop("end", None)
     form = EconomicsWindowForm(query or None, today=today)
+    refused: list[str] = []
     if form.is_bound and not form.is_valid():
         # Refused (named, field and value): the page's own default window
         # for the whole fleet, saying so, as a refused filter does.
         refused = form.messages()
         form = EconomicsWindowForm(None, today=today)
-        window = form.window()
-        return form, filters_read(
-            {},
-            default=(window.start, window.end, DEFAULT_LABEL),
-            page_form=form,
-            page_fields=("grain", "clock"),
-            today=today,
-            refused=refused,
-        )
     page = {"page_form": form, "page_fields": ("grain", "clock"), "today": today}
     window = form.window()
+    if refused:
+        default = (window.start, window.end, DEFAULT_LABEL)
+        return form, filters_read({}, default=default, refused=refused, **page)  # type: ignore[arg-type]
     named_days = "start" in request.GET or "end" in request.GET
     if preset == "custom" and form.is_bound and named_days:
         query["start"], query["end"] = window.start.isoformat(), window.end.isoformat()
