@@ -24,7 +24,9 @@ against PostgreSQL's own ``COPY (SELECT ...) TO STDOUT`` of the bill lines it
 reads, as a ratio of times (goal: export >= 0.3 x COPY), with the export
 process's peak RSS for one month and for the year (memory flat: < 20 MB apart),
 and a second floor in the same run: the least a row-by-row Python export of the
-same stored rows does (``python_floor_time``).
+stored shares and usage does (``python_floor_time``). The seed's store writes
+the export rows by deployment too (``CostExportRow``), so the export reads them;
+the report says for how many days.
 
 Not run by CI (a smoke run is: tests/analytics/test_bench_smoke.py).
 
@@ -548,6 +550,7 @@ class ExportFigures:
     peak_month: list[float]
     stored_days: int
     days: int
+    export_rows_days: int
 
     def report(self) -> None:
         med = statistics.median
@@ -555,7 +558,8 @@ class ExportFigures:
         imports = med([r.imports for r in self.runs])
         copy_s = med(self.copy_s)
         peak_year = med([r.peak_mb for r in self.runs])
-        print(f"stored allocation: {self.stored_days} of {self.days} days")
+        print(f"stored allocation: {self.stored_days} of {self.days} days; "
+              f"export rows stored (read whole): {self.export_rows_days} days")  # fmt: skip
         print(f"export of the year as CSV: {export_s:.3f} s ({self.rows} rows; "
               f"+{imports:.2f} s importing its modules once per process); COPY TO "
               f"of its {self.lines} bill lines: {copy_s:.3f} s; ratio "
@@ -574,6 +578,8 @@ def export_measure(end: date, days: int, repeat: int) -> ExportFigures:
     """The year's export against COPY, the month's and the year's peak RSS,
     interleaved run by run so both see the same machine load."""
     from costapp.costs.allocations import stored_days
+    from costapp.costs.export_days import DayRows
+    from costapp.costs.export_reads import export_digest_days
 
     year_start = end - timedelta(days=days)
     month_start = end - timedelta(days=30)
@@ -589,8 +595,11 @@ def export_measure(end: date, days: int, repeat: int) -> ExportFigures:
             c, lines = copy_time(year_start, end)
             copy_s.append(c)
             floor_s.append(python_floor_time(year_start, end)[0])
-    stored = len(stored_days(year_start, end))
-    return ExportFigures(rows, lines, runs, copy_s, floor_s, peak_month, stored, days)
+    stored = stored_days(year_start, end)
+    whole = len(export_digest_days(stored, DayRows().digest()))
+    return ExportFigures(
+        rows, lines, runs, copy_s, floor_s, peak_month, len(stored), days, whole
+    )
 
 
 # --- main ---------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import zipfile
 from collections.abc import Iterator
-from decimal import Decimal
 from typing import IO, Any
 
 import pyarrow as pa
@@ -30,25 +29,14 @@ def _text_cell(value: str) -> str:
     return line[: -len(",x\r\n")]
 
 
-def money_text(value: Decimal | None) -> str:
-    """A money cell as the one writer writes it, ``format(value, "f")``.
-
-    ``str`` gives the same text whenever it has no exponent (a quantized
-    amount of a millionth or more) in about half the time; a year has about
-    five money cells per row. tests/costs/test_exports.py checks the two."""
-    if value is None:
-        return ""
-    text = str(value)
-    return format(value, "f") if "E" in text else text
-
-
 def csv_rows(export: Export) -> Iterator[str]:
     """The data CSV, line by line, as the one formula-safe writer
     (``costapp.csv_export``) writes it, byte for byte.
 
     A year is tens of thousands of rows of 22 cells, so a row is one f-string
-    over its tuple: numbers are formatted in place (a Decimal fixed-point, a
-    float by ``repr``; they never need quoting) and the text cells (account,
+    over its tuple: numbers are formatted in place (money comes as its
+    fixed-point text, ``Export.rows(money_text=True)``; a float by ``repr``;
+    they never need quoting) and the text cells (account,
     currency, deployment or team, pool, allocation, status: few distinct
     values) go through the writer once per distinct value, cached (and
     their joined text, with the day counts, once per distinct combination).
@@ -70,7 +58,7 @@ def csv_rows(export: Export) -> Iterator[str]:
         period, period_days, account, currency, basis, target, pool, allocation,
         status, d_final, d_estimated, d_provisional, bill, provisional, requests,
         prompt, generation, gpu_hours, nominal, per_1k, per_1m, per_gpu_hour,
-    ) in export.rows():  # fmt: skip
+    ) in export.rows(money_text=True):  # fmt: skip
         # A period's rows come together: its date is written once.
         if (period, period_days) != last:
             last = (period, period_days)
@@ -87,12 +75,12 @@ def csv_rows(export: Export) -> Iterator[str]:
                 ",".join(map(t, key[:7])) + f",{d_final},{d_estimated},{d_provisional}"
             )
         yield (
-            f"{head}{text},{money_text(bill)},{money_text(provisional)},"
+            f"{head}{text},{bill},{provisional},"
             f"{'' if requests is None else repr(requests)},"
             f"{'' if prompt is None else repr(prompt)},"
             f"{'' if generation is None else repr(generation)},"
             f"{'' if gpu_hours is None else repr(gpu_hours)},{nominal},"
-            f"{money_text(per_1k)},{money_text(per_1m)},{money_text(per_gpu_hour)}\r\n"
+            f"{per_1k},{per_1m},{per_gpu_hour}\r\n"
         )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
@@ -21,8 +21,15 @@ from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 
+from costapp.costs.export_rows import STORED_COLUMNS
 from costapp.costs.selectors import Basis, _lines, line_amount, utc_day_start
-from costapp.models import CostLine, CostShare, CostUsageDay
+from costapp.models import (
+    CostExportDay,
+    CostExportRow,
+    CostLine,
+    CostShare,
+    CostUsageDay,
+)
 
 T = TypeVar("T")
 
@@ -152,6 +159,48 @@ def stored_shares_read(a: date, b: date, basis: Basis) -> Iterator[tuple[Any, ..
         .values_list("day", "account_id", "currency", "target", "pool", "how", "amount")
         .iterator(chunk_size=10000)
     )
+
+
+def export_digest_days(days: Collection[date], digest: str) -> set[date]:
+    """Those of ``days`` (stored days) whose export rows were stored under
+    ``digest`` (``export_days.DayRows.digest``)."""
+    if not days:
+        return set()
+    return set(
+        CostExportDay.objects.filter(
+            day__gte=min(days), day__lte=max(days), digest=digest
+        ).values_list("day", flat=True)
+    ) & set(days)
+
+
+def stored_export_rows_read(
+    a: date, b: date, basis: Basis, *, money_text: bool = False
+) -> list[tuple[Any, ...]]:
+    """Stored export rows of [a, b) in one basis (``STORED_COLUMNS``), by day
+    in export order; with ``money_text`` the money as PostgreSQL's text of
+    it, which is the CSV's (``export_rows.money_text``), a missing amount
+    empty.
+
+    The export asks a month at a time, so the list is one month of the
+    fleet's rows: one plain fetch, without the server-side cursor and the
+    ORM's row iterator, which cost a fifth more here."""
+    money = {
+        f.name
+        for f in CostExportRow._meta.fields
+        if f.get_internal_type() == "DecimalField"
+    }
+    columns = [
+        f"COALESCE({c}::text, '')" if money_text and c in money else c
+        for c in STORED_COLUMNS
+    ]
+    table = CostExportRow._meta.db_table
+    sql = (
+        f"SELECT {', '.join(columns)} FROM {table} "  # noqa: S608 (constants)
+        "WHERE basis = %s AND day >= %s AND day < %s ORDER BY day, position"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [basis, a, b])
+        return cursor.fetchall()
 
 
 _BASIS_SQL = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from operator import attrgetter
 from typing import Any
 
 import pyarrow as pa
@@ -128,6 +129,19 @@ class ExportRow:
             generation if self.generation is None else self.generation + generation
         )
 
+    @classmethod
+    def from_stored(cls, stored: tuple[Any, ...]) -> ExportRow:
+        """The row of one day back from its stored form (``STORED_COLUMNS``)."""
+        (day, account, currency, target, pool, allocation, status, bill,
+         provisional, requests, prompt, generation, gpu_hours, nominal,
+         *_) = stored  # fmt: skip
+        row = cls(day, account, currency, target, pool, status)
+        row.hows = set(allocation.split(HOWS_SEPARATOR)) if allocation else set()
+        row.bill, row.provisional = bill, provisional
+        row.requests, row.prompt, row.generation = requests, prompt, generation
+        row.gpu_hours, row.nominal = gpu_hours, nominal
+        return row
+
     def merge(self, other: ExportRow) -> None:
         """Add ``other``, a later day of the same key, into this row."""
         self.hows |= other.hows
@@ -144,6 +158,67 @@ class ExportRow:
                 old = getattr(self, name)
                 setattr(self, name, value if old is None else old + value)
         self.nominal += other.nominal
+
+
+def money_text(value: Decimal | None) -> str:
+    """A money cell as the one CSV writer writes it, ``format(value, "f")``.
+
+    ``str`` gives the same text whenever it has no exponent (a quantized
+    amount of a millionth or more) in about half the time; a year has about
+    five money cells per row. tests/costs/test_export_text.py checks the two.
+    It is also PostgreSQL's text of the amount as ``numeric(28, 12)``, which
+    is how the CSV reads stored rows (``export_reads.stored_export_rows_read``)."""
+    if value is None:
+        return ""
+    text = str(value)
+    return format(value, "f") if "E" in text else text
+
+
+def money_as_text(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The row (``SCHEMA_FIELDS`` order) with its money cells (bill,
+    provisional cost, the three unit costs) as ``money_text``."""
+    bill, provisional, *traffic = values[12:19]
+    per_1k, per_1m, per_gpu_hour = values[19:]
+    return (
+        *values[:12], money_text(bill), money_text(provisional), *traffic,
+        money_text(per_1k), money_text(per_1m), money_text(per_gpu_hour),
+    )  # fmt: skip
+
+
+HOWS_SEPARATOR = "; "
+# Rows within a period: by account, currency, target, pool.
+ROW_ORDER = attrgetter("account", "currency", "target", "pool")
+
+# A day's row as ``CostExportRow`` stores it and the export reads it back:
+# ``row_values`` of a day less the columns a day's row fixes (period days,
+# basis, the day counts its status gives).
+STORED_COLUMNS = (
+    "day", "account_id", "currency", "target", "pool", "allocation", "status",
+    "bill_amount", "provisional_cost", "requests", "prompt_tokens",
+    "generation_tokens", "gpu_hours", "nominal_gpu_hours",
+    "cost_per_1k_requests", "cost_per_1m_tokens", "cost_per_gpu_hour",
+)  # fmt: skip
+_DAY_COUNTS = {FINAL: (1, 0, 0), ESTIMATED: (0, 1, 0), PROVISIONAL: (0, 0, 1)}
+
+
+def stored_of(values: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A day's ``row_values`` in ``STORED_COLUMNS`` order."""
+    return values[:1] + values[2:4] + values[5:9] + values[12:]
+
+
+def stored_values(stored: tuple[Any, ...], basis: str) -> tuple[Any, ...]:
+    """A stored day's row back in ``SCHEMA_FIELDS`` order (``stored_of``
+    undone): what ``row_values`` gives for the row it was stored from."""
+    return (
+        stored[:1] + (1,) + stored[1:3] + (basis,) + stored[3:7]
+        + _DAY_COUNTS[stored[6]] + stored[7:]
+    )  # fmt: skip
+
+
+def _unsigned(value: Decimal | None) -> Decimal | None:
+    # A refund's unit cost that rounds to zero is 0, as PostgreSQL stores it,
+    # not -0: a stored row and a computed one read the same.
+    return value if value is None or value else abs(value)
 
 
 def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
@@ -165,6 +240,9 @@ def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
             per_1m = (cost * 1_000_000 / Decimal(repr(tokens))).quantize(QUANTUM)
         if gpu_hours:
             per_gpu_hour = (cost / Decimal(repr(gpu_hours))).quantize(QUANTUM)
+        if cost.is_signed():
+            per_1k, per_1m = _unsigned(per_1k), _unsigned(per_1m)
+            per_gpu_hour = _unsigned(per_gpu_hour)
     estimated, prov = row.days_estimated, row.days_provisional
     return (
         row.period,
@@ -174,7 +252,7 @@ def row_values(row: ExportRow, basis: str, period_days: int) -> tuple[Any, ...]:
         basis,
         row.target,
         row.pool,
-        "; ".join(sorted(row.hows)),
+        HOWS_SEPARATOR.join(sorted(row.hows)),
         PROVISIONAL if prov else ESTIMATED if estimated else FINAL,
         row.days_final,
         estimated,

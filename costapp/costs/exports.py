@@ -7,12 +7,15 @@ bill for the account are *provisional*: their rate-card cost goes in
 ``provisional_cost`` and the bill column stays empty (a provisional figure is
 never added to a bill total). A day with any estimated line is *estimated*.
 
-Rows come from a generator: the window is read one month at a time, the
-stored allocation (``CostShare``, ``CostUsageDay``: costapp/costs/shares.py)
-over ``QuerySet.iterator()`` (costapp/costs/export_reads.py), so memory does not grow with the window
-(tests/costs/test_exports.py measures 1 against 12 months). A day whose stored
-shares are missing or stale is allocated from its bill lines on the fly, the
-same way (tests/costs/test_shares.py compares the two).
+Rows come from a generator: the window is read one month at a time
+(costapp/costs/export_reads.py), so memory does not grow with the window
+(tests/costs/test_exports.py measures 1 against 12 months). Each day's rows
+come by the day's rules (costapp/costs/export_days.py) from the stored
+allocation (``CostShare``, ``CostUsageDay``: costapp/costs/shares.py), or,
+by deployment on PostgreSQL, are read as stored with it (``CostExportRow``).
+A day whose stored shares are missing or stale is allocated from its bill
+lines on the fly, the same way (tests/costs/test_shares.py compares the
+three).
 The companion summary (days covered, missing and estimated; the exported bill
 against the stored one) is built during the same pass and written last.
 """
@@ -25,49 +28,44 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
-from operator import attrgetter
 from typing import Any, Literal
 
-from analytics.allocation import IDLE, UNALLOCATED
+from django.db import connection
+
 from costapp.costs.allocations import _day_ranges, allocations_compute, stored_days
+from costapp.costs.export_days import DayRows
 from costapp.costs.export_reads import (
     ByDay,
     Coverage,
     ShareRow,
     UsageRow,
     coverage_read,
+    export_digest_days,
+    stored_export_rows_read,
     stored_shares_read,
     stored_totals_read,
     stored_usage_read,
 )
 from costapp.costs.export_rows import (
-    ESTIMATED,
-    FINAL,
-    PROVISIONAL,
     QUANTUM,
+    ROW_ORDER,
     SCHEMA_FIELDS,
     ExportRow,
+    money_as_text,
     row_values,
+    stored_values,
 )
-from costapp.costs.rates import rate_book
 from costapp.costs.selectors import (
-    NOMINAL_LABEL,
     Basis,
     allocation_rules,
     token_days,
     usage_days,
 )
-from costapp.models import Deployment
 
 Grain = Literal["day", "month"]
 By = Literal["deployment", "team"]
 Format = Literal["csv", "parquet"]
-NO_TEAM = "__no_team__"
-# A billed day with the deployment's traffic but none of the bill: $0.
-NO_SHARE = "no share"
 ROW_GROUP = 5000
-# Rows within a period: by account, currency, target, pool.
-_ROW_ORDER = attrgetter("account", "currency", "target", "pool")
 
 SUMMARY_COLUMNS = [
     "window_start",
@@ -154,28 +152,8 @@ class Export:
         self.coverage = coverage_read(spec.start, spec.end)
         self.totals = _Totals()
         self.stem = file_stem(spec, self.coverage)
-        self._fleet = {
-            d.name: d
-            for d in Deployment.objects.select_related("pool").order_by("name")
-        }
-        self._book = rate_book()
-        self._targets: dict[str, str] = {}
-        # name -> (home account, pool name): read once, not per row.
-        self._homes = {
-            d.name: (d.account_id, d.pool.name if d.pool else "")
-            for d in self._fleet.values()
-        }
-
-    def _target(self, name: str) -> str:
-        if self.spec.by != "team" or name in (IDLE, UNALLOCATED):
-            return name
-        team = self._targets.get(name)
-        if team is None:
-            dep = self._fleet.get(name)
-            team = self._targets[name] = (
-                dep.team if dep is not None else ""
-            ) or NO_TEAM
-        return team
+        self._builder = DayRows(by_team=spec.by == "team")
+        self._money_text = False
 
     def records(self) -> Iterator[dict[str, Any]]:
         """The rows as dicts keyed by ``SCHEMA_FIELDS`` names."""
@@ -183,23 +161,32 @@ class Export:
         for values in self.rows():
             yield dict(zip(names, values, strict=True))
 
-    def rows(self) -> Iterator[tuple[Any, ...]]:
-        """The rows as tuples in ``SCHEMA_FIELDS`` order (what the writers use)."""
+    def rows(self, *, money_text: bool = False) -> Iterator[tuple[Any, ...]]:
+        """The rows as tuples in ``SCHEMA_FIELDS`` order (what the writers use).
+
+        With ``money_text`` the money cells come as the CSV writes them
+        (``export_rows.money_text``): a stored day's are read so from the
+        database, sparing a ``Decimal`` made and formatted per cell."""
         spec = self.spec
+        self._money_text = money_text
         stored = stored_days(spec.start, spec.end)
+        # Days whose rows by deployment are stored whole under today's fleet
+        # and rate card: read, not rebuilt (PostgreSQL only: export_days).
+        whole: set[date] = set()
+        if spec.by == "deployment" and connection.vendor == "postgresql":
+            whole = export_digest_days(stored, self._builder.digest())
         for account_currency, total in stored_totals_read(
             spec.start, spec.end, spec.basis
         ).items():
             self.totals.stored[account_currency] += total
-        # One server-side cursor each over the window, read a day at a time.
-        shares = ByDay(stored_shares_read(spec.start, spec.end, spec.basis))
-        usage = ByDay(stored_usage_read(spec.start, spec.end))
         for a, b in _months(spec.start, spec.end):
-            days = self._days(a, b, stored, shares, usage)
+            days = self._days(
+                a, b, stored, whole, text=money_text and spec.grain == "day"
+            )
             if spec.grain == "month":
                 rows: dict[tuple[Any, ...], ExportRow] = {}
-                for day_rows in days:
-                    for r in day_rows:
+                for built, read in days:
+                    for r in itertools.chain(built, map(ExportRow.from_stored, read)):
                         key = (r.account, r.currency, r.target, r.pool)
                         into = rows.get(key)
                         if into is None:
@@ -209,34 +196,52 @@ class Export:
                             into.merge(r)
                 yield from self._emit(rows.values(), (b - a).days)
             else:
-                for day_rows in days:
-                    yield from self._emit(day_rows, 1)
+                for built, read in days:
+                    yield from self._emit(built, 1)
+                    yield from self._emit_stored(read)
 
     def _emit(
         self, rows: Iterable[ExportRow], period_days: int
     ) -> Iterator[tuple[Any, ...]]:
         totals, basis = self.totals, self.spec.basis
-        for row in sorted(rows, key=_ROW_ORDER):
+        for row in sorted(rows, key=ROW_ORDER):
             key = (row.account, row.currency)
             totals.rows[key] += 1
             if row.bill is not None:
                 totals.exported[key] += row.bill
             if row.provisional is not None:
                 totals.provisional[key] += row.provisional
-            yield row_values(row, basis, period_days)
+            values = row_values(row, basis, period_days)
+            yield money_as_text(values) if self._money_text else values
+
+    def _emit_stored(self, read: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+        """A day's stored rows (``STORED_COLUMNS``, in export order) as rows;
+        their money is text (empty when missing) when the rows are asked for
+        with it."""
+        totals, basis, text = self.totals, self.spec.basis, self._money_text
+        for stored in read:
+            key = (stored[1], stored[2])
+            totals.rows[key] += 1
+            bill, provisional = stored[7], stored[8]
+            if text:
+                bill = Decimal(bill) if bill else None
+                provisional = Decimal(provisional) if provisional else None
+            if bill is not None:
+                totals.exported[key] += bill
+            if provisional is not None:
+                totals.provisional[key] += provisional
+            yield stored_values(stored, basis)
 
     def _days(
-        self,
-        a: date,
-        b: date,
-        stored: set[date],
-        stored_shares: ByDay,
-        stored_usage: ByDay,
-    ) -> Iterator[list[ExportRow]]:
-        """Rows of each day of [a, b), one day at a time: stored days from
-        the stored shares and usage, the others allocated on the fly into
-        the same shapes (``ShareRow``, ``UsageRow``)."""
-        live = {a + timedelta(days=i) for i in range((b - a).days)} - stored
+        self, a: date, b: date, stored: set[date], whole: set[date], *, text: bool
+    ) -> Iterator[tuple[list[ExportRow], list[tuple[Any, ...]]]]:
+        """Each day of [a, b), one day at a time: rows built from the stored
+        shares and usage, or allocated on the fly into the same shapes
+        (``ShareRow``, ``UsageRow``), or the day's stored rows read whole.
+        Each source is read for the month only where a day of it needs it."""
+        month = {a + timedelta(days=i) for i in range((b - a).days)}
+        live = month - stored
+        from_shares = (month & stored) - whole
         live_shares: dict[date, list[ShareRow]] = defaultdict(list)
         live_usage: dict[date, list[UsageRow]] = defaultdict(list)
         if live:
@@ -264,95 +269,36 @@ class Export:
                             use.nominal_hours, prompt, generation,
                         )
                     )  # fmt: skip
+        none = ByDay(iter(()))
+        stored_shares, stored_usage = (
+            (
+                ByDay(stored_shares_read(a, b, self.spec.basis)),
+                ByDay(stored_usage_read(a, b)),
+            )
+            if from_shares
+            else (none, none)
+        )
+        read = (
+            ByDay(iter(stored_export_rows_read(a, b, self.spec.basis, money_text=text)))
+            if month & whole
+            else none
+        )
+        estimated = self.coverage.estimated
         day = a
         while day < b:
-            day_shares = stored_shares.take(day)
-            day_usage = stored_usage.take(day)
             if day in live:
-                yield self._day(day, live_shares.get(day, []), live_usage.get(day, []))
+                built = self._builder.day(
+                    day, live_shares.get(day, []), live_usage.get(day, []), estimated
+                )
+                yield built, []
+            elif day in whole:
+                yield [], read.take(day)
             else:
-                yield self._day(day, day_shares, day_usage)
+                built = self._builder.day(
+                    day, stored_shares.take(day), stored_usage.take(day), estimated
+                )
+                yield built, []
             day += timedelta(days=1)
-
-    def _day(
-        self,
-        day: date,
-        shares: list[ShareRow],
-        traffic: list[UsageRow],
-    ) -> list[ExportRow]:
-        """The rows of one day from its shares, sorted by account and
-        currency (each in the order the allocation produced them)."""
-        book = self._book
-        rows: dict[tuple[str, str, str, str], ExportRow] = {}
-        # Which row carries each deployment's traffic (exactly one per day).
-        traffic_row: dict[str, ExportRow] = {}
-        fleet, homes = self._fleet, self._homes
-        target_of = self._target if self.spec.by == "team" else None
-        # Each billed account's first currency (in sorted order).
-        currencies: dict[str, str] = {}
-        status = FINAL
-        for _, account, currency, name, pool, how, amount in shares:
-            if account not in currencies:
-                currencies[account] = currency
-                status = (
-                    ESTIMATED
-                    if day in self.coverage.estimated.get(account, ())
-                    else FINAL
-                )
-            target = name if target_of is None else target_of(name)
-            key = (account, currency, target, pool)
-            row = rows.get(key)
-            if row is None:
-                row = rows[key] = ExportRow(
-                    day, account, currency, target, pool, status
-                )
-            row.hows.add(how)
-            row.bill = amount if row.bill is None else row.bill + amount
-            if name != IDLE and name != UNALLOCATED:
-                if name not in traffic_row:
-                    traffic_row[name] = row
-                else:
-                    known = homes.get(name)
-                    if known is not None and account == known[0]:
-                        traffic_row[name] = row
-        billed_accounts = sorted(currencies)
-        for _, name, gpu_hours, requests, nominal, prompt, generation in traffic:
-            dep = fleet.get(name)
-            if dep is None:
-                continue
-            home, pool_name = homes[name]
-            billed = home in billed_accounts if home else bool(billed_accounts)
-            row = traffic_row.get(name)
-            if billed and row is None:
-                # The day is billed and none of it is this deployment's: $0.
-                account = home or billed_accounts[0]
-                currency = currencies[account]
-                key = (account, currency, self._target(name), pool_name)
-                row = rows.get(key)
-                if row is None:
-                    status = (
-                        ESTIMATED
-                        if day in self.coverage.estimated.get(account, set())
-                        else FINAL
-                    )
-                    row = rows[key] = ExportRow(day, *key, status)
-                    row.add_bill(Decimal(0))
-                    row.hows.add(NO_SHARE)
-            elif not billed:
-                rate = book.for_deployment(dep, day)
-                currency = rate[1] if rate is not None else "USD"
-                key = (home, currency, self._target(name), pool_name)
-                row = rows.get(key)
-                if row is None:
-                    row = rows[key] = ExportRow(day, *key, PROVISIONAL)
-                row.hows.add("rate card")
-                if rate is not None and gpu_hours is not None:
-                    row.add_provisional((gpu_hours * rate[0]).quantize(QUANTUM))
-            assert row is not None
-            if nominal:
-                row.hows.add(NOMINAL_LABEL.format(n=nominal))
-            row.add_traffic(gpu_hours, requests, nominal, prompt, generation)
-        return list(rows.values())
 
     def summary_rows(self) -> Iterator[list[Any]]:
         spec, cov, t = self.spec, self.coverage, self.totals

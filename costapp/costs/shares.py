@@ -1,4 +1,6 @@
-"""Writes of the stored allocation: ``CostShare`` and ``CostUsageDay`` per UTC day.
+"""Writes of the stored allocation: ``CostShare`` and ``CostUsageDay`` per UTC
+day, and on PostgreSQL the day's finance export rows by deployment built from
+them (``CostExportRow``, ``export_rows_store``).
 
 ``allocation_days`` (costs/allocations.py) reads these instead of allocating
 every bill line on every request. A day is the unit: one transaction per day
@@ -14,7 +16,9 @@ Who recomputes: ``economics.services.unit_costs_recompute`` calls
 allocation; it runs after every Cost Explorer, FOCUS, demo or telemetry run
 (``unit_costs_recompute_task``), nightly in full, and in the ``demo`` and
 ``unit_costs_recompute`` commands. The ``fleet_load`` command does the same
-after a load (changed rules, pools or members change the digest).
+after a load (changed rules, pools or members change the digest; a changed
+home account or rate card changes the export rows' digest, and those days are
+stale to it too).
 ``manage.py costs_allocate`` rebuilds a window explicitly. A day never stored
 (data from before migration 0012) or stale is allocated on the fly until one
 of those stores it: slower to read, never wrong.
@@ -24,12 +28,12 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, timedelta
 from typing import get_args
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Min
 from django.utils import timezone
 
@@ -39,6 +43,14 @@ from costapp.costs.allocations import (
     allocations_compute,
     stored_days,
 )
+from costapp.costs.export_days import DayRows
+from costapp.costs.export_reads import (
+    coverage_read,
+    export_digest_days,
+    stored_shares_read,
+    stored_usage_read,
+)
+from costapp.costs.export_rows import ROW_ORDER, STORED_COLUMNS, row_values, stored_of
 from costapp.costs.selectors import (
     BASES,
     Basis,
@@ -48,6 +60,8 @@ from costapp.costs.selectors import (
     usage_days,
 )
 from costapp.models import (
+    CostExportDay,
+    CostExportRow,
     CostLine,
     CostShare,
     CostShareDay,
@@ -122,14 +136,24 @@ def cost_shares_compute(*, days: Collection[date]) -> SharesResult:
                     generation_tokens=g,
                 )
             )
+        # The export's rows are stored on PostgreSQL only: on SQLite money
+        # keeps 15 digits, and a row read back would not be the row built.
+        builder = DayRows() if connection.vendor == "postgresql" else None
+        estimated = coverage_read(a, b).estimated if builder else {}
+        export_digest = builder.digest() if builder else ""
         for day in sorted(chunk):
             with transaction.atomic():
                 CostShare.objects.filter(day=day).delete()
                 CostUsageDay.objects.filter(day=day).delete()
+                CostExportRow.objects.filter(day=day).delete()
                 CostShare.objects.bulk_create(per_day.get(day, []), batch_size=5000)
                 CostUsageDay.objects.bulk_create(
                     usage_per_day.get(day, []), batch_size=5000
                 )
+                CostExportDay.objects.filter(day=day).delete()
+                if builder is not None:
+                    export_rows_store(builder, day, estimated)
+                    CostExportDay.objects.create(day=day, digest=export_digest)
                 CostShareDay.objects.update_or_create(
                     day=day,
                     defaults={"computed_at": computed_at, "rules_digest": digest},
@@ -144,6 +168,32 @@ def cost_shares_compute(*, days: Collection[date]) -> SharesResult:
         n_usage,
     )
     return SharesResult(n_days, n_shares, n_usage)
+
+
+def export_rows_store(
+    builder: DayRows, day: date, estimated: Mapping[str, Collection[date]]
+) -> None:
+    """The export's rows of ``day`` by deployment in each basis, built by the
+    export's own rules from the shares and usage just written, read back as
+    the export reads them (amounts and GPU-hours as the database rounded
+    them), and stored in export order."""
+    end = day + timedelta(days=1)
+    usage = list(stored_usage_read(day, end))
+    rows: list[CostExportRow] = []
+    for basis in ALL_BASES:
+        shares = list(stored_shares_read(day, end, basis))
+        built = builder.day(day, shares, usage, estimated)
+        rows.extend(
+            CostExportRow(
+                basis=basis,
+                position=i,
+                **dict(
+                    zip(STORED_COLUMNS, stored_of(row_values(r, basis, 1)), strict=True)
+                ),
+            )
+            for i, r in enumerate(sorted(built, key=ROW_ORDER))
+        )
+    CostExportRow.objects.bulk_create(rows, batch_size=5000)
 
 
 def data_span() -> tuple[date, date] | None:
@@ -174,5 +224,10 @@ def cost_shares_rebuild(
         return SharesResult(0, 0, 0)
     days = {start + timedelta(days=i) for i in range((end - start).days)}
     if stale_only:
-        days -= stored_days(start, end)
+        fresh = stored_days(start, end)
+        if connection.vendor == "postgresql":
+            # A day whose export rows were built under another fleet or rate
+            # card is stale too (the export rebuilds it from its shares).
+            fresh = export_digest_days(fresh, DayRows().digest())
+        days -= fresh
     return cost_shares_compute(days=days)

@@ -12,6 +12,8 @@ from costapp.models.capacity import Calibration, Scenario
 from costapp.models.changes import DataChange, DataChangeTotal
 from costapp.models.costs import (
     BillingPeriodSource,
+    CostExportDay,
+    CostExportRow,
     CostLine,
     CostShare,
     CostShareDay,
@@ -52,6 +54,8 @@ __all__ = [
     "Calibration",
     "Capability",
     "Channel",
+    "CostExportDay",
+    "CostExportRow",
     "CostLine",
     "CostShare",
     "CostShareDay",

@@ -223,6 +223,60 @@ class CostShare(models.Model):
         return f"{self.day} {self.account_id} {self.basis} {self.target} {self.amount}"
 
 
+class CostExportDay(models.Model):
+    """A UTC day whose finance export rows are stored (``CostExportRow``),
+    with the digest of the fleet and rate card they were built with
+    (``export_days.DayRows.digest``). Written in the transaction that stores
+    the day's shares; read only while the day's ``CostShareDay`` holds too.
+    (Its own table, not a column of ``CostShareDay``: SQLite rebuilds a table
+    to add a column, which the bill lines' triggers on it do not survive.)"""
+
+    day = models.DateField(unique=True)
+    digest = models.CharField(max_length=64)
+
+    def __str__(self) -> str:
+        return f"export rows of {self.day}"
+
+
+class CostExportRow(models.Model):
+    """One row of the finance export by deployment for one day and basis, as
+    ``costapp.costs.export_days`` built it when the day's shares were stored
+    (``export_rows.STORED_COLUMNS``; ``position`` is its place in the day's
+    export order). Read only for a day whose ``CostShareDay`` holds and
+    whose ``CostExportDay`` has today's digest: a year's export reads these
+    rows instead of rebuilding them from the shares."""
+
+    day = models.DateField()
+    basis = models.CharField(max_length=16, choices=CostShare.BASES)
+    position = models.PositiveIntegerField()
+    account_id = models.CharField(max_length=32)
+    currency = models.CharField(max_length=3)
+    target = models.CharField(max_length=100)
+    pool = models.CharField(max_length=100, blank=True)
+    allocation = models.TextField()
+    status = models.CharField(max_length=16)
+    bill_amount = money_field(null=True)
+    provisional_cost = money_field(null=True)
+    requests = models.FloatField(null=True)
+    prompt_tokens = models.FloatField(null=True)
+    generation_tokens = models.FloatField(null=True)
+    gpu_hours = models.FloatField(null=True)
+    nominal_gpu_hours = models.PositiveIntegerField(default=0)
+    cost_per_1k_requests = money_field(null=True)
+    cost_per_1m_tokens = money_field(null=True)
+    cost_per_gpu_hour = money_field(null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["basis", "day", "position"], name="costexportrow_read_order"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.basis} {self.target} {self.bill_amount}"
+
+
 class CostUsageDay(models.Model):
     """A deployment's measured day as the allocation used it (``UsageDay``:
     GPU-hours with unknown hours at nominal size, finished requests) plus its

@@ -1,15 +1,18 @@
 """The CSV's fast money text is the one writer's: ``str`` where it has no
-exponent is ``format(x, "f")``."""
+exponent is ``format(x, "f")``, and so is PostgreSQL's text of the amount as
+``numeric(28, 12)``, which the CSV reads stored rows by."""
 
 from __future__ import annotations
 
+import random
 from decimal import Decimal
 
+import pytest
+from django.db import connection
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from costapp.costs.export_files import money_text
-from costapp.costs.export_rows import QUANTUM
+from costapp.costs.export_rows import QUANTUM, money_text
 
 # Money as the export holds it: numeric(28, 12), any sign, zero included.
 money = st.decimals(
@@ -36,3 +39,23 @@ def test_money_text_is_the_fixed_point_text_of_the_one_writer(value: Decimal) ->
 def test_money_text_is_format_f_for_any_decimal(value: Decimal) -> None:
     assert money_text(value) == format(value, "f")
     assert money_text(None) == ""
+
+
+@pytest.mark.django_db
+def test_postgresql_text_of_a_stored_amount_is_the_csv_text(
+    postgres_only: None,
+) -> None:
+    rng = random.Random(20261203)
+    values = [Decimal(0), Decimal("1e-12"), Decimal("-1e-12"), Decimal("0.000001"),
+              Decimal("0.0000009"), Decimal("-12.5"), Decimal("9999999999999999.999999999999")]  # fmt: skip
+    for _ in range(500):
+        digits = rng.randint(1, 28)
+        coefficient = rng.randrange(10 ** (digits - 1), 10**digits)
+        values.append(Decimal(rng.choice((1, -1)) * coefficient).scaleb(-12))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT v::numeric(28, 12)::text FROM unnest(%s::numeric[]) AS v",
+            [[str(v) for v in values]],
+        )
+        texts = [t for (t,) in cursor.fetchall()]
+    assert texts == [money_text(v.quantize(QUANTUM)) for v in values]
