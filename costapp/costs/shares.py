@@ -146,11 +146,11 @@ def cost_shares_compute(*, days: Collection[date]) -> SharesResult:
                 CostShare.objects.filter(day=day).delete()
                 CostUsageDay.objects.filter(day=day).delete()
                 CostExportRow.objects.filter(day=day).delete()
+                CostExportDay.objects.filter(day=day).delete()
                 CostShare.objects.bulk_create(per_day.get(day, []), batch_size=5000)
                 CostUsageDay.objects.bulk_create(
                     usage_per_day.get(day, []), batch_size=5000
                 )
-                CostExportDay.objects.filter(day=day).delete()
                 if builder is not None:
                     export_rows_store(builder, day, estimated)
                     CostExportDay.objects.create(day=day, digest=export_digest)
