@@ -13,13 +13,15 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 from django.utils import timezone
 
 from costapp.costs.allocations import allocation_days, allocations_compute, stored_days
-from costapp.costs.export_files import csv_rows, summary_csv
+from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
 from costapp.costs.export_rows import SCHEMA_FIELDS
 from costapp.costs.exports import Export, ExportSpec
 from costapp.costs.selectors import BASES
@@ -291,6 +293,12 @@ def export_text(spec: ExportSpec) -> tuple[str, str]:
     return "".join(csv_rows(export)), "".join(summary_csv(export))
 
 
+def export_parquet(spec: ExportSpec) -> pa.Table:
+    out = io.BytesIO()
+    parquet_write(Export(spec), out)
+    return pq.read_table(io.BytesIO(out.getvalue()))
+
+
 @pytest.mark.parametrize(
     ("grain", "by", "basis"),
     [
@@ -315,11 +323,13 @@ def test_the_export_reads_the_same_bytes_from_stored_shares_as_on_the_fly(
     run_of("prometheus", _at(day), _at(day + timedelta(1)),
            hours(day, [("chat", 3, 3600.0, 4.0)]))  # fmt: skip
     live = export_text(spec)  # nothing stored yet: every day on the fly
+    live_parquet = export_parquet(spec)
     assert not CostShareDay.objects.exists()
     cost_shares_rebuild()
     assert CostShareDay.objects.count() == DAYS + 1
     stored = export_text(spec)
     assert stored == live
+    assert export_parquet(spec).equals(live_parquet)  # typed, money decimal128
     rows = list(csv.DictReader(io.StringIO(stored[0])))
     assert {r["status"] for r in rows} >= {"final", "provisional"}
     (summary,) = csv.DictReader(io.StringIO(stored[1]))
@@ -332,6 +342,7 @@ def test_the_export_reads_the_same_bytes_from_stored_shares_as_on_the_fly(
         assert export_text(spec)[0].count("stored row") == len(rows)
     CostExportDay.objects.update(digest="")
     assert export_text(spec) == stored
+    assert export_parquet(spec).equals(live_parquet)
 
 
 def test_stored_export_rows_are_not_read_once_the_rate_card_or_a_home_changes(
