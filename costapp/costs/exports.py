@@ -153,7 +153,6 @@ class Export:
         self.totals = _Totals()
         self.stem = file_stem(spec, self.coverage)
         self._builder = DayRows(by_team=spec.by == "team")
-        self._money_text = False
 
     def records(self) -> Iterator[dict[str, Any]]:
         """The rows as dicts keyed by ``SCHEMA_FIELDS`` names."""
@@ -168,7 +167,6 @@ class Export:
         (``export_rows.money_text``): a stored day's are read so from the
         database, sparing a ``Decimal`` made and formatted per cell."""
         spec = self.spec
-        self._money_text = money_text
         stored = stored_days(spec.start, spec.end)
         # Days whose rows by deployment are stored whole under today's fleet
         # and rate card: read, not rebuilt (PostgreSQL only: export_days).
@@ -194,14 +192,14 @@ class Export:
                             rows[key] = r
                         else:
                             into.merge(r)
-                yield from self._emit(rows.values(), (b - a).days)
+                yield from self._emit(rows.values(), (b - a).days, money_text)
             else:
                 for built, read in days:
-                    yield from self._emit(built, 1)
-                    yield from self._emit_stored(read)
+                    yield from self._emit(built, 1, money_text)
+                    yield from self._emit_stored(read, money_text)
 
     def _emit(
-        self, rows: Iterable[ExportRow], period_days: int
+        self, rows: Iterable[ExportRow], period_days: int, money_text: bool
     ) -> Iterator[tuple[Any, ...]]:
         totals, basis = self.totals, self.spec.basis
         for row in sorted(rows, key=ROW_ORDER):
@@ -212,13 +210,14 @@ class Export:
             if row.provisional is not None:
                 totals.provisional[key] += row.provisional
             values = row_values(row, basis, period_days)
-            yield money_as_text(values) if self._money_text else values
+            yield money_as_text(values) if money_text else values
 
-    def _emit_stored(self, read: list[tuple[Any, ...]]) -> Iterator[tuple[Any, ...]]:
+    def _emit_stored(
+        self, read: list[tuple[Any, ...]], text: bool
+    ) -> Iterator[tuple[Any, ...]]:
         """A day's stored rows (``STORED_COLUMNS``, in export order) as rows;
-        their money is text (empty when missing) when the rows are asked for
-        with it."""
-        totals, basis, text = self.totals, self.spec.basis, self._money_text
+        with ``text`` their money was read as text (empty when missing)."""
+        totals, basis = self.totals, self.spec.basis
         for stored in read:
             key = (stored[1], stored[2])
             totals.rows[key] += 1
