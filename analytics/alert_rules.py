@@ -8,6 +8,9 @@ says a rule would have done is what the rule does.
   holds. A period with no value, under the minimum volume, or classed as a
   traffic change (when the rule does not ask for those) is not in breach:
   missing data never fires.
+- A period that is not closed (still in progress, or its data read before it
+  ended) is not judged at all: it never breaches, never resolves and never
+  resets ``for``; the state machine passes over it as if it were not there.
 - ``transitions`` runs the state machine over the periods in data time, not
   wall-clock evaluations (data arrives late, and an hour that arrives late
   still counts once): ``for_periods`` consecutive breaching periods fire; any
@@ -59,6 +62,9 @@ class Period:
     upper: float | None = None
     volume: float | None = None
     flag: str = ""
+    # False while the period is in progress (or its figure rests on data read
+    # before it ended): it is shown, never judged.
+    closed: bool = True
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,7 @@ def _missing(x: float | None) -> bool:
 
 
 def breach(period: Period, rule: RuleSpec) -> bool:
-    if _missing(period.value):
+    if not period.closed or _missing(period.value):
         return False
     if rule.min_volume is not None and (
         _missing(period.volume) or float(period.volume or 0.0) < rule.min_volume
@@ -122,6 +128,8 @@ def transitions(periods: Sequence[Period], rule: RuleSpec) -> Outcome:
     since: datetime | None = None
     last_sent: datetime | None = None
     for period, hit in zip(periods, flags, strict=True):
+        if not period.closed:
+            continue
         if state != "firing":
             if hit:
                 pending += 1

@@ -7,6 +7,7 @@ to a default. Secrets may come from ``NAME_FILE`` (Docker and Kubernetes secrets
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlparse
@@ -55,7 +56,13 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     return value
 
 
-def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+def env_float(
+    name: str,
+    default: float,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+) -> float:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -63,8 +70,12 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
         value = float(raw)
     except ValueError:
         raise EnvError(f"{name}={raw!r}: expected a number") from None
+    if not math.isfinite(value):
+        raise EnvError(f"{name}={raw!r}: expected a finite number")
     if minimum is not None and value < minimum:
         raise EnvError(f"{name}={raw!r}: must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise EnvError(f"{name}={raw!r}: must be at most {maximum}")
     return value
 
 

@@ -98,3 +98,20 @@ def trend_class(change: float | None, *, threshold: float = 0.1) -> str:
     if c <= -threshold:
         return "down"
     return ""
+
+
+def duration(seconds: float | None) -> str:
+    """42 s, 17 min, 2 h 13 min, 3 d 4 h; MISSING when unknown."""
+    if seconds is None or seconds != seconds:
+        return MISSING
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    minutes = s // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"

@@ -324,11 +324,6 @@ def batch_write(
     """Write one batch atomically: (rows written, rows deleted)."""
     deleted = _replace_delete(batch.replace) if batch.replace else 0
     written = records_write(records=batch.records, source=source, run=run)
-    # The days it wrote hours of are rolled up again in the same transaction
-    # (the triggers dropped their marks): the telemetry pages read them.
-    from costapp.telemetry.rollups import rollups_for_records
-
-    rollups_for_records(batch.records)
     if run is not None:
         if batch.warnings:
             stored = IngestRun.objects.filter(pk=run.pk).values_list(
@@ -373,14 +368,7 @@ def ingest_run_execute(*, run: IngestRun, source: Source) -> IngestRun:
     run failed (nothing written yet) or partial (some batches written).
     """
     window = Window(run.window_start, run.window_end)
-    IngestRun.objects.filter(pk=run.pk).update(
-        status=IngestRun.RUNNING,
-        started_at=timezone.now(),
-        steps_total=source.plan(window),
-        steps_done=0,
-        error="",
-        warnings=[],
-    )
+    run.start(steps_total=source.plan(window), steps_done=0, warnings=[])
     batches_written = 0
     try:
         for batch in source.fetch(window):
@@ -391,18 +379,14 @@ def ingest_run_execute(*, run: IngestRun, source: Source) -> IngestRun:
         logger.warning("ingest run %s %s: %s", run.pk, status, exc)
         # Requests made for the batch that failed were paid for too.
         spent = int(getattr(exc, "api_requests", 0) or 0)
-        IngestRun.objects.filter(pk=run.pk).update(
-            status=status,
+        run.finish(
+            status,
             error=str(exc),
-            finished_at=timezone.now(),
             api_requests=F("api_requests") + spent,
             api_cost_usd=F("api_cost_usd") + CE_REQUEST_PRICE * spent
             if source.name == "cost_explorer"
             else F("api_cost_usd"),
         )
     else:
-        IngestRun.objects.filter(pk=run.pk).update(
-            status=IngestRun.SUCCEEDED, finished_at=timezone.now()
-        )
-    run.refresh_from_db()
+        run.finish(IngestRun.SUCCEEDED)
     return run

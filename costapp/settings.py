@@ -189,14 +189,31 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1800, minim
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 2100, minimum=1)
 CELERY_TIMEZONE = "UTC"
 # Routing lives here, never in call arguments: callers just delay_on_commit().
+# Three queues, each with its own worker in docker-compose.yml: ingest
+# (backfills, uploads; may run for half an hour), live (the refreshes and the
+# steps after new data, so a backfill never delays a page) and alerts.
 COSTAPP_INGEST_QUEUE = env_str("COSTAPP_INGEST_QUEUE", "celery")
-CELERY_TASK_ROUTES = {
-    "costapp.tasks.ingest_run_task": {"queue": COSTAPP_INGEST_QUEUE},
-    "costapp.costs.tasks.focus_import_task": {"queue": COSTAPP_INGEST_QUEUE},
-    "costapp.costs.tasks.bills_refresh_task": {"queue": COSTAPP_INGEST_QUEUE},
-    # Alerts on their own queue: a long backfill never delays a notification.
-    "costapp.alerts.tasks.*": {"queue": "alerts"},
-}
+COSTAPP_LIVE_QUEUE = env_str("COSTAPP_LIVE_QUEUE", "live")
+CELERY_TASK_ROUTES = [
+    # One task runs every pipeline step; it goes to its step's queue.
+    "costapp.pipeline.routing.route",
+    {
+        "costapp.tasks.ingest_run_task": {"queue": COSTAPP_INGEST_QUEUE},
+        "costapp.costs.tasks.focus_import_task": {"queue": COSTAPP_INGEST_QUEUE},
+        "costapp.costs.tasks.bills_refresh_task": {"queue": COSTAPP_LIVE_QUEUE},
+        "costapp.telemetry.tasks.telemetry_refresh_task": {"queue": COSTAPP_LIVE_QUEUE},
+        "costapp.pipeline.tasks.*": {"queue": COSTAPP_LIVE_QUEUE},
+        "costapp.tasks.*": {"queue": COSTAPP_LIVE_QUEUE},
+        # Alerts on their own queue: a long backfill never delays a notification.
+        "costapp.alerts.tasks.*": {"queue": "alerts"},
+    },
+]
+# A pipeline step renews its lease every third of this while it works; a
+# worker that dies loses it this long after its last renewal.
+COSTAPP_PIPELINE_LEASE_S = env_int("COSTAPP_PIPELINE_LEASE_S", 60, minimum=5)
+# The reaper sends a step again once this long has passed since its last task
+# was sent with no worker claiming it (a broker that lost it).
+COSTAPP_PIPELINE_REQUEUE_S = env_int("COSTAPP_PIPELINE_REQUEUE_S", 120, minimum=5)
 
 # The JSON API (costapp/api, docs/api.md): read-only, bearer tokens only (no
 # session, so no CSRF question), JSON only, bounded pages.
@@ -240,6 +257,13 @@ PROMETHEUS_GZIP = env_bool("PROMETHEUS_GZIP", False)
 PROMETHEUS_HEADERS = env_mapping("PROMETHEUS_HEADERS")
 # The beat refresh re-reads this many trailing hours (late scrapes, restarts).
 TELEMETRY_REFRESH_HOURS = env_int("TELEMETRY_REFRESH_HOURS", 3, minimum=1)
+# How often Prometheus scrapes the engines and exporters. An hour is closed,
+# and judged, two scrape intervals after its end (samples stamped just before
+# the hour ends may reach Prometheus a scrape later); a day likewise.
+TELEMETRY_SCRAPE_INTERVAL_S = env_float(
+    "TELEMETRY_SCRAPE_INTERVAL_S", 15.0, minimum=1.0, maximum=3600.0
+)
+COSTAPP_SETTLE_S = 2 * TELEMETRY_SCRAPE_INTERVAL_S
 
 # AWS credentials and endpoint come from boto3's own chain (environment,
 # profile, IAM role, AWS_ENDPOINT_URL); only the accounts to watch are ours.

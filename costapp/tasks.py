@@ -8,7 +8,6 @@ arguments.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from datetime import timedelta
 
@@ -17,20 +16,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from costapp import pagecache
-from costapp.costs.services import bills_claims_release
-from costapp.economics.tasks import unit_costs_recompute_queue
-from costapp.ingest import ingest_run_execute
 from costapp.models import IngestRun
-from costapp.sources.registry import source_for_run
-
-logger = logging.getLogger(__name__)
-
-
-def _claims_release(run_id: int) -> None:
-    # A failed Cost Explorer run gives back the months it did not store.
-    run = IngestRun.objects.filter(pk=run_id).first()
-    if run is not None:
-        bills_claims_release(run=run)
+from costapp.pipeline.runs import run_execute, run_followups
+from costapp.pipeline.tasks import pipeline_queue
 
 
 @shared_task(acks_late=True)
@@ -38,22 +26,8 @@ def ingest_run_task(run_id: int) -> str | None:
     run = IngestRun.objects.filter(pk=run_id).first()
     if run is None or run.finished:
         return None
-    try:
-        source = source_for_run(run)
-        run = ingest_run_execute(run=run, source=source)
-    except Exception as exc:  # task edge: record any failure on the run
-        logger.exception("ingest run %s crashed", run_id)
-        IngestRun.objects.filter(pk=run_id).update(
-            status=IngestRun.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
-            finished_at=timezone.now(),
-        )
-        _claims_release(run_id)
-        raise
-    _claims_release(run_id)
-    if run.status in (IngestRun.SUCCEEDED, IngestRun.PARTIAL):
-        # Pipeline order: ingest, then the figures it changed (then alerts).
-        unit_costs_recompute_queue(run.pk)
+    run, steps = run_execute(run)
+    pipeline_queue(steps)
     return run.status
 
 
@@ -66,18 +40,24 @@ def ingest_runs_queue(runs: Iterable[IngestRun]) -> None:
 
 @shared_task
 def runs_reap_task() -> int:
-    """Mark runs whose worker died (SIGKILL, OOM) failed once past the hard limit."""
+    """Mark runs whose worker died (SIGKILL, OOM) failed once past the hard
+    limit; what they stored before dying goes through the pipeline."""
     cutoff = timezone.now() - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
-    dead = IngestRun.objects.filter(status=IngestRun.RUNNING, started_at__lt=cutoff)
     # An UPDATE of no rows still counts as a write for the page cache (its
     # triggers are per statement): every ten minutes, it would drop them all.
-    if not dead.exists():
-        return 0
-    return dead.update(
-        status=IngestRun.FAILED,
-        error="the worker stopped before the run finished (killed or timed out); rerun it",
-        finished_at=timezone.now(),
+    dead = list(
+        IngestRun.objects.filter(status=IngestRun.RUNNING, started_at__lt=cutoff)
     )
+    steps: list[str] = []
+    for run in dead:
+        run.finish(
+            IngestRun.PARTIAL if run.rows_written else IngestRun.FAILED,
+            error="the worker stopped before the run finished (killed or timed "
+            "out); rerun it",
+        )
+        steps += run_followups(run)
+    pipeline_queue(steps)
+    return len(dead)
 
 
 @shared_task

@@ -8,20 +8,31 @@ evaluation whose conditional UPDATE on ``AlertState.version`` changed one row
 events and their Delivery rows commit together with the claim, and a second
 worker blocks on the UPDATE, then finds the version moved and records nothing.
 
-History never pages anyone: a transition whose data time is older than two of
-the rule's periods is recorded as not sent ("historical") unless ``replay``.
+Only closed periods are judged: a figure still in progress, or computed from
+data read before its period ended plus the settle delay
+(``UnitCostFigure.complete``), is passed over. A transition that would not
+change the recorded state (a firing alert firing again after late data moved
+it an hour) is not recorded twice.
+
+History is not news: a transition is recorded as not sent ("historical") only
+when its figure stood as it is before the rule existed or before the rule's
+last evaluation (``known_since``), so that evaluation judged it already. A
+figure that arrives late (an outage, a dead worker, a backfill, a restated
+bill day) is news however old its period, and its event says how late it is
+(``late_s``: from the period's close, when longer than the schedule promises).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Max, Q
+from django.db.models import Q
 
 from analytics.alert_rules import (
     Outcome,
@@ -32,18 +43,21 @@ from analytics.alert_rules import (
     stale,
     transitions,
 )
+from costapp.alerts.staleness import staleness_ends
 from costapp.models import (
     AlertEvent,
     AlertRule,
+    AlertRuleEvaluated,
     AlertState,
     Budget,
     Channel,
     Delivery,
     Deployment,
-    IngestRun,
     Silence,
     UnitCostFigure,
 )
+from costapp.models.alerts import STALENESS_METRICS
+from costapp.schedule import page_bound_s
 
 GRAIN = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 LOOKBACK = {"hour": timedelta(days=14), "day": timedelta(days=95)}
@@ -71,19 +85,47 @@ def rule_spec(rule: AlertRule) -> RuleSpec:
     )
 
 
+def settle() -> timedelta:
+    return timedelta(seconds=settings.COSTAPP_SETTLE_S)
+
+
+def closes_at(start: datetime, grain: str) -> datetime:
+    """When a period is closed: its end plus the settle delay."""
+    return start + GRAIN[grain] + settle()
+
+
+@dataclass(frozen=True)
+class Figure:
+    pk: int
+    cause: str
+    known_since: datetime  # when it first stood with these values, closed
+
+
 @dataclass(frozen=True)
 class Series:
     name: str
     periods: list[Period]
-    figures: dict[datetime, tuple[int, str]]  # period start -> (figure pk, cause)
+    figures: dict[datetime, Figure]  # by period start
 
 
 def _f(x: object) -> float | None:
     return None if x is None else float(x)  # type: ignore[arg-type]
 
 
-def rule_series(rule: AlertRule, *, start: datetime, end: datetime) -> Iterator[Series]:
-    """The stored figures a rule watches, one series per scope name."""
+FIGURE_FIELDS = (
+    "pk", "name", "period_start", "cost_per_1k_requests", "cost_per_1m_tokens",
+    "cost", "idle_cost", "baseline", "baseline_per_1m_tokens", "lower", "upper",
+    "requests", "flag", "cause", "complete", "known_since", "computed_at",
+)  # fmt: skip
+
+
+def rule_series(
+    rule: AlertRule, *, start: datetime, end: datetime, now: datetime | None = None
+) -> Iterator[Series]:
+    """The stored figures a rule watches from ``start`` to ``end``, one series
+    per scope name; a period is closed when its figure is complete and its
+    end plus the settle delay is past at ``now`` (default ``end``)."""
+    now = now or end
     rows = UnitCostFigure.objects.filter(
         scope=rule.scope,
         grain=rule.grain,
@@ -93,64 +135,53 @@ def rule_series(rule: AlertRule, *, start: datetime, end: datetime) -> Iterator[
     if rule.scope_name:
         rows = rows.filter(name=rule.scope_name)
     field = VALUE_FIELD[rule.metric]
-    by_name: dict[str, list[UnitCostFigure]] = defaultdict(list)
-    for row in rows.order_by("name", "period_start"):
-        by_name[row.name].append(row)
+    by_name: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for row in rows.order_by("name", "period_start").values(*FIGURE_FIELDS):
+        by_name[str(row["name"])].append(row)
     budgets = {
         b.name: float(b.monthly_amount) for b in Budget.objects.filter(scope=rule.scope)
     }
+    unit = rule.metric == "cost_per_1k_requests"
+    tokens = rule.metric == "cost_per_1m_tokens"
+    last_closed = now - GRAIN[rule.grain] - settle()
     for name, figures in by_name.items():
-        values: list[float | None] = [_f(getattr(f, field)) for f in figures]
+        values: list[float | None] = [_f(f[field]) for f in figures]
         if rule.metric == "budget_burn":
             if name not in budgets:
                 continue
             values = budget_burn(
-                [(f.period_start, v) for f, v in zip(figures, values, strict=True)],
+                [(f["period_start"], v) for f, v in zip(figures, values, strict=True)],  # type: ignore[misc]
                 budgets[name],
             )
-        unit = rule.metric == "cost_per_1k_requests"
-        tokens = rule.metric == "cost_per_1m_tokens"
         periods = [
             Period(
-                start=f.period_start,
+                start=f["period_start"],  # type: ignore[arg-type]
                 value=v,
-                baseline=f.baseline
-                if unit
-                else (f.baseline_per_1m_tokens if tokens else None),
-                lower=f.lower if unit else None,
-                upper=f.upper if unit else None,
-                volume=f.requests,
-                flag=f.flag,
+                baseline=_f(
+                    f["baseline"]
+                    if unit
+                    else (f["baseline_per_1m_tokens"] if tokens else None)
+                ),
+                lower=_f(f["lower"]) if unit else None,
+                upper=_f(f["upper"]) if unit else None,
+                volume=_f(f["requests"]),
+                flag=str(f["flag"]),
+                closed=bool(f["complete"]) and f["period_start"] <= last_closed,  # type: ignore[operator]
             )
             for f, v in zip(figures, values, strict=True)
         ]
-        yield Series(name, periods, {f.period_start: (f.pk, f.cause) for f in figures})
-
-
-def source_ends() -> dict[str, datetime | None]:
-    """Newest data end per source: a Cost Explorer account, a Prometheus, the
-    demo. FOCUS files are uploads, not a feed, and are never stale."""
-    out: dict[str, datetime | None] = {}
-    rows = (
-        IngestRun.objects.exclude(source="focus")
-        .values("source", "target")
-        .annotate(
-            end=Max(
-                "window_end",
-                filter=Q(status__in=[IngestRun.SUCCEEDED, IngestRun.PARTIAL]),
-            )
+        yield Series(
+            name,
+            periods,
+            {
+                f["period_start"]: Figure(  # type: ignore[misc]
+                    int(f["pk"]),  # type: ignore[call-overload]
+                    str(f["cause"]),
+                    f["known_since"] or f["computed_at"],  # type: ignore[arg-type]
+                )
+                for f in figures
+            },
         )
-    )
-    for row in rows:
-        key = (
-            f"cost_explorer {row['target']}"
-            if row["source"] == "cost_explorer"
-            else row["source"]
-        )
-        end = row["end"]
-        if key not in out or (end and (out[key] is None or end > out[key])):  # type: ignore[operator]
-            out[key] = end
-    return out
 
 
 @dataclass
@@ -170,23 +201,43 @@ def _silenced(rule: AlertRule, name: str, at: datetime, teams: dict[str, str]) -
     return Silence.objects.filter(q, starts_at__lte=at, ends_at__gt=at).exists()
 
 
+def state_changes(state: str, found: Sequence[Transition]) -> list[Transition]:
+    """The transitions that change ``state`` in turn: a firing alert does not
+    fire again (late data moved its first breaching period), an inactive one
+    neither resolves nor repeats."""
+    out: list[Transition] = []
+    firing = state == "firing"
+    for t in found:
+        if (t.kind == "firing") == firing and t.kind != "repeat":
+            continue
+        if t.kind == "repeat" and not firing:
+            continue
+        out.append(t)
+        firing = t.kind != "resolved"
+    return out
+
+
 def _claim_and_record(
     *,
     rule: AlertRule,
     name: str,
     outcome: Outcome,
-    figures: dict[datetime, tuple[int, str]],
+    figures: dict[datetime, Figure],
     now: datetime,
     replay: bool,
     teams: dict[str, str],
+    known_by: datetime | None,
     reason: str = "",
 ) -> list[AlertEvent]:
     state, _ = AlertState.objects.get_or_create(rule=rule, scope_name=name)
-    new: list[Transition] = [
-        t
-        for t in outcome.transitions
-        if state.data_time is None or t.at > state.data_time
-    ]
+    new = state_changes(
+        state.state,
+        [
+            t
+            for t in outcome.transitions
+            if state.data_time is None or t.at > state.data_time
+        ],
+    )
     restated = (
         state.state == "firing"
         and outcome.state != "firing"
@@ -209,17 +260,30 @@ def _claim_and_record(
     )
     if claimed != 1:
         return []  # another evaluation recorded these transitions
-    period = GRAIN[rule.grain]
+    period = GRAIN.get(rule.grain, GRAIN["hour"])
+    bound = timedelta(seconds=page_bound_s())
     events = []
     for t in new:
-        figure_id, cause = figures.get(t.at, (None, ""))
+        figure = figures.get(t.at)
         not_sent = ""
-        if not replay and t.at + period < now - 2 * period:
+        late_s = None
+        # An evaluation judged the figure if it ran after the figure stood
+        # as it is and after its period closed (before, it was passed over).
+        if (
+            not replay
+            and figure is not None
+            and known_by is not None
+            and max(figure.known_since, t.at + period + settle()) <= known_by
+        ):
             not_sent = "historical"
         elif t.kind == "resolved" and not rule.notify_resolved:
             not_sent = "resolve not notified"
         elif _silenced(rule, name, now, teams):
             not_sent = "silenced"
+        if figure is not None and not_sent != "historical":
+            delay = now - (t.at + period + settle())
+            if delay > bound:
+                late_s = delay.total_seconds()
         events.append(
             AlertEvent(
                 rule=rule,
@@ -229,15 +293,51 @@ def _claim_and_record(
                 value=t.value,
                 baseline=t.baseline,
                 reason="restated" if restated and t is new[-1] else reason,
-                explanation=cause,
-                figure_id=figure_id,
+                explanation=figure.cause if figure else "",
+                figure_id=figure.pk if figure else None,
                 not_sent=not_sent,
+                late_s=late_s,
                 created_at=now,
             )
         )
     AlertEvent.objects.bulk_create(events)
     if any(not e.not_sent for e in events):
         AlertState.objects.filter(pk=state.pk).update(last_sent=now)
+    return events
+
+
+def _staleness(
+    rule: AlertRule, *, now: datetime, teams: dict[str, str]
+) -> list[AlertEvent]:
+    """One firing per feed whose data ends longer ago than the rule allows,
+    one resolve when data arrives again; always about now."""
+    max_age = timedelta(hours=rule.threshold or 0)
+    states = {s.scope_name: s.state for s in AlertState.objects.filter(rule=rule)}
+    events: list[AlertEvent] = []
+    for name, end in sorted(staleness_ends(rule).items()):
+        hit = stale(last_data_end=end, now=now, max_age=max_age)
+        firing = states.get(name) == "firing"
+        if hit == firing:
+            continue  # still stale (one alert per feed), or still fresh
+        age = (now - end).total_seconds() / 3600 if end else None
+        outcome = (
+            Outcome((Transition("firing", now, age, None),), "firing", now, ())
+            if hit
+            else Outcome(
+                (Transition("resolved", now, age, None),), "inactive", None, ()
+            )
+        )
+        events += _claim_and_record(
+            rule=rule,
+            name=name,
+            outcome=outcome,
+            figures={},
+            now=now,
+            replay=True,
+            teams=teams,
+            known_by=None,
+            reason="stale" if hit else "",
+        )
     return events
 
 
@@ -249,44 +349,18 @@ def alert_rules_evaluate(
     rules = AlertRule.objects.filter(enabled=True).prefetch_related("channels")
     if rule_ids is not None:
         rules = rules.filter(pk__in=rule_ids)
+    rules = rules.select_related("evaluated")
     teams = dict(Deployment.objects.values_list("name", "team"))
     recorded: list[_Pending] = []
-    ends = None
     for rule in rules:
-        spec = rule_spec(rule)
-        if rule.metric == "staleness":
-            ends = source_ends() if ends is None else ends
-            for source, end in sorted(ends.items()):
-                max_age = timedelta(hours=rule.threshold or 0)
-                hit = stale(last_data_end=end, now=now, max_age=max_age)
-                age = (now - end).total_seconds() / 3600 if end else None
-                # One period per evaluation, in wall-clock time: staleness is
-                # about the absence of data periods.
-                outcome = transitions(
-                    [Period(start=now, value=age if hit else 0.0)],
-                    RuleSpec(condition="threshold", threshold=0.0),
-                )
-                state = AlertState.objects.filter(rule=rule, scope_name=source).first()
-                if state and state.state == "firing" and hit:
-                    continue  # still stale: one alert per source
-                if not hit and not (state and state.state == "firing"):
-                    continue
-                if not hit:
-                    outcome = Outcome(
-                        (Transition("resolved", now, age, None),), "inactive", None, ()
-                    )
-                events = _claim_and_record(
-                    rule=rule,
-                    name=source,
-                    outcome=outcome,
-                    figures={},
-                    now=now,
-                    replay=True,  # staleness is always about now
-                    teams=teams,
-                    reason="stale" if hit else "",
-                )
-                recorded.append(_Pending(rule, events))
+        if rule.metric in STALENESS_METRICS:
+            recorded.append(_Pending(rule, _staleness(rule, now=now, teams=teams)))
             continue
+        spec = rule_spec(rule)
+        evaluated = getattr(rule, "evaluated", None)
+        known_by = max(
+            [rule.created_at, *([evaluated.at] if evaluated is not None else [])]
+        )
         lookback = REPLAY_LOOKBACK if replay else LOOKBACK[rule.grain]
         for series in rule_series(rule, start=now - lookback, end=now):
             outcome = transitions(series.periods, spec)
@@ -298,8 +372,15 @@ def alert_rules_evaluate(
                 now=now,
                 replay=replay,
                 teams=teams,
+                known_by=known_by,
             )
             recorded.append(_Pending(rule, events))
+    AlertRuleEvaluated.objects.bulk_create(
+        [AlertRuleEvaluated(rule=rule, at=now) for rule in rules],
+        update_conflicts=True,
+        unique_fields=["rule"],
+        update_fields=["at"],
+    )
     return _deliveries_create(recorded, now=now)
 
 

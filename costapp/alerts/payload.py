@@ -12,6 +12,7 @@ from typing import Any
 from django.conf import settings
 from django.urls import reverse
 
+from costapp.formatting import duration
 from costapp.models import AlertEvent, Delivery
 
 SCHEMA_VERSION = 1
@@ -21,8 +22,10 @@ UNITS = {
     "daily_spend": "$",
     "budget_burn": "% of budget",
     "idle_cost": "$ idle",
-    "staleness": "hours without data",
+    "staleness": "hours since the newest sample",
+    "bill_staleness": "hours since the newest bill day",
 }
+SCOPES = {"staleness": "deployment", "bill_staleness": "account"}
 
 
 def explanation_url(event: AlertEvent) -> str | None:
@@ -40,7 +43,7 @@ def event_dict(event: AlertEvent) -> dict[str, Any]:
         "metric": rule.metric,
         "unit": UNITS.get(rule.metric, ""),
         "grain": rule.grain,
-        "scope": "source" if rule.metric == "staleness" else rule.scope,
+        "scope": SCOPES.get(rule.metric, rule.scope),
         "name": event.scope_name,
         "kind": event.kind,
         "data_time": event.data_time.isoformat(),
@@ -49,6 +52,7 @@ def event_dict(event: AlertEvent) -> dict[str, Any]:
         "reason": event.reason,
         "explanation": event.explanation,
         "explanation_url": explanation_url(event),
+        "late_s": round(event.late_s) if event.late_s is not None else None,
     }
 
 
@@ -72,7 +76,7 @@ def value_text(value: float | None, metric: str) -> str:
         return "no value"
     if metric == "budget_burn":
         return f"{value:.0f}%"
-    if metric == "staleness":
+    if metric in SCOPES:
         return f"{value:.1f} h"
     return f"${value:,.2f}" if abs(value) >= 10 else f"${value:,.4f}"
 
@@ -89,6 +93,8 @@ def headline(event: dict[str, Any]) -> str:
         text += f" (baseline {value_text(event['baseline'], event['metric'])})"
     if event["reason"]:
         text += f" ({event['reason']})"
+    if event.get("late_s"):
+        text += f" (late: {duration(event['late_s'])} after the period closed)"
     return text
 
 

@@ -15,6 +15,7 @@ from django.db.models import QuerySet
 from analytics.alert_rules import transitions
 from costapp.alerts.evaluation import rule_series, rule_spec
 from costapp.models import AlertRule, Channel, Delivery, Deployment, Silence
+from costapp.models.alerts import STALENESS_METRICS
 
 
 @dataclass(frozen=True)
@@ -63,9 +64,13 @@ class Backtest:
 def alert_rule_backtest(*, rule: AlertRule, now: datetime, days: int = 90) -> Backtest:
     """What the rule would have done over the stored figures (no writes; the
     rule need not be saved)."""
-    if rule.metric == "staleness":
+    if rule.metric in STALENESS_METRICS:
         return Backtest(
-            days, (), 0, note="staleness is about ingest runs, not figures: no backtest"
+            days,
+            (),
+            0,
+            note="staleness is about where the data ends now, not about figures: "
+            "no backtest",
         )
     spec = rule_spec(rule)
     found: list[Incident] = []
@@ -76,15 +81,15 @@ def alert_rule_backtest(*, rule: AlertRule, now: datetime, days: int = 90) -> Ba
         current: dict[str, object] | None = None
         for t in outcome.transitions:
             if t.kind == "firing":
-                figure_id, cause = series.figures.get(t.at, (None, ""))
+                figure = series.figures.get(t.at)
                 current = {
                     "name": series.name,
                     "fired_at": t.at,
                     "repeats": 0,
                     "value": t.value,
                     "baseline": t.baseline,
-                    "explanation": cause,
-                    "figure_id": figure_id,
+                    "explanation": figure.cause if figure else "",
+                    "figure_id": figure.pk if figure else None,
                 }
             elif t.kind == "repeat" and current is not None:
                 current["repeats"] = int(current["repeats"]) + 1  # type: ignore[call-overload]

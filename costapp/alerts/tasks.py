@@ -9,7 +9,6 @@ from celery import shared_task
 from django.utils import timezone
 
 from costapp.alerts.delivery import deliveries_reap, delivery_send
-from costapp.alerts.evaluation import alert_rules_evaluate
 
 BACKOFF_BASE_S = 30.0
 BACKOFF_CAP_S = 3600.0
@@ -44,14 +43,6 @@ def delivery_send_task(self, delivery_id: int) -> str | None:  # type: ignore[no
 def deliveries_queue(ids: list[int]) -> None:
     for pk in ids:
         delivery_send_task.delay_on_commit(pk)
-
-
-@shared_task(acks_late=True)
-def alert_rules_evaluate_task() -> int:
-    """Beat, and after each ingest's recompute."""
-    ids = alert_rules_evaluate(now=timezone.now())
-    deliveries_queue(ids)
-    return len(ids)
 
 
 @shared_task

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
 from costapp.alerts.outbound import address_refusal
-from costapp.models.alerts import METRICS, RULE_SCOPES
+from costapp.models.alerts import METRICS, RULE_SCOPES, STALENESS_METRICS
 from costapp.validation import shown
 
 Problems = list[tuple[str, str]]
@@ -33,7 +33,11 @@ MAX_RATIO = 100.0
 # Thresholds per metric's unit: money as the database holds it, % of budget,
 # hours (a year). Every metric is a cost, a share or a duration: none is
 # ever negative, so a negative threshold would fire (or never fire) always.
-MAX_THRESHOLD = {"budget_burn": 10_000.0, "staleness": 24.0 * 366}
+MAX_THRESHOLD = {
+    "budget_burn": 10_000.0,
+    "staleness": 24.0 * 366,
+    "bill_staleness": 24.0 * 366,
+}
 MAX_MONEY = 1e16
 MAX_MIN_REQUESTS = 1e12
 
@@ -53,6 +57,10 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
     scope = data.get("scope") or "deployment"
     if scope not in [s for s, _ in RULE_SCOPES]:
         problems.append(("scope", f"{scope!r}: deployment, team or fleet"))
+    elif metric == "bill_staleness" and scope != "fleet":
+        problems.append(
+            ("scope", f"{scope!r}: bill accounts are the fleet's; use fleet")
+        )
     if condition not in ("band", "ratio", "threshold"):
         problems.append(("condition", f"{condition!r}: band, ratio or threshold"))
     elif condition == "band" and metric not in BASELINE_METRICS:
@@ -76,13 +84,13 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
                       "(1.2 = 20 % off)")
         )  # fmt: skip
     threshold = data.get("threshold")
-    needs_threshold = condition == "threshold" or metric == "staleness"
+    needs_threshold = condition == "threshold" or metric in STALENESS_METRICS
     high = MAX_THRESHOLD.get(str(metric), MAX_MONEY)
     if needs_threshold and not _is_number(threshold):
         problems.append(("threshold", f"{threshold!r}: a number is required"))
     elif not needs_threshold or not _is_number(threshold):
         pass
-    elif metric == "staleness" and not 0 < threshold <= high:
+    elif metric in STALENESS_METRICS and not 0 < threshold <= high:
         problems.append(
             ("threshold", f"{threshold!r}: hours, above 0, at most {high:g}")
         )

@@ -408,12 +408,6 @@ def focus_run_check(run: IngestRun) -> None:
         focus_uri_check(str(params.get("uri") or run.target))
 
 
-def _fail(run: IngestRun, message: str) -> None:
-    IngestRun.objects.filter(pk=run.pk).update(
-        status=IngestRun.FAILED, error=message[:5000], finished_at=timezone.now()
-    )
-
-
 def focus_import_execute(
     *, run: IngestRun, chunk_rows: int | None = None, trusted: bool = False
 ) -> IngestRun:
@@ -426,9 +420,7 @@ def focus_import_execute(
     URI is opened. Whatever happens, the run does not stay "running".
     """
     params = run.params or {}
-    IngestRun.objects.filter(pk=run.pk).update(
-        status=IngestRun.RUNNING, started_at=timezone.now(), error=""
-    )
+    run.start()
     try:
         if not trusted:
             focus_run_check(run)
@@ -460,13 +452,10 @@ def focus_import_execute(
                 )
                 batch_write(batch=period_batch(period), source="focus", run=run)
     except (SourceError, BillsError) as exc:
-        _fail(run, str(exc))
+        run.fail(str(exc))
     except Exception as exc:  # recorded on the run, then re-raised for the log
-        _fail(run, f"{type(exc).__name__}: {exc}")
+        run.fail(f"{type(exc).__name__}: {exc}")
         raise
     else:
-        IngestRun.objects.filter(pk=run.pk).update(
-            status=IngestRun.SUCCEEDED, finished_at=timezone.now()
-        )
-    run.refresh_from_db()
+        run.finish(IngestRun.SUCCEEDED)
     return run

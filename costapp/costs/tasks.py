@@ -8,17 +8,23 @@ from pathlib import Path
 
 from celery import shared_task
 
-from costapp.costs.services import bills_refresh_create, focus_import_execute
-from costapp.economics.tasks import unit_costs_recompute_queue
+from costapp.costs.services import bills_refresh_create
 from costapp.models import IngestRun
-from costapp.tasks import ingest_runs_queue
+from costapp.pipeline.runs import run_execute
+from costapp.pipeline.tasks import pipeline_queue
 
 
 @shared_task
 def bills_refresh_task(today: str | None = None) -> list[int]:
-    """Beat: re-pull the trailing window; each account's run is its own task."""
+    """Beat (live queue): re-pull the trailing window of every account here,
+    one run after the other (a few Cost Explorer pages each), then send what
+    follows them. A backfill waiting on the ingest queue never delays it."""
     runs = bills_refresh_create(today=date.fromisoformat(today) if today else None)
-    ingest_runs_queue(runs)
+    steps: list[str] = []
+    for run in runs:
+        run, requested = run_execute(run)
+        steps += requested
+    pipeline_queue(steps)
     return [run.pk for run in runs]
 
 
@@ -29,16 +35,11 @@ def focus_import_task(run_id: int) -> str | None:
         return None
     upload = (run.params or {}).get("upload")
     try:
-        if run.finished:
-            return None
-        run = focus_import_execute(run=run)
+        run, steps = run_execute(run)
     finally:
         # An upload is read once; it never outlives its import, whatever the
         # outcome (a rerun needs a new upload).
         if upload:
             Path(upload).unlink(missing_ok=True)
-    if run.status in (IngestRun.SUCCEEDED, IngestRun.PARTIAL):
-        # Pipeline order, as after every ingest: the bill it replaced changes
-        # every series from the run's first day (then alerts).
-        unit_costs_recompute_queue(run.pk)
+    pipeline_queue(steps)
     return run.status

@@ -342,6 +342,20 @@ def baseline_band(
             "connectgaps": False,
         },
     ]  # fmt: skip
+    partial = [r for r in rows if not r.complete]
+    if partial:
+        # The period in progress: its figure will move; it is never judged.
+        traces.append(
+            {
+                "type": "scatter", "mode": "markers", "name": "partial (not closed)",
+                "x": _stamps(r.period_start for r in partial),
+                "y": _clean(getattr(r, field) for r in partial),
+                "marker": {"size": 9, "color": PALETTE[7], "symbol": "diamond-open",
+                           "line": {"width": 2}},
+                "hovertemplate": "%{x}: partial, not closed yet (not judged)"
+                                 "<extra></extra>",
+            }
+        )  # fmt: skip
     for flag, colour in colours.items():
         these = [r for r in flagged if r.flag == flag]
         if these:

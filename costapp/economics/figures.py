@@ -65,6 +65,9 @@ class FigureRow:
     parts: dict[str, float]
     level_shift: bool
     note: str
+    # False while the period is in progress or rests on data read before it
+    # closed: shown as partial, never judged.
+    complete: bool = True
 
 
 def figure_row(f: UnitCostFigure) -> FigureRow:
@@ -88,7 +91,7 @@ def figure_row(f: UnitCostFigure) -> FigureRow:
         lower_per_1m_tokens=f.lower_per_1m_tokens,
         upper_per_1m_tokens=f.upper_per_1m_tokens, flag=f.flag, cause=f.cause,
         parts=dict(f.parts or {}),
-        level_shift=f.level_shift, note=f.note,
+        level_shift=f.level_shift, note=f.note, complete=f.complete,
     )  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.clocks import clock_costs, effective_rates
+from analytics.unit_costs import period_of
 from costapp.economics.inputs import (
     CLOCK_ORDER,
     RecomputeInputs,
@@ -407,3 +408,57 @@ def affected_series(
     out |= {("team", t) for t in meta.loc[known, "team"] if t}
     out.add(("fleet", FLEET))
     return out
+
+
+def _period_starts(stamps: pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
+    if grain == "hour":
+        return stamps.floor("h")
+    if grain == "day":
+        return stamps.normalize()
+    return period_of(stamps, grain)
+
+
+def _period_ends(starts: pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
+    if grain == "hour":
+        return starts + pd.Timedelta(hours=1)
+    if grain == "day":
+        return starts + pd.Timedelta(days=1)
+    if grain == "week":
+        return starts + pd.Timedelta(days=7)
+    return starts + pd.to_timedelta(starts.days_in_month, unit="D")
+
+
+def completeness(
+    frame: pd.DataFrame,
+    grain: str,
+    hours: pd.DataFrame,
+    *,
+    now: pd.Timestamp,
+    settle: pd.Timedelta,
+) -> np.ndarray:
+    """Per figure row: whether its period is closed (its end plus ``settle``
+    is past at ``now``) and every telemetry hour under it was read after that
+    hour closed (``hours["complete"]``). A team, pool or the fleet is
+    complete when each of its deployments is. Incomplete figures are shown
+    as partial and never judged (analytics.alert_rules)."""
+    if frame.empty:
+        return np.zeros(0, dtype=bool)
+    starts = pd.DatetimeIndex(frame["period_start"])
+    closed = np.asarray(_period_ends(starts, grain) + settle <= now)
+    open_hours = hours[~hours["complete"].astype(bool)] if len(hours) else hours
+    if open_hours.empty:
+        return closed
+    periods = _period_starts(pd.DatetimeIndex(open_hours["period_start"]), grain)
+    partial = {
+        "deployment": set(zip(open_hours["deployment"], periods, strict=True)),
+        "team": set(zip(open_hours["team"], periods, strict=True)),
+        "pool": set(zip(open_hours["pool"], periods, strict=True)),
+        "fleet": {(FLEET, p) for p in periods},
+    }
+    touched = [
+        (name, start) in partial.get(scope, set())
+        for scope, name, start in zip(
+            frame["scope"], frame["name"], starts, strict=True
+        )
+    ]
+    return closed & ~np.asarray(touched, dtype=bool)

@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import pandas as pd
+from django.conf import settings
 
 from analytics.allocation import IDLE, UNALLOCATED
 from analytics.calendar import holiday_calendar
@@ -35,7 +36,8 @@ class RecomputeInputs:
     team, pool, period_start, day, requests (stop + length), requests_length,
     prompt_tokens, generation_tokens, gpu_hours (NaN where the GPU-seconds are
     unknown), replicas, rate_card ($ per GPU-hour that day; NaN: none),
-    currency (the rate card's).
+    currency (the rate card's), complete (read after it ended plus the settle
+    delay).
     ``bills``: one row per deployment, UTC day and currency that received a
     share of the allocated bill: deployment, day, currency, bill_cost (float),
     bill_status (final / estimated).
@@ -58,7 +60,7 @@ class RecomputeInputs:
 HOUR_COLUMNS = (
     "deployment", "team", "pool", "period_start", "day", "requests",
     "requests_length", "prompt_tokens", "generation_tokens", "gpu_hours",
-    "replicas", "rate_card", "currency",
+    "replicas", "rate_card", "currency", "complete",
 )  # fmt: skip
 
 
@@ -88,12 +90,17 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
             "generation_tokens",
             "gpu_seconds",
             "replicas_mean",
+            "run__started_at",
         )
     )
+    # An hour read before its end plus the settle delay is not complete: its
+    # last minutes may still arrive (a row with no run is from before runs
+    # were kept, or written by hand: read long after).
+    closing = timedelta(hours=1) + timedelta(seconds=settings.COSTAPP_SETTLE_S)
     book = rate_book()
     cards: dict[tuple[str, date], tuple[float, str]] = {}
     records = []
-    for name, hour, stop, length, prompt, gen, gpu_s, replicas in rows:
+    for name, hour, stop, length, prompt, gen, gpu_s, replicas, read_at in rows:
         dep = by_name[name]
         hour = hour.astimezone(UTC)
         day = hour.date()
@@ -111,6 +118,7 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
                 # Unknown GPU-seconds stay unknown: never priced as 0.
                 float("nan") if gpu_s is None else gpu_s / 3600.0,
                 float("nan") if replicas is None else replicas, card, currency,
+                read_at is None or read_at >= hour + closing,
             )
         )  # fmt: skip
     hours = pd.DataFrame.from_records(records, columns=list(HOUR_COLUMNS))

@@ -37,13 +37,14 @@ from django.db.models import Max, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from costapp.api.tokens import api_token_authenticate, metrics_tokens_exist
 from costapp.models import Deployment, UnitCostFigure
 from costapp.models.api import SCOPE_METRICS
 from costapp.models.economics import IdleFigure
+from costapp.pipeline.selectors import last_refreshes, pipeline_status
 
 LABELS = ["deployment", "team", "clock", "currency"]
 SCOPES = ("deployment", "team", "fleet")
@@ -67,10 +68,11 @@ IDLE_LABELS = ["deployment", "pool", "team", "kind", "method", "currency"]
 
 
 def latest_figures() -> list[UnitCostFigure]:
-    """Per series and currency: the last stored hour (provisional), the last
-    final bill day and the last estimated one."""
+    """Per series and currency: the last closed hour (provisional), the last
+    final bill day and the last estimated one. A period still in progress is
+    left out: an alerting rule on it would page on a quarter of an hour."""
     wanted = Q(pk__in=[])
-    base = UnitCostFigure.objects.filter(scope__in=SCOPES)
+    base = UnitCostFigure.objects.filter(scope__in=SCOPES, complete=True)
     for grain, clock in (
         ("hour", "provisional"),
         ("day", "final"),
@@ -154,8 +156,63 @@ def _idle_families(now: datetime) -> Iterator[GaugeMetricFamily]:
     yield from (dollars, gpu_hours, period_end)
 
 
+def pipeline_families(
+    now: datetime,
+) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+    """Watch the watcher: when each step last succeeded, how long it took,
+    how long the data it consumed waited, how long data waits for it now,
+    and when each source last stored data (docs/economics.md gives the
+    alerting rules that page when the beat or a worker stops)."""
+    success = GaugeMetricFamily(
+        "costapp_pipeline_step_last_success_timestamp_seconds",
+        "When the step last finished successfully",
+        labels=["step"],
+    )
+    duration = GaugeMetricFamily(
+        "costapp_pipeline_step_duration_seconds",
+        "How long the step's last successful run took",
+        labels=["step"],
+    )
+    lag = GaugeMetricFamily(
+        "costapp_pipeline_step_lag_seconds",
+        "From the arrival of the oldest data the step's last run consumed to "
+        "its end (for unit_costs: the data-to-figure lag)",
+        labels=["step"],
+    )
+    waiting = GaugeMetricFamily(
+        "costapp_pipeline_step_waiting_seconds",
+        "How long the oldest data not yet consumed by the step has waited (0: "
+        "up to date)",
+        labels=["step"],
+    )
+    failures = CounterMetricFamily(
+        "costapp_pipeline_step_failures",
+        "Runs of the step that failed (their work goes back to pending)",
+        labels=["step"],
+    )
+    for s in pipeline_status(now=now):
+        if s.last_success_at is not None:
+            success.add_metric([s.name], s.last_success_at.timestamp())
+        if s.last_duration_s is not None:
+            duration.add_metric([s.name], s.last_duration_s)
+        if s.last_lag_s is not None:
+            lag.add_metric([s.name], s.last_lag_s)
+        waited = (now - s.waiting_since).total_seconds() if s.waiting_since else 0.0
+        waiting.add_metric([s.name], max(0.0, waited))
+        failures.add_metric([s.name], float(s.failures))
+    refreshed = GaugeMetricFamily(
+        "costapp_source_last_data_timestamp_seconds",
+        "When a run of the source last finished with data stored",
+        labels=["source"],
+    )
+    for source, at in last_refreshes().items():
+        if at is not None:
+            refreshed.add_metric([source], at.timestamp())
+    yield from (success, duration, lag, waiting, failures, refreshed)
+
+
 class UnitCostCollector(Collector):
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         teams = dict(Deployment.objects.values_list("name", "team"))
         families = {
             field: GaugeMetricFamily(name, doc, labels=LABELS)
@@ -190,6 +247,7 @@ class UnitCostCollector(Collector):
         yield period_end
         yield flagged
         yield from _idle_families(timezone.now())
+        yield from pipeline_families(timezone.now())
 
 
 METRICS_RIGHT = "costapp.view_unitcostfigure"

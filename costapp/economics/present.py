@@ -32,14 +32,21 @@ def _f(value: object) -> float | None:
     return None if value is None else float(value)  # type: ignore[arg-type]
 
 
+PARTIAL = "partial, not closed"
+
+
 def period(row: FigureRow) -> str:
+    """The period's name; one still in progress (or read before it closed)
+    says so: its figure will move, and it is not judged."""
     if row.grain == "hour":
-        return row.period_start.strftime("%Y-%m-%d %H:00 UTC")
-    if row.grain == "week":
-        return row.period_start.strftime("week of %Y-%m-%d")
-    if row.grain == "month":
-        return row.period_start.strftime("%Y-%m")
-    return row.period_start.strftime("%Y-%m-%d")
+        text = row.period_start.strftime("%Y-%m-%d %H:00 UTC")
+    elif row.grain == "week":
+        text = row.period_start.strftime("week of %Y-%m-%d")
+    elif row.grain == "month":
+        text = row.period_start.strftime("%Y-%m")
+    else:
+        text = row.period_start.strftime("%Y-%m-%d")
+    return text if row.complete else f"{text} \N{MIDDLE DOT} {PARTIAL}"
 
 
 def flag_row(row: FigureRow) -> dict[str, Any]:
@@ -49,7 +56,9 @@ def flag_row(row: FigureRow) -> dict[str, Any]:
         "name": row.name,
         "period": period(row),
         "flag": row.flag,
-        "flag_label": FLAG_LABELS.get(row.flag, row.flag),
+        "flag_label": FLAG_LABELS.get(row.flag, row.flag)
+        if row.complete
+        else f"{PARTIAL}: not judged yet",
         "clock": CLOCK_LABELS.get(row.clock, row.clock),
         "value": fmt.money_unit(row.cost_per_1k_requests, row.currency),
         "baseline": fmt.money_unit(row.baseline, row.currency),

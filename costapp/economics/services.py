@@ -3,8 +3,10 @@
 ``unit_costs_recompute`` feeds stored telemetry, the allocated bill and the
 rate card to ``analytics`` (clocks, unit costs, baselines, explanations) and
 stores what comes back; it does no arithmetic of its own beyond summing
-additive parts into teams, pools and the fleet. It never queues anything
-(import-linter: services never queue); ``economics.tasks`` does.
+additive parts into teams, pools and the fleet. It is the ``unit_costs`` step
+of the pipeline (``costapp.pipeline.steps``), after the cost shares and before
+idle, the month forecasts and the alert evaluation; it never queues anything
+(import-linter: services never queue).
 
 Series: ``deployment`` (direct: its allocated bill), ``pool`` (its whole bill:
 members and ``__idle__``), ``team`` and ``fleet`` (fully loaded: a pool whose
@@ -23,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 
@@ -30,10 +33,10 @@ from analytics.anomalies import TOKEN_BAND, detect_run
 from analytics.baselines import BaselineConfig, BaselineState, baselines_run
 from analytics.lmdi import lmdi_aggregate
 from analytics.unit_costs import MIN_TOKENS, period_of, rollup, unit_costs
-from costapp.costs.shares import cost_shares_rebuild
 from costapp.economics.frames import (
     KEYS,
     affected_series,
+    completeness,
     figure_frames,
     one_or_mixed,
     worst_clock,
@@ -41,7 +44,6 @@ from costapp.economics.frames import (
 from costapp.economics.inputs import (
     recompute_inputs_read,
 )
-from costapp.economics.month import month_forecasts_store
 from costapp.economics.states import (
     baseline_config,
     checkpoint_days,
@@ -50,6 +52,7 @@ from costapp.economics.states import (
     series_keys,
 )
 from costapp.models import Budget, UnitCostFigure
+from costapp.models.economics import FIGURE_NATURAL_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -273,12 +276,31 @@ def _aggregate_parts(
             found.iat[i, found.columns.get_loc(column)] = row[name]
 
 
+NOTE_OPEN = "partial: not closed yet, not judged"
+# The LMDI parts' columns in the detection output.
+PARTS = ("price", "fleet", "traffic", "size", "cost_part", "idle", "mix")
+
+
 def _instances(
-    frame: pd.DataFrame, found: pd.DataFrame, grain: str, now: datetime
+    frame: pd.DataFrame,
+    found: pd.DataFrame,
+    grain: str,
+    now: datetime,
+    complete: np.ndarray,
 ) -> list[UnitCostFigure]:
     out = []
     merged = pd.concat([frame, found], axis=1)
-    for r in merged.to_dict("records"):
+    for r, done in zip(merged.to_dict("records"), complete.tolist(), strict=True):
+        if not done:
+            # A period in progress is shown, never judged: no flag, no cause.
+            # (A week or a month says "partial: N of M days" already.)
+            note = (
+                r["note"]
+                if grain in ("week", "month")
+                else "; ".join(x for x in (r["note"], NOTE_OPEN) if x)
+            )
+            r = {**r, "flag": "", "cause": "", "level_shift": False, "note": note}
+            r.update({k: np.nan for k in PARTS})
         parts = {
             k: float(r[src])
             for k, src in (
@@ -320,9 +342,46 @@ def _instances(
                 flag=r["flag"] or "", cause=r["cause"] or "",
                 parts=parts, level_shift=bool(r["level_shift"]),
                 warm=bool(r["warm"]), note=note[:300], computed_at=now,
+                complete=done,
             )
         )  # fmt: skip
     return out
+
+
+# What an alert rule reads of a figure: the same values again are not news.
+JUDGED = ("cost", "cost_per_1k_requests", "cost_per_1m_tokens", "baseline", "lower",
+          "upper", "baseline_per_1m_tokens", "requests", "idle_cost", "flag")  # fmt: skip
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None or isinstance(a, str) or isinstance(b, str):
+        return a == b
+    x, y = float(a), float(b)
+    return x == y or abs(x - y) <= 1e-9 * max(abs(x), abs(y))
+
+
+def _known_since_carry(
+    figures: list[UnitCostFigure], doomed: Any, now: datetime
+) -> None:
+    """Each complete figure keeps the ``known_since`` of the row it replaces
+    when its judged values are the same; otherwise it is news from ``now``."""
+    before = {
+        tuple(row[:5]): (row[5], row[6:])
+        for row in doomed.filter(complete=True, known_since__isnull=False).values_list(
+            *FIGURE_NATURAL_KEY, "known_since", *JUDGED
+        )
+    }
+    for f in figures:
+        if not f.complete:
+            f.known_since = None
+            continue
+        key = (f.scope, f.name, f.grain, f.period_start, f.currency)
+        old = before.get(key)
+        same = old is not None and all(
+            _same(getattr(f, name), value)
+            for name, value in zip(JUDGED, old[1], strict=True)
+        )
+        f.known_since = old[0] if old is not None and same else now
 
 
 ROLLED = ["cost", "gpu_hours", "prompt_tokens", "generation_tokens", "requests",
@@ -418,15 +477,16 @@ def unit_costs_recompute(
     ``since``, or runs the series' whole history where none is saved; only
     rows from ``since`` on (whole weeks and months) are written.
     """
-    # The stored allocation first (the days a run or a rule change made stale,
-    # or never stored): the inputs read it.
-    cost_shares_rebuild(stale_only=True)
+    # The stored allocation is the pipeline's step before this one; a day it
+    # has not stored yet is allocated on the fly by the read, never stale.
     inputs = recompute_inputs_read(basis=basis)
     frames = figure_frames(inputs)
     affected = affected_series(series, inputs)
     cutoff = (
         pd.Timestamp(datetime.combine(since, time())) if since is not None else None
     )
+    now_naive = pd.Timestamp(now.astimezone(UTC).replace(tzinfo=None))
+    settle = pd.Timedelta(seconds=settings.COSTAPP_SETTLE_S)
     figures: list[UnitCostFigure] = []
     flagged = 0
     saves: dict[str, tuple[pd.Timestamp | None, dict[pd.Timestamp, BaselineState]]] = {}
@@ -462,8 +522,9 @@ def unit_costs_recompute(
                 first = cutoff if g in ("day", "hour") else period_of([cutoff], g)[0]
                 keep = np.asarray(pd.DatetimeIndex(f["period_start"]) >= first)
                 f, found_g = f[keep], found_g[keep]
-            flagged += int((found_g["flag"] != "").sum())
-            figures.extend(_instances(f, found_g, g, now))
+            complete = completeness(f, g, inputs.hours, now=now_naive, settle=settle)
+            flagged += int(((found_g["flag"] != "").to_numpy() & complete).sum())
+            figures.extend(_instances(f, found_g, g, now, complete))
 
     with transaction.atomic():
         doomed = UnitCostFigure.objects.all()
@@ -482,18 +543,16 @@ def unit_costs_recompute(
             for scope, name in sorted(affected):
                 match |= Q(scope=scope, name=name)
             doomed = doomed.filter(match)
+        _known_since_carry(figures, doomed, now)
         deleted, _ = doomed.delete()
         UnitCostFigure.objects.bulk_create(figures, batch_size=2000)
         for grain, (resumed_at, states) in saves.items():
             checkpoints_save(
                 grain, resumed_at, states, partial=affected is not None, now=now
             )
-    # The month forecasts read these figures: stored once here, not per page.
-    forecasts = month_forecasts_store(now=now)
     logger.info(
-        "unit costs recomputed: %d rows (%d flagged), %d deleted, since %s; "
-        "%d month forecasts",
-        len(figures), flagged, deleted, since, forecasts,
+        "unit costs recomputed: %d rows (%d flagged), %d deleted, since %s",
+        len(figures), flagged, deleted, since,
     )  # fmt: skip
     return RecomputeResult(
         since=since,

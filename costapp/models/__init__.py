@@ -2,6 +2,7 @@ from costapp.models.access import AuditEntry, Capability
 from costapp.models.alerts import (
     AlertEvent,
     AlertRule,
+    AlertRuleEvaluated,
     AlertState,
     Channel,
     Delivery,
@@ -29,6 +30,7 @@ from costapp.models.economics import (
     UnitCostFigure,
 )
 from costapp.models.fleet import Deployment, Pool
+from costapp.models.pipeline import PipelineStep
 from costapp.models.rollups import (
     HistogramRollup,
     TelemetryRollup,
@@ -45,6 +47,7 @@ from costapp.models.usage import (
 __all__ = [
     "AlertEvent",
     "AlertRule",
+    "AlertRuleEvaluated",
     "AlertState",
     "ApiToken",
     "AuditEntry",
@@ -72,6 +75,7 @@ __all__ = [
     "IdleFigure",
     "IngestRun",
     "MonthForecastFigure",
+    "PipelineStep",
     "Pool",
     "RateCard",
     "Scenario",

@@ -18,8 +18,11 @@ METRICS = [
     ("daily_spend", "daily spend"),
     ("budget_burn", "budget burn (% of the month's budget spent)"),
     ("idle_cost", "idle dollars"),
-    ("staleness", "data staleness (hours without new data)"),
+    ("staleness", "telemetry staleness (hours since a deployment's newest sample)"),
+    ("bill_staleness", "bill staleness (hours since an account's newest bill day)"),
 ]
+# Metrics about data arriving, not figures: evaluated on the clock.
+STALENESS_METRICS = ("staleness", "bill_staleness")
 RULE_SCOPES = [("deployment", "deployment"), ("team", "team"), ("fleet", "fleet")]
 ORIGINS = [("ui", "UI"), ("file", "fleet file")]
 
@@ -92,6 +95,21 @@ class AlertRule(models.Model):
         return self.name
 
 
+class AlertRuleEvaluated(models.Model):
+    """When a rule was last evaluated: figures known by then were judged, so
+    a transition on them is history, not news. Its own table, which the page
+    cache leaves unwatched: an evaluation every few minutes that changes
+    nothing must not drop every cached page."""
+
+    rule = models.OneToOneField(
+        AlertRule, on_delete=models.CASCADE, primary_key=True, related_name="evaluated"
+    )
+    at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.rule_id} evaluated {self.at:%Y-%m-%d %H:%M}"
+
+
 class AlertState(models.Model):
     STATES = [("inactive", "inactive"), ("pending", "pending"), ("firing", "firing")]
     ACTIVE = ("pending", "firing")  # what "active alerts" counts, everywhere
@@ -130,6 +148,9 @@ class AlertEvent(models.Model):
     figure_id = models.BigIntegerField(null=True, blank=True)  # UnitCostFigure
     # "" when it was to be sent; else why not ("historical", "silenced", ...).
     not_sent = models.CharField(max_length=100, blank=True)
+    # Seconds from the period's close (end + settle delay) to this event,
+    # when that is longer than the schedule promises: the data came late.
+    late_s = models.FloatField(null=True, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -82,6 +82,14 @@ class UnitCostFigure(models.Model):
     # the detection could not do ("no gpu_hours: ...").
     note = models.CharField(max_length=300, blank=True)
     computed_at = models.DateTimeField()
+    # False while the period is open or its telemetry was read before it
+    # closed (its end plus the settle delay): shown as partial, never judged
+    # by an alert rule.
+    complete = models.BooleanField(default=True)
+    # When the figure first stood with these values for its closed period
+    # (kept across recomputes that leave them unchanged): an alert evaluation
+    # after it has judged it; a later value is new and may page, late.
+    known_since = models.DateTimeField(null=True, blank=True)
 
     NATURAL_KEY = FIGURE_NATURAL_KEY
 

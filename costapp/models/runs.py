@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import models
+from django.utils import timezone
 
 
 class IngestRun(models.Model):
@@ -52,3 +55,32 @@ class IngestRun(models.Model):
     @property
     def finished(self) -> bool:
         return self.status in {self.SUCCEEDED, self.PARTIAL, self.FAILED}
+
+    # The one place a run's status is written. Each is one UPDATE of the
+    # fields it names, so counters the ingest adds with F() in the meantime
+    # are never overwritten by this instance's stale copy.
+
+    def start(self, **fields: Any) -> None:
+        """Running from now (``fields``: e.g. ``steps_total``)."""
+        self._set(
+            status=self.RUNNING,
+            started_at=timezone.now(),
+            finished_at=None,
+            error="",
+            **fields,
+        )
+
+    def finish(self, status: str, *, error: str = "", **fields: Any) -> None:
+        """Succeeded, partial or failed, with why (cut to what the page shows)."""
+        if status not in {self.SUCCEEDED, self.PARTIAL, self.FAILED}:
+            raise ValueError(f"status={status!r}: not a finished status")
+        self._set(
+            status=status, error=error[:5000], finished_at=timezone.now(), **fields
+        )
+
+    def fail(self, error: str) -> None:
+        self.finish(self.FAILED, error=error)
+
+    def _set(self, **fields: Any) -> None:
+        type(self).objects.filter(pk=self.pk).update(**fields)
+        self.refresh_from_db()

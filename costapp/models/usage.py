@@ -52,6 +52,11 @@ class DeploymentHour(models.Model):
     # PromQL increase() (extrapolated, close but not exact).
     counts_exact = models.BooleanField(default=True)
     samples = models.PositiveIntegerField(default=0)
+    # The newest sample seen in the hour: staleness is measured from it (an
+    # hour's start would fire up to an hour late). Null: not known.
+    last_sample_at = models.DateTimeField(null=True, blank=True)
+    # The run that last wrote the row; its start is when the hour was read,
+    # and an hour read before its end plus the settle delay is not complete.
     run = models.ForeignKey(
         "costapp.IngestRun", null=True, blank=True, on_delete=models.SET_NULL
     )

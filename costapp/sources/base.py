@@ -77,6 +77,8 @@ class DeploymentHourRecord:
     prefix_cache_hits: float | None = None
     counts_exact: bool = True
     samples: int = 0
+    # The newest sample of the hour (staleness is measured from it).
+    last_sample_at: datetime | None = None
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ deletes the mark (triggers, migration 0013); on PostgreSQL the writer and the
 triggers share a (deployment, day) advisory lock, so a write that commits
 while a day is rolled up waits and then drops the fresh mark.
 
-Who stores them: the ingest writes the days of every batch it writes
-(``costapp.ingest.batch_write`` calls ``rollups_for_records``), and
-``manage.py telemetry_rollup`` rebuilds a window (data loaded with COPY or
-from before migration 0013). ``page_read`` reads the rollups of the marked
+Who stores them: the pipeline's rollups step after each ingest of telemetry
+(``rollups_for_change``, outside the ingest's transactions: until it has run,
+the pages read those days from the hours), and ``manage.py telemetry_rollup``
+rebuilds a window (data loaded with COPY or from before migration 0013). ``page_read`` reads the rollups of the marked
 days and the hours of the rest: slower where unmarked, never stale.
 """
 
@@ -27,18 +27,19 @@ from datetime import UTC, date, datetime, time, timedelta
 import numpy as np
 import pandas as pd
 from django.db import connection, transaction
+from django.db.models import Max, Min
 from django.utils import timezone
 
 from analytics.downsample import Grid
 from costapp.models import (
     Deployment,
+    DeploymentHour,
     HistogramHour,
     HistogramRollup,
     TelemetryRollup,
     TelemetryRollupDay,
 )
 from costapp.models.rollups import ROLLUP_FIELDS
-from costapp.sources.base import DeploymentHourRecord, HistogramRecord
 from costapp.telemetry.series import (
     LATENCY,
     Epoch,
@@ -201,22 +202,32 @@ def _store_chunk(deployment_id: int, a: date, b: date) -> int:
     return len(chunk)
 
 
-def rollups_for_records(records: Iterable[object]) -> int:
-    """Re-store the (deployment, UTC day) pairs that ingest records of hours
-    or histograms touch; returns the deployment-days marked."""
-    touched: dict[str, set[date]] = defaultdict(set)
-    for r in records:
-        if isinstance(r, DeploymentHourRecord | HistogramRecord):
-            touched[r.deployment].add(r.hour.astimezone(UTC).date())
-    if not touched:
+def rollups_for_change(
+    *,
+    since: datetime | None,
+    until: datetime | None,
+    deployments: Collection[str] | None,
+) -> int:
+    """Re-store the UTC days of ``since``..``until`` (None: the first and the
+    last stored hour) of ``deployments`` (None: every one): the pipeline's
+    rollups step, after each ingest of telemetry. Returns the days marked."""
+    if deployments is not None and not deployments:
         return 0
-    ids = dict(
-        Deployment.objects.filter(name__in=list(touched)).values_list("name", "pk")
-    )
-    return sum(
-        rollups_store(deployment_id=ids[name], days=days)
-        for name, days in touched.items()
-        if name in ids
+    hours = DeploymentHour.objects.all()
+    if deployments is not None:
+        hours = hours.filter(deployment__name__in=list(deployments))
+    if since is None or until is None:
+        span = hours.aggregate(first=Min("hour"), last=Max("hour"))
+        if span["first"] is None:
+            return 0
+        since = since or span["first"]
+        until = until or span["last"] + timedelta(hours=1)
+    start = since.astimezone(UTC).date()
+    end = (until - timedelta(microseconds=1)).astimezone(UTC).date() + timedelta(1)
+    return rollups_rebuild(
+        start=start,
+        end=end,
+        deployments=None if deployments is None else list(deployments),
     )
 
 
@@ -297,7 +308,7 @@ def rollups_rebuild(
     """Store ``start``..``end`` (exclusive) for ``deployments`` (default:
     every deployment); returns the deployment-days marked."""
     qs = Deployment.objects.order_by("name")
-    if deployments:
+    if deployments is not None:
         qs = qs.filter(name__in=deployments)
     days = {start + timedelta(days=i) for i in range((end - start).days)}
     total = 0

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from costapp.ingest import ingest_run_create, ingest_run_execute
+from costapp.ingest import ingest_run_create
 from costapp.models import Deployment, IngestRun
 from costapp.sources.base import Window
 from costapp.sources.promql import selector_reason
@@ -160,26 +160,12 @@ def telemetry_run_create(
     )
 
 
-def telemetry_run_execute(*, run: IngestRun) -> IngestRun:
-    """Run synchronously (command line, refresh task)."""
-    from costapp.sources.base import SourceError
-    from costapp.sources.registry import source_for_run
-
-    try:
-        source = source_for_run(run)
-    except SourceError as exc:
-        IngestRun.objects.filter(pk=run.pk).update(
-            status=IngestRun.FAILED, error=str(exc), finished_at=timezone.now()
-        )
-        run.refresh_from_db()
-        return run
-    return ingest_run_execute(run=run, source=source)
-
-
-def telemetry_refresh(
+def telemetry_refresh_create(
     *, now: datetime | None = None, hours: int | None = None
 ) -> IngestRun | None:
-    """Re-pull the last few hours of every deployment with a selector.
+    """The run that re-pulls the last few hours of every deployment with a
+    selector (None: no Prometheus, or nothing to read); the caller executes
+    it (``costapp.pipeline.runs.run_execute``).
 
     The current hour is incomplete and the previous one may still receive late
     samples (remote write, federation), so each refresh rewrites them.
@@ -196,7 +182,6 @@ def telemetry_refresh(
     now = now or timezone.now()
     hours = hours or settings.TELEMETRY_REFRESH_HOURS
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    run = telemetry_run_create(
+    return telemetry_run_create(
         deployments=names, start=end - timedelta(hours=hours), end=end
     )
-    return telemetry_run_execute(run=run)

@@ -14,4 +14,5 @@ urlpatterns = [
     path("telemetry/", include("costapp.telemetry.urls")),
     path("capacity/", include("costapp.capacity.urls")),
     path("alerts/", include("costapp.alerts.urls")),
+    path("pipeline/", include("costapp.pipeline.urls")),
 ]

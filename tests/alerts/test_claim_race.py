@@ -13,7 +13,14 @@ from django.db import connections
 from costapp.alerts.delivery import deliveries_reap, delivery_send
 from costapp.alerts.evaluation import alert_rules_evaluate
 from costapp.alerts.services import channel_upsert
-from costapp.models import AlertEvent, AlertRule, AlertState, Delivery, UnitCostFigure
+from costapp.models import (
+    AlertEvent,
+    AlertRule,
+    AlertRuleEvaluated,
+    AlertState,
+    Delivery,
+    UnitCostFigure,
+)
 from tests.alerts.conftest import NOW
 from tests.support.receiver import receiver
 
@@ -34,20 +41,36 @@ def _worker(barrier: Any, results: Any) -> None:
 
 
 def _seed() -> None:
+    """Three closed hours in breach, computed after the last one closed."""
     UnitCostFigure.objects.bulk_create(
         UnitCostFigure(
             scope="deployment",
             name="chat",
             grain="hour",
-            period_start=NOW - timedelta(hours=3 - i),
+            period_start=NOW - timedelta(hours=4 - i),
             clock="provisional",
             cost_per_1k_requests=0.5,
             baseline=0.3,
             requests=1000,
-            computed_at=NOW,
+            computed_at=NOW - timedelta(minutes=30),
         )
         for i in range(3)
     )
+
+
+def _rule(channel: Any) -> AlertRule:
+    rule = AlertRule.objects.create(
+        name="r",
+        metric="cost_per_1k_requests",
+        grain="hour",
+        condition="ratio",
+        ratio=1.2,
+        for_periods=1,
+    )
+    rule.channels.set([channel])
+    # Made before the figures: they are news to it.
+    AlertRule.objects.filter(pk=rule.pk).update(created_at=NOW - timedelta(days=1))
+    return rule
 
 
 def test_two_workers_at_a_barrier_send_one_notification_each_time(
@@ -58,18 +81,11 @@ def test_two_workers_at_a_barrier_send_one_notification_each_time(
     ctx = multiprocessing.get_context("fork")
     with receiver() as rx:
         channel = channel_upsert(name="hook", kind="webhook", config={"url": rx.url})
-        rule = AlertRule.objects.create(
-            name="r",
-            metric="cost_per_1k_requests",
-            grain="hour",
-            condition="ratio",
-            ratio=1.2,
-            for_periods=1,
-        )
-        rule.channels.set([channel.channel])
+        rule = _rule(channel.channel)
         for round_ in range(20):
             AlertEvent.objects.all().delete()
             AlertState.objects.all().delete()
+            AlertRuleEvaluated.objects.all().delete()
             Delivery.objects.all().delete()
             # The steady state: the row exists, both workers read version 0,
             # and only the conditional UPDATE keeps the second one out.
@@ -100,15 +116,7 @@ def test_a_worker_killed_after_sending_resends_with_the_same_webhook_id(
     _seed()
     with receiver() as rx:
         channel = channel_upsert(name="hook", kind="webhook", config={"url": rx.url})
-        rule = AlertRule.objects.create(
-            name="r",
-            metric="cost_per_1k_requests",
-            grain="hour",
-            condition="ratio",
-            ratio=1.2,
-            for_periods=1,
-        )
-        rule.channels.set([channel.channel])
+        _rule(channel.channel)
         (pk,) = alert_rules_evaluate(now=NOW)
         assert delivery_send(delivery_id=pk) is not None
         # As if the worker died after the send, before recording it:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -9,8 +10,12 @@ from costapp.alerts.services import channel_upsert
 from costapp.models import (
     AlertEvent,
     AlertRule,
+    AlertState,
     Channel,
+    CostLine,
     Delivery,
+    Deployment,
+    DeploymentHour,
     IngestRun,
     Silence,
     UnitCostFigure,
@@ -18,6 +23,9 @@ from costapp.models import (
 from tests.alerts.conftest import NOW
 
 pytestmark = pytest.mark.django_db
+
+# The hour ending at NOW is closed a settle delay (two scrape intervals) later.
+CLOSED = NOW + timedelta(minutes=1)
 
 
 def _figures(name: str, end: datetime, pattern: str) -> None:
@@ -49,6 +57,12 @@ def channel() -> Channel:
     return channel_upsert(name="mail", kind="email", config={"to": ["a@b.co"]}).channel
 
 
+def _created(rule: AlertRule, at: datetime) -> AlertRule:
+    AlertRule.objects.filter(pk=rule.pk).update(created_at=at)
+    rule.refresh_from_db()
+    return rule
+
+
 @pytest.fixture
 def fleet_rule(channel: Channel) -> AlertRule:
     rule = AlertRule.objects.create(
@@ -61,15 +75,17 @@ def fleet_rule(channel: Channel) -> AlertRule:
         for_periods=3,
     )
     rule.channels.set([channel])
-    return rule
+    # Made a month before the figures: what they show is news to it.
+    return _created(rule, NOW - timedelta(days=30))
 
 
-def test_a_90_day_backfill_sends_nothing_and_records_why(
+def test_figures_that_stood_before_the_rule_existed_are_history_and_page_nobody(
     fleet_rule: AlertRule,
 ) -> None:
-    # An incident ten days ago, quiet since.
+    # An incident ten days ago, quiet since, all stored before the rule.
     _figures("chat", NOW, "0" * 24 + "1" * 6 + "0" * 240)
-    assert alert_rules_evaluate(now=NOW) == []
+    _created(fleet_rule, CLOSED)
+    assert alert_rules_evaluate(now=CLOSED) == []
     kinds = list(
         AlertEvent.objects.order_by("data_time").values_list("kind", "not_sent")
     )
@@ -78,20 +94,87 @@ def test_a_90_day_backfill_sends_nothing_and_records_why(
     assert (row.status, row.reason) == ("not_sent", "historical")
 
 
+def test_a_backfill_after_the_rule_pages_once_and_says_how_late_it_is(
+    fleet_rule: AlertRule,
+) -> None:
+    # The same incident, backfilled now: nobody was told, so it is news.
+    _figures("chat", NOW, "0" * 24 + "1" * 6 + "0" * 240)
+    (pk,) = alert_rules_evaluate(now=CLOSED)
+    events = list(Delivery.objects.get(pk=pk).events.order_by("data_time"))
+    assert [(e.kind, e.not_sent) for e in events] == [("firing", ""), ("resolved", "")]
+    fired = events[0]
+    closed_at = fired.data_time + timedelta(hours=1, seconds=30)
+    assert fired.late_s == pytest.approx((CLOSED - closed_at).total_seconds())
+    assert fired.late_s > 9 * 86400
+    # Evaluated again, the same figures are history: nothing more.
+    assert alert_rules_evaluate(now=CLOSED + timedelta(minutes=5)) == []
+
+
 def test_a_live_incident_sends_once_with_the_explanation(fleet_rule: AlertRule) -> None:
     _figures("chat", NOW, "0" * 48 + "111")
-    (pk,) = alert_rules_evaluate(now=NOW)
+    (pk,) = alert_rules_evaluate(now=CLOSED)
     delivery = Delivery.objects.get(pk=pk)
     (event,) = delivery.events.all()
     assert (event.kind, event.scope_name, event.not_sent) == ("firing", "chat", "")
     assert event.explanation == "replicas 6 → 9 at unchanged traffic"
     assert event.figure_id is not None
-    assert alert_rules_evaluate(now=NOW + timedelta(minutes=15)) == []
+    assert event.late_s is None  # a minute after the hour closed: on time
+    assert alert_rules_evaluate(now=CLOSED + timedelta(minutes=15)) == []
+
+
+def test_the_hour_in_progress_is_not_judged_until_it_closes(
+    fleet_rule: AlertRule,
+) -> None:
+    _figures("chat", NOW, "0" * 48 + "111")
+    # At NOW the third breaching hour has ended but is not settled: pending.
+    assert alert_rules_evaluate(now=NOW) == []
+    assert AlertEvent.objects.count() == 0
+    (pk,) = alert_rules_evaluate(now=CLOSED)
+    assert Delivery.objects.get(pk=pk).events.get().kind == "firing"
+
+
+def test_an_incomplete_figure_neither_resolves_nor_resets(
+    fleet_rule: AlertRule,
+) -> None:
+    _figures("chat", NOW, "0" * 48 + "111")
+    alert_rules_evaluate(now=CLOSED)
+    # Three hours in band, the last read a quarter of the way in (a quarter
+    # of the traffic, classed as a drop): partial, so it is not the third
+    # clear period the resolve needs.
+    later = NOW + timedelta(hours=3)
+    _figures("chat", later, "000")
+    UnitCostFigure.objects.filter(period_start=later - timedelta(hours=1)).update(
+        complete=False
+    )
+    assert alert_rules_evaluate(now=later + timedelta(minutes=1)) == []
+    assert AlertState.objects.get(scope_name="chat").state == "firing"
+    UnitCostFigure.objects.filter(period_start=later - timedelta(hours=1)).update(
+        complete=True, known_since=later + timedelta(minutes=15)
+    )
+    (pk,) = alert_rules_evaluate(now=later + timedelta(minutes=16))
+    assert Delivery.objects.get(pk=pk).events.get().kind == "resolved"
+
+
+def test_late_data_that_moves_a_firing_alert_does_not_page_it_again(
+    fleet_rule: AlertRule,
+) -> None:
+    _figures("chat", NOW, "0" * 48 + "111")
+    alert_rules_evaluate(now=CLOSED)
+    # Late samples: the first breaching hour was in band after all, and the
+    # hour after the third breaches: the alert fires from an hour later.
+    first = NOW - timedelta(hours=3)
+    UnitCostFigure.objects.filter(period_start=first).update(
+        cost_per_1k_requests=0.30, flag="", known_since=CLOSED + timedelta(hours=1)
+    )
+    _figures("chat", NOW + timedelta(hours=1), "1")
+    assert alert_rules_evaluate(now=CLOSED + timedelta(hours=1)) == []
+    assert AlertEvent.objects.filter(kind="firing").count() == 1
 
 
 def test_replay_sends_history(fleet_rule: AlertRule) -> None:
     _figures("chat", NOW, "0" * 24 + "1" * 6 + "0" * 240)
-    (pk,) = alert_rules_evaluate(now=NOW, replay=True)
+    _created(fleet_rule, CLOSED)
+    (pk,) = alert_rules_evaluate(now=CLOSED, replay=True)
     assert Delivery.objects.get(pk=pk).events.count() == 2
 
 
@@ -100,7 +183,7 @@ def test_transitions_of_one_evaluation_are_grouped_per_channel(
 ) -> None:
     _figures("chat", NOW, "0" * 10 + "111")
     _figures("embed", NOW, "0" * 10 + "111")
-    (pk,) = alert_rules_evaluate(now=NOW)
+    (pk,) = alert_rules_evaluate(now=CLOSED)
     names = sorted(
         Delivery.objects.get(pk=pk).events.values_list("scope_name", flat=True)
     )
@@ -111,9 +194,14 @@ def test_a_restatement_that_removes_the_breach_resolves_with_reason_restated(
     fleet_rule: AlertRule,
 ) -> None:
     _figures("chat", NOW, "0" * 10 + "111")
-    alert_rules_evaluate(now=NOW)
-    UnitCostFigure.objects.update(cost_per_1k_requests=0.30, flag="", cause="")
-    (pk,) = alert_rules_evaluate(now=NOW + timedelta(hours=1))
+    alert_rules_evaluate(now=CLOSED)
+    UnitCostFigure.objects.update(
+        cost_per_1k_requests=0.30,
+        flag="",
+        cause="",
+        known_since=CLOSED + timedelta(minutes=30),
+    )
+    (pk,) = alert_rules_evaluate(now=CLOSED + timedelta(hours=1))
     (event,) = Delivery.objects.get(pk=pk).events.all()
     assert (event.kind, event.reason) == ("resolved", "restated")
 
@@ -128,7 +216,7 @@ def test_a_silenced_deployment_is_recorded_but_not_sent(
         ends_at=NOW + timedelta(hours=1),
     )
     _figures("chat", NOW, "0" * 10 + "111")
-    assert alert_rules_evaluate(now=NOW) == []
+    assert alert_rules_evaluate(now=CLOSED) == []
     assert AlertEvent.objects.get().not_sent == "silenced"
 
 
@@ -138,13 +226,21 @@ def test_the_hourly_cap_holds_further_notifications(
     channel.hourly_cap = 1
     channel.save()
     _figures("chat", NOW, "0" * 10 + "111")
-    assert len(alert_rules_evaluate(now=NOW)) == 1
-    _figures("embed", NOW + timedelta(hours=1), "0" * 10 + "111")
-    assert alert_rules_evaluate(now=NOW + timedelta(minutes=30)) == []
+    assert len(alert_rules_evaluate(now=CLOSED)) == 1
+    _figures("embed", NOW + timedelta(minutes=30), "0" * 10 + "111")
+    assert alert_rules_evaluate(now=CLOSED + timedelta(minutes=30)) == []
     assert Delivery.objects.filter(reason="hourly cap").count() == 1
 
 
-def test_a_stopped_ingest_fires_one_staleness_alert_per_source(
+def _hour_up_to(name: str, last_sample: datetime) -> None:
+    deployment = Deployment.objects.get(name=name)
+    hour = last_sample.replace(minute=0, second=0)
+    DeploymentHour.objects.create(
+        deployment=deployment, hour=hour, requests_stop=10, last_sample_at=last_sample
+    )
+
+
+def test_a_deployment_whose_samples_stop_fires_staleness_once_on_its_newest_sample(
     channel: Channel,
 ) -> None:
     rule = AlertRule.objects.create(
@@ -152,37 +248,64 @@ def test_a_stopped_ingest_fires_one_staleness_alert_per_source(
         metric="staleness",
         grain="hour",
         condition="threshold",
-        threshold=3,
+        threshold=0.25,
     )
     rule.channels.set([channel])
-    for source, target, end in (
-        ("prometheus", "chat,embed", NOW - timedelta(hours=8)),
-        ("prometheus", "rag", NOW - timedelta(hours=7)),
-        ("cost_explorer", "111111111111", NOW - timedelta(hours=1)),
-    ):
-        IngestRun.objects.create(
-            source=source,
-            target=target,
-            window_start=end - timedelta(hours=1),
-            window_end=end,
-            status=IngestRun.SUCCEEDED,
+    for name in ("chat", "embed", "rag"):
+        Deployment.objects.create(
+            name=name, model_name="m", gpu_type="H100", prometheus_selector='job="x"'
+        )
+    _hour_up_to("chat", NOW - timedelta(minutes=20))  # stopped 20 minutes ago
+    _hour_up_to("embed", NOW - timedelta(seconds=15))
+    # rag has a selector and never delivered a sample: stale too.
+    (pk,) = alert_rules_evaluate(now=NOW)
+    events = sorted(
+        Delivery.objects.get(pk=pk).events.all(), key=lambda e: e.scope_name
+    )
+    assert [(e.scope_name, e.kind, e.reason) for e in events] == [
+        ("chat", "firing", "stale"),
+        ("rag", "firing", "stale"),
+    ]
+    assert events[0].value == pytest.approx(20 / 60)
+    assert events[1].value is None
+    # Still stale: no second page.
+    assert alert_rules_evaluate(now=NOW + timedelta(minutes=10)) == []
+    _hour_up_to("chat", NOW + timedelta(minutes=14))
+    (pk,) = alert_rules_evaluate(now=NOW + timedelta(minutes=14, seconds=30))
+    (event,) = Delivery.objects.get(pk=pk).events.all()
+    assert (event.scope_name, event.kind) == ("chat", "resolved")
+
+
+def test_an_account_without_a_new_bill_day_fires_bill_staleness(
+    channel: Channel, settings: Any
+) -> None:
+    from decimal import Decimal
+
+    settings.COST_EXPLORER_ACCOUNTS = ["111111111111", "222222222222"]
+    rule = AlertRule.objects.create(
+        name="bills late",
+        metric="bill_staleness",
+        grain="day",
+        scope="fleet",
+        condition="threshold",
+        threshold=48,
+    )
+    rule.channels.set([channel])
+    midnight = NOW.replace(hour=0)
+    for account, days_ago in (("111111111111", 1), ("222222222222", 4)):
+        CostLine.objects.create(
+            source="cost_explorer",
+            account_id=account,
+            period_start=midnight - timedelta(days=days_ago),
+            service="Amazon Elastic Compute Cloud - Compute",
+            unblended_cost=Decimal("1.0"),
+            fetched_at=NOW,
         )
     (pk,) = alert_rules_evaluate(now=NOW)
     (event,) = Delivery.objects.get(pk=pk).events.all()
-    assert (event.scope_name, event.kind, event.reason) == (
-        "prometheus",
-        "firing",
-        "stale",
-    )
-    assert alert_rules_evaluate(now=NOW + timedelta(hours=1)) == []
-    IngestRun.objects.create(
-        source="prometheus",
-        window_start=NOW,
-        window_end=NOW + timedelta(hours=2),
-        status=IngestRun.SUCCEEDED,
-    )
-    (pk,) = alert_rules_evaluate(now=NOW + timedelta(hours=2))
-    assert Delivery.objects.get(pk=pk).events.get().kind == "resolved"
+    # The 4 days ago bill ends 3 days ago at midnight, 84 hours before NOW.
+    assert (event.scope_name, event.kind) == ("222222222222", "firing")
+    assert event.value == pytest.approx(3 * 24 + 12)
 
 
 def test_a_per_1m_token_ratio_rule_reads_the_stored_token_baseline(
@@ -197,40 +320,55 @@ def test_a_per_1m_token_ratio_rule_reads_the_stored_token_baseline(
         for_periods=2,
     )
     rule.channels.set([channel])
+    _created(rule, NOW - timedelta(days=1))
     _figures("chat", NOW, "0" * 5 + "11")
     UnitCostFigure.objects.update(cost_per_1m_tokens=2.0, baseline_per_1m_tokens=1.0)
     UnitCostFigure.objects.filter(period_start__lt=NOW - timedelta(hours=2)).update(
         cost_per_1m_tokens=1.0
     )
-    (pk,) = alert_rules_evaluate(now=NOW)
+    (pk,) = alert_rules_evaluate(now=CLOSED)
     (event,) = Delivery.objects.get(pk=pk).events.all()
     assert (event.kind, event.value, event.baseline) == ("firing", 2.0, 1.0)
 
 
-def test_the_recompute_after_an_ingest_runs_the_evaluation(
+def test_the_pipeline_after_an_ingest_runs_the_evaluation(
     fleet_rule: AlertRule, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import time_machine
 
-    from costapp.economics import tasks as economics_tasks
+    from costapp.pipeline import work
+    from costapp.pipeline.runner import pipeline_drain
+    from costapp.pipeline.runs import run_followups
 
     class Result:
         rows_written = 0
 
-    monkeypatch.setattr(economics_tasks, "run_changes", lambda run: (None, None))
-    monkeypatch.setattr(
-        economics_tasks, "unit_costs_recompute", lambda **kwargs: Result()
-    )
+    # The figures are given; the steps before the evaluation do nothing.
+    monkeypatch.setattr(work, "unit_costs_recompute", lambda **kwargs: Result())
+    monkeypatch.setattr(work, "idle_figures_recompute", lambda **kwargs: Result())
     _figures("chat", NOW, "0" * 10 + "111")
     run = IngestRun.objects.create(
-        source="demo", window_start=NOW, window_end=NOW, status=IngestRun.SUCCEEDED
+        source="demo",
+        window_start=NOW - timedelta(hours=1),
+        window_end=NOW,
+        status=IngestRun.SUCCEEDED,
     )
-    with time_machine.travel(NOW, tick=False):
-        economics_tasks.unit_costs_recompute_task(run.pk)
+    with time_machine.travel(CLOSED, tick=False):
+        done = [e.step for e in pipeline_drain(run_followups(run)) if e.ran]
+    assert done == [
+        "rollups",
+        "cost_shares",
+        "unit_costs",
+        "idle",
+        "forecasts",
+        "alerts",
+    ]
     assert AlertEvent.objects.get().kind == "firing"
 
 
-def test_a_backfill_of_90_days_of_daily_figures_sends_nothing(channel: Channel) -> None:
+def test_90_days_of_daily_figures_stored_before_the_rule_page_nobody(
+    channel: Channel,
+) -> None:
     rule = AlertRule.objects.create(
         name="daily", metric="cost_per_1k_requests", grain="day", ratio=1.2
     )

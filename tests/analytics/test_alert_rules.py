@@ -126,3 +126,44 @@ def test_firings_and_resolves_alternate_and_never_fire_without_a_run_of_for(
             assert pattern[i - for_periods + 1 : i + 1] == "1" * for_periods
     if "1" * for_periods not in pattern:
         assert outcome.transitions == ()
+
+
+@given(
+    st.text(alphabet="01", max_size=60),
+    st.lists(
+        st.tuples(
+            st.integers(0, 60),  # where, among the closed periods
+            st.one_of(st.none(), st.just(float("nan")), st.floats(0, 1e6)),
+            st.one_of(st.none(), st.floats(0, 1e9)),  # any coverage (volume)
+            st.sampled_from(["", "traffic", "anomaly", "size"]),
+        ),
+        max_size=6,
+    ),
+    st.integers(1, 4),
+    st.integers(0, 4),
+)
+def test_a_period_that_is_not_closed_never_changes_the_state_whatever_it_holds(
+    pattern: str,
+    open_periods: list[tuple[int, float | None, float | None, str]],
+    for_periods: int,
+    keep: int,
+) -> None:
+    rule = RuleSpec(
+        condition="ratio", ratio=1.2, for_periods=for_periods, keep_firing_for=keep
+    )
+    closed = _hours(pattern)
+    expected = transitions(closed, rule)
+    mixed = list(closed)
+    for where, value, volume, flag in sorted(open_periods, key=lambda o: -o[0]):
+        at = T0 + timedelta(hours=where, minutes=30)
+        mixed.insert(
+            min(where, len(mixed)),
+            Period(at, value, 1.0, 0.8, 1.2, volume, flag, closed=False),
+        )
+    outcome = transitions(mixed, rule)
+    assert outcome.transitions == expected.transitions
+    assert (outcome.state, outcome.since) == (expected.state, expected.since)
+    # The open periods never breach: a backtest draws them as partial.
+    assert not any(
+        b for p, b in zip(mixed, outcome.breaching, strict=True) if not p.closed
+    )

@@ -348,16 +348,17 @@ def test_the_task_deletes_the_upload_whatever_the_outcome(
         seen.extend(tmp_path.iterdir())  # the file is there while it imports
         return original(**kwargs)
 
-    import costapp.costs.tasks as tasks
+    import costapp.pipeline.runs as runs
 
-    tasks.focus_import_execute = watch  # type: ignore[assignment]
+    # The one run executor calls it, for the task as for the command.
+    runs.focus_import_execute = watch  # type: ignore[assignment]
     try:
         with django_capture_on_commit_callbacks(execute=True):
             page = client.post(
                 "/costs/focus/", {"file": SimpleUploadedFile("sep.csv", content)}
             )
     finally:
-        tasks.focus_import_execute = original  # type: ignore[assignment]
+        runs.focus_import_execute = original  # type: ignore[assignment]
     assert page.status_code == 302
     run = IngestRun.objects.get()
     assert run.status == (IngestRun.SUCCEEDED if good else IngestRun.FAILED)

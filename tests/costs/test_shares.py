@@ -18,7 +18,6 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
-from django.utils import timezone
 
 from costapp.costs.allocations import allocation_days, allocations_compute, stored_days
 from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
@@ -27,7 +26,6 @@ from costapp.costs.exports import Export, ExportSpec
 from costapp.costs.selectors import BASES
 from costapp.costs.shares import cost_shares_rebuild
 from costapp.csv_export import csv_lines
-from costapp.economics.services import unit_costs_recompute
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import (
     CostExportDay,
@@ -47,6 +45,7 @@ from costapp.sources.base import (
     Window,
 )
 from tests.costs.conftest import ACCOUNT, utc
+from tests.support.pipeline import pipeline_run
 
 pytestmark = pytest.mark.django_db
 D = Decimal
@@ -251,8 +250,8 @@ def test_a_late_telemetry_hour_in_a_pool_changes_the_split_and_the_store_follows
     # code used more of the pool's paid GPU-hours: more of the node line is
     # code's, less of it the pool's idle.
     assert share_of(day, "code") > code and share_of(day, "p5/__idle__") < idle
-    # The unit-cost recompute restores the stale day before it reads.
-    unit_costs_recompute(now=timezone.now())
+    # The pipeline's step after an ingest restores the stale day.
+    pipeline_run(["cost_shares"])
     assert_stored_equals_fresh()
     assert share_of(day, "code") > code
     assert CostUsageDay.objects.get(day=day, deployment="code").gpu_hours == D(32)
@@ -267,7 +266,7 @@ def test_a_pool_change_through_the_fleet_file_restores_the_shares(
     fleet.write_text(fleet_text(key="requests", code_pool=False))
     out = io.StringIO()
     call_command("fleet_load", str(fleet), stdout=out)
-    assert f"allocation restored for {DAYS} day(s)" in out.getvalue()
+    assert f"cost shares (the allocated bill): {DAYS} rows" in out.getvalue()
     assert set(CostShareDay.objects.values_list("rules_digest", flat=True)) != digest
     assert_stored_equals_fresh()
     # code left the pool: its GPU-hours no longer use the pool's paid ones.
@@ -350,6 +349,7 @@ def test_stored_export_rows_are_not_read_once_the_rate_card_or_a_home_changes(
 ) -> None:
     spec = ExportSpec(start=START, end=END + timedelta(days=1))
     day = END  # telemetry, no bill: a provisional day, priced by the rate card
+    RateCard.objects.all().delete()  # not even the list prices the load added
     run_of("prometheus", _at(day), _at(day + timedelta(1)),
            hours(day, [("chat", 3, 3600.0, 4.0)]))  # fmt: skip
     cost_shares_rebuild()

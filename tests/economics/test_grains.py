@@ -150,7 +150,8 @@ def test_the_overview_and_the_deployment_page_show_the_grain_picked(
         )
         assert tokens["y"] == pytest.approx([f.cost_per_1m_tokens for f in stored])
         solo = client.get("/fleet/solo/", {"grain": "month"}).content.decode()
-        assert "Last month (2026-10)" in solo
+        # October is in progress on the 13th: the page says so.
+        assert "Last month (2026-10 · partial, not closed)" in solo
         refused = client.get("/fleet/solo/", {"grain": "year"}).content.decode()
         assert (
             "grain=&#x27;year&#x27;: is not one of day, week, month; showing days"

@@ -19,6 +19,7 @@ from costapp import formatting as fmt
 from costapp.economics.forecasts import month_forecast_read
 from costapp.economics.month import (
     month_card_context,
+    month_forecasts_store,
     overview_month_context,
     overview_month_read,
 )
@@ -63,6 +64,7 @@ def month(world: w.World) -> None:
     Budget.objects.create(scope="team", name="t2", monthly_amount=5000)
     Budget.objects.create(scope="deployment", name="solo", monthly_amount=100)
     unit_costs_recompute(now=NOW)
+    month_forecasts_store(now=NOW)
     rule = AlertRule.objects.create(
         name="unit cost up", metric="cost_per_1k_requests", grain="day", ratio=1.2
     )

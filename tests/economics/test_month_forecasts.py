@@ -21,6 +21,7 @@ from costapp.economics.forecasts import (
     month_forecast_read,
     with_budget,
 )
+from costapp.economics.month import month_forecasts_store
 from costapp.economics.services import budget_upsert, unit_costs_recompute
 from costapp.models import Budget, MonthForecastFigure
 from tests.economics import world as w
@@ -30,6 +31,12 @@ pytestmark = [pytest.mark.django_db]
 NOW = datetime(2026, 10, 13, 6, tzinfo=UTC)
 LAST = w.START + timedelta(days=w.DAYS - 1)  # 2026-10-11, provisional
 TODAY = LAST + timedelta(days=1)
+
+
+def recompute(*, now: datetime, since: date | None = None) -> None:
+    """The pipeline's unit costs step, then its forecasts step."""
+    unit_costs_recompute(now=now, since=since)
+    month_forecasts_store(now=now)
 
 
 def no_compute(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
@@ -50,11 +57,11 @@ def stored_keys() -> set[tuple[str, str, str, date]]:
     )
 
 
-def test_the_recompute_stores_the_fleet_every_team_and_every_budgeted_scope(
+def test_the_forecasts_step_stores_the_fleet_every_team_and_every_budgeted_scope(
     world: w.World,
 ) -> None:
     Budget.objects.create(scope="deployment", name="solo", monthly_amount=500)
-    unit_costs_recompute(now=NOW)
+    recompute(now=NOW)
     october = date(2026, 10, 1)
     assert stored_keys() == {
         ("fleet", "fleet", "USD", october),
@@ -87,7 +94,7 @@ def test_the_stored_forecast_equals_the_one_computed_on_the_fly(
     budget: float | None,
 ) -> None:
     Budget.objects.create(scope="deployment", name="solo", monthly_amount=500)
-    unit_costs_recompute(now=NOW)
+    recompute(now=NOW)
     computed = month_forecast_compute(
         scope=scope, name=name, currency="USD", today=TODAY
     )
@@ -122,7 +129,7 @@ def test_a_budget_edit_changes_the_share_and_burn_date_without_a_recompute(
     world: w.World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     budget_upsert(scope="fleet", name="fleet", monthly_amount=Decimal("1000000"))
-    unit_costs_recompute(now=NOW)
+    recompute(now=NOW)
     row = MonthForecastFigure.objects.get(scope="fleet")
     [before] = budget_statuses_read(today=TODAY)
     assert before.forecast is not None and before.forecast.budget_burn_date is None
@@ -141,10 +148,10 @@ def test_a_budget_edit_changes_the_share_and_burn_date_without_a_recompute(
 
 
 def test_a_recompute_replaces_the_rows_of_the_month(world: w.World) -> None:
-    unit_costs_recompute(now=NOW)
+    recompute(now=NOW)
     first = {r.pk for r in MonthForecastFigure.objects.all()}
     later = NOW + timedelta(hours=3)
-    unit_costs_recompute(now=later, since=LAST - timedelta(days=2))
+    recompute(now=later, since=LAST - timedelta(days=2))
     rows = list(MonthForecastFigure.objects.all())
     assert len(rows) == len(first) == 4
     assert {r.pk for r in rows}.isdisjoint(first)
@@ -154,7 +161,7 @@ def test_a_recompute_replaces_the_rows_of_the_month(world: w.World) -> None:
 def test_a_read_for_an_earlier_day_computes_as_before(
     world: w.World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    unit_costs_recompute(now=NOW)
+    recompute(now=NOW)
     earlier = LAST  # spend to date through the 10th: not the stored as-of
     expected = month_forecast_compute(
         scope="fleet", name="fleet", currency="USD", today=earlier

@@ -14,7 +14,7 @@ from django.core.management import get_commands
 from costapp.env import database_from_url
 
 ROOT = Path(__file__).resolve().parents[2]
-APP_SERVICES = {"migrate", "web", "worker", "alerts-worker", "beat"}
+APP_SERVICES = {"migrate", "web", "worker", "live-worker", "alerts-worker", "beat"}
 
 pytestmark = pytest.mark.smoke
 
@@ -103,6 +103,7 @@ def test_health_checks_and_start_order(compose: dict[str, Any]) -> None:
     for name in (
         "web",
         "worker",
+        "live-worker",
         "alerts-worker",
         "postgres",
         "redis",
@@ -120,7 +121,7 @@ def test_health_checks_and_start_order(compose: dict[str, Any]) -> None:
                 "service_healthy",
                 "service_completed_successfully",
             }
-    for name in ("web", "worker", "alerts-worker", "beat"):
+    for name in ("web", "worker", "live-worker", "alerts-worker", "beat"):
         assert services[name]["depends_on"]["migrate"]["condition"] == (
             "service_completed_successfully"
         )
@@ -142,20 +143,57 @@ def test_mounted_files_and_secrets_exist(compose: dict[str, Any]) -> None:
         assert path in readme, f"README does not say how to create {path}"
 
 
-def test_a_worker_consumes_the_alerts_queue_and_alert_tasks_are_routed_there(
-    compose: dict[str, Any],
-) -> None:
+def _queue(task: str, *args: object) -> str:
     from celery import current_app
 
-    argv = command_of(compose["services"]["alerts-worker"])
-    assert argv[argv.index("-Q") + 1].split(",") == ["alerts"]
-    # The ingest worker keeps the default queue, so backfills never hold alerts.
-    assert "-Q" not in command_of(compose["services"]["worker"])
-    router = current_app.amqp.router
+    return str(current_app.amqp.router.route({}, task, args=args)["queue"].name)
+
+
+def test_each_queue_has_its_worker_and_each_task_its_queue(
+    compose: dict[str, Any],
+) -> None:
+    """Three workers, three queues: a backfill on the ingest worker never
+    delays a refresh, a recompute or a notification."""
+    from costapp.pipeline.steps import STEPS
+    from costapp.schedule import ENTRIES
+
+    consumes = {
+        name: (argv[argv.index("-Q") + 1].split(",") if "-Q" in argv else ["celery"])
+        for name in ("worker", "live-worker", "alerts-worker")
+        for argv in [command_of(compose["services"][name])]
+    }
+    assert consumes == {
+        "worker": ["celery"],  # Celery's default: COSTAPP_INGEST_QUEUE
+        "live-worker": ["live"],
+        "alerts-worker": ["alerts"],
+    }
     for task in (
         "costapp.alerts.tasks.delivery_send_task",
-        "costapp.alerts.tasks.alert_rules_evaluate_task",
         "costapp.alerts.tasks.deliveries_reap_task",
     ):
-        assert router.route({}, task)["queue"].name == "alerts", task
-    assert router.route({}, "costapp.tasks.ingest_run_task")["queue"].name != "alerts"
+        assert _queue(task) == "alerts", task
+    for task in (
+        "costapp.tasks.ingest_run_task",
+        "costapp.costs.tasks.focus_import_task",
+    ):
+        assert _queue(task) == "celery", task
+    step_task = "costapp.pipeline.tasks.pipeline_step_task"
+    assert {name: _queue(step_task, name) for name in STEPS} == {
+        "rollups": "celery",
+        "cost_shares": "live",
+        "unit_costs": "live",
+        "idle": "live",
+        "forecasts": "live",
+        "alerts": "alerts",
+    }
+    # Every beat entry goes to a queue some worker consumes.
+    served = {q for queues in consumes.values() for q in queues}
+    for entry in ENTRIES:
+        assert _queue(entry.task) in served, entry.name
+    assert _queue("costapp.telemetry.tasks.telemetry_refresh_task") == "live"
+    assert _queue("costapp.costs.tasks.bills_refresh_task") == "live"
+
+
+def test_workers_and_beat_come_back_after_a_crash(compose: dict[str, Any]) -> None:
+    for name in ("worker", "live-worker", "alerts-worker", "beat"):
+        assert compose["services"][name]["restart"] == "unless-stopped", name

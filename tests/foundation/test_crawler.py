@@ -79,6 +79,8 @@ EXPECTED: dict[str, Rule] = {
     "alerts:channels": Rule(LEADS, ADMINS),
     "alerts:channel": Rule(LEADS, ADMINS),
     "alerts:log": Rule(LEADS, None),
+    # What follows new data, step by step; POST evaluates every rule now.
+    "pipeline:status": Rule(LEADS, LEADS),
     # The JSON API: bearer tokens only (TOKEN_AUTH); its pages are a session's.
     "api:unit_costs": Rule(frozenset(), None),
     "api:baselines": Rule(frozenset(), None),

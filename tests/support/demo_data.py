@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from costapp.economics.services import unit_costs_recompute
+import time_machine
+
 from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest
 from costapp.fleet.services import rate_card_seed
 from costapp.models import (
@@ -26,6 +27,7 @@ from costapp.models import (
     IdleFigure,
     IngestRun,
     MonthForecastFigure,
+    PipelineStep,
     Pool,
     RateCard,
     TeamHoliday,
@@ -33,13 +35,16 @@ from costapp.models import (
     TelemetryRollupDay,
     UnitCostFigure,
 )
+from costapp.pipeline.runner import pipeline_drain
+from costapp.pipeline.runs import run_followups
 
 # Children before parents; every table the demo's ingest and recompute write,
 # so a module's demo leaves nothing behind for the next module on its worker.
 DEMO_TABLES = (UnitCostFigure, MonthForecastFigure, IdleFigure, BaselineCheckpoint, CostShare,
                CostShareDay, CostUsageDay, TelemetryRollup, HistogramRollup,
                TelemetryRollupDay, CostLine, DeviceHour, HistogramHour, DeploymentHour,
-               EngineDiscovery, IngestRun, Deployment, Pool, RateCard, TeamHoliday)  # fmt: skip
+               EngineDiscovery, IngestRun, Deployment, Pool, RateCard, TeamHoliday,
+               PipelineStep)  # fmt: skip
 
 
 def demo_tables_wipe() -> None:
@@ -59,13 +64,14 @@ def demo_for_module(
     blocker: Any, *, end: datetime, days: int, recompute: bool = True
 ) -> Iterator[IngestRun]:
     """A module-scoped fixture's demo: wiped, loaded through the ingest, with
-    the recompute the pages read (as ``manage.py demo`` runs it) unless told
-    otherwise, yielded, then wiped (``blocker``: pytest-django's
-    ``django_db_blocker``)."""
+    what follows it in the pipeline (as ``manage.py demo`` runs it, an hour
+    after ``end`` so its last hour is closed) or only its rollups, yielded,
+    then wiped (``blocker``: pytest-django's ``django_db_blocker``)."""
     with blocker.unblock():
         demo_tables_wipe()
         run = demo_load(end=end, days=days)
-        if recompute:
-            unit_costs_recompute(now=end)
+        steps = run_followups(run)
+        with time_machine.travel(end + timedelta(hours=1), tick=False):
+            pipeline_drain(steps if recompute else ["rollups"])
         yield run
         demo_tables_wipe()

@@ -13,12 +13,9 @@ from django.utils.html import escape
 
 from costapp.ingest import ingest_run_create
 from costapp.models import Deployment, DeploymentHour, DeviceHour, IngestRun
+from costapp.pipeline.runs import run_execute
 from costapp.sources.base import Window
-from costapp.telemetry.services import (
-    TelemetryInputError,
-    telemetry_run_create,
-    telemetry_run_execute,
-)
+from costapp.telemetry.services import TelemetryInputError, telemetry_run_create
 from tests.support.services import free_port
 from tests.support.users import user_in
 from tests.telemetry.conftest import BUDGET, PromServer
@@ -97,7 +94,7 @@ def backfill(name: str, start: int, end: int, **selectors: str) -> IngestRun:
         dcgm_selectors={name: selectors["dcgm"]} if "dcgm" in selectors else None,
         options={"scrape_interval_s": 60},
     )
-    return telemetry_run_execute(run=run)
+    return run_execute(run)[0]
 
 
 def gpu_seconds(name: str) -> dict[int, float | None]:
@@ -253,7 +250,7 @@ def test_a_stored_run_naming_its_own_prometheus_url_fails_and_the_token_goes_now
             target="chat-v1",
             params={"deployments": ["chat-v1"], "config": {"url": elsewhere.url}},
         )
-        run = telemetry_run_execute(run=run)
+        run, _ = run_execute(run)
         assert elsewhere.count == 0
     assert run.status == IngestRun.FAILED
     assert run.error.startswith("config={'url': 'http://127.0.0.1:")
@@ -277,7 +274,7 @@ def test_a_stored_run_with_an_injected_dcgm_selector_is_refused_before_prometheu
                     "dcgm_selectors": {"chat-v0": INJECTION},
                 },
             )
-            run = telemetry_run_execute(run=run)
+            run, _ = run_execute(run)
         queries = proxy.paths
     assert run.status == IngestRun.PARTIAL  # chat-v0's own series still read
     assert (

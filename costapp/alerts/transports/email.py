@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 
 from costapp.alerts.payload import headline, subject, value_text
 from costapp.alerts.transports.base import Transport, TransportError
+from costapp.formatting import duration
 from costapp.models import Delivery
 
 CONSOLE = "django.core.mail.backends.console.EmailBackend"
@@ -33,6 +34,7 @@ class Email(Transport):
                 "baseline_text": value_text(e["baseline"], e["metric"])
                 if e["baseline"] is not None
                 else "",
+                "late_text": duration(e["late_s"]) if e.get("late_s") else "",
             }
             for e in body["events"]
         ]

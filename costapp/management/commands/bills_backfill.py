@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from costapp.costs.services import (
@@ -13,7 +14,9 @@ from costapp.costs.services import (
     bills_backfill_plan,
 )
 from costapp.management.arguments import day_argument
+from costapp.management.followups import followups_run_or_queue
 from costapp.models import IngestRun
+from costapp.pipeline.runs import run_execute
 from costapp.tasks import ingest_runs_queue
 
 logger = logging.getLogger(__name__)
@@ -59,17 +62,27 @@ class Command(BaseCommand):
             runs = bills_backfill_create(**kwargs, confirmed=opts["yes"])
         except BillsError as exc:
             raise CommandError(str(exc)) from None
-        try:
-            # Without a broker the task runs here and now; with one, in a worker.
+        if not settings.CELERY_TASK_ALWAYS_EAGER:
             ingest_runs_queue(runs)
-        except Exception:  # the run records its failure; the summary says it
-            logger.exception("a backfill run crashed")
+            for run in runs:
+                self.stdout.write(
+                    f"run {run.pk} {run.target}: queued for the ingest worker; "
+                    "the pipeline follows it there"
+                )
+            return
+        steps: list[str] = []
         for run in runs:
-            run.refresh_from_db()
+            try:
+                run, requested = run_execute(run)
+                steps += requested
+            except Exception:  # the run records its failure; the summary says it
+                logger.exception("a backfill run crashed")
+                run.refresh_from_db()
             self.stdout.write(
                 f"run {run.pk} {run.target}: {run.status}, {run.api_requests} "
                 f"requests, ${run.api_cost_usd}, {run.rows_written} rows"
                 + (f" ({run.error})" if run.error else "")
             )
+        followups_run_or_queue(steps, self.stdout)
         if any(r.status == IngestRun.FAILED for r in runs):
             raise CommandError("a run failed")

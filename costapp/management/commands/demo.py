@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -11,11 +12,8 @@ from django.core.servers import basehttp
 from django.core.wsgi import get_wsgi_application
 from django.db import transaction
 
-from costapp.alerts.evaluation import alert_rules_evaluate
 from costapp.alerts.fleetfile import alert_rules_load
-from costapp.alerts.tasks import deliveries_queue
-from costapp.economics.idle import idle_figures_recompute
-from costapp.economics.services import unit_costs_recompute
+from costapp.celery import beat_in_process
 from costapp.fleet.demo_setup import (
     DEMO_FLEET,
     demo_fleet_load,
@@ -23,7 +21,12 @@ from costapp.fleet.demo_setup import (
     demo_user_ensure,
     rate_card_seed,
 )
+from costapp.management.followups import followups_run_or_queue
 from costapp.models import IngestRun, UnitCostFigure
+from costapp.pipeline.change import Change
+from costapp.pipeline.runs import run_followups
+from costapp.pipeline.services import leases_clear, pipeline_request
+from costapp.pipeline.steps import ENTRY_STEPS
 
 
 class Command(BaseCommand):
@@ -54,6 +57,9 @@ class Command(BaseCommand):
             demo_fleet_load(end=end)
             alert_rules_load(path=DEMO_FLEET)
         rate_card_seed()
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            # Embedded: no other process runs steps, so no lease is live.
+            leases_clear()
         done = IngestRun.objects.filter(
             source="demo",
             status=IngestRun.SUCCEEDED,
@@ -61,6 +67,7 @@ class Command(BaseCommand):
             params__days=days,
             params__seed=options["seed"],
         ).exists()
+        steps: list[str] = []
         if done and not options["force"]:
             self.stdout.write(f"demo data for {days} days to {end:%Y-%m-%d} is loaded")
         else:
@@ -72,18 +79,16 @@ class Command(BaseCommand):
                 f"demo data: {run.rows_written} rows for {days} days to "
                 f"{end:%Y-%m-%d} in {time.perf_counter() - started:.1f} s"
             )
-        if not done or options["force"] or not UnitCostFigure.objects.exists():
-            # The story (incident, holiday) is told through the stored figures.
-            result = unit_costs_recompute(now=datetime.now(UTC))
-            idle_figures_recompute(now=datetime.now(UTC))
-            self.stdout.write(
-                f"unit costs: {result.rows_written} figures, {result.flagged} flagged"
-            )
-        # The demo replays its history with sending enabled: its incident is in
-        # the notification log (a real deployment never pages for history).
-        ids = alert_rules_evaluate(now=datetime.now(UTC), replay=True)
-        deliveries_queue(ids)
-        self.stdout.write(f"alerts: {len(ids)} notification(s) from the replay")
+            # The story (incident, holiday) is told through the stored
+            # figures: what follows the data, as after any ingest.
+            steps = run_followups(run)
+        if not steps and not UnitCostFigure.objects.exists():
+            steps = pipeline_request(steps=ENTRY_STEPS["both"], change=Change())
+        followups_run_or_queue(steps, self.stdout)
+        flagged = UnitCostFigure.objects.exclude(flag="").count()
+        self.stdout.write(
+            f"unit costs: {UnitCostFigure.objects.count()} figures, {flagged} flagged"
+        )
         credentials = demo_user_ensure(reset_password=True)
         url = f"http://{options['host']}:{options['port']}/"
         self.stdout.write(
@@ -103,6 +108,12 @@ class Command(BaseCommand):
             self.stdout.write(f"serving on {url} (Ctrl-C to stop)", ending="\n")
             self.stdout.flush()
 
+        # No broker, no beat process: the same schedule runs on a thread here.
+        stop = threading.Event()
+        if settings.CELERY_TASK_ALWAYS_EAGER:
+            threading.Thread(
+                target=beat_in_process, args=(stop,), name="beat", daemon=True
+            ).start()
         try:
             basehttp.run(
                 options["host"],
@@ -115,3 +126,5 @@ class Command(BaseCommand):
             )
         except KeyboardInterrupt:
             pass
+        finally:
+            stop.set()

@@ -6,8 +6,12 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from costapp.alerts.fleetfile import AlertsFileError, alert_rules_load
-from costapp.costs.shares import cost_shares_rebuild
 from costapp.fleet.fleetfile import FleetFileError, fleet_load
+from costapp.fleet.services import rate_card_seed
+from costapp.management.followups import followups_run_or_queue
+from costapp.pipeline.change import Change
+from costapp.pipeline.services import pipeline_request
+from costapp.pipeline.steps import ENTRY_STEPS
 
 
 class Command(BaseCommand):
@@ -29,8 +33,9 @@ class Command(BaseCommand):
                 alerts = alert_rules_load(path=options["path"])
         except (FleetFileError, AlertsFileError) as exc:
             raise CommandError(str(exc)) from None
-        # Changed rules, pools or members make stored shares stale: restore them.
-        shares = cost_shares_rebuild(stale_only=True)
+        # The dated list prices of the catalogue, so GPU-hours have a
+        # provisional price before any bill (contract prices win; idempotent).
+        seeded = rate_card_seed()
         for label, names in (
             ("created", result.created),
             ("updated", result.updated),
@@ -41,12 +46,16 @@ class Command(BaseCommand):
         ):
             if names:
                 self.stdout.write(f"{label}: {', '.join(names)}")
+        if seeded:
+            self.stdout.write(f"rate card: {seeded} list price(s) added")
         if alerts.rules or alerts.channels:
             self.stdout.write(
                 f"alerts: {len(alerts.rules)} rule(s), {len(alerts.channels)} channel(s)"
             )
-        if shares.days:
-            self.stdout.write(f"allocation restored for {shares.days} day(s)")
+        # Changed rules, pools, members or rates move the allocation and every
+        # figure on it: the pipeline from the cost shares on, every series.
+        steps = pipeline_request(steps=ENTRY_STEPS["fleet"], change=Change())
+        followups_run_or_queue(steps, self.stdout)
         for name, secret in alerts.new_secrets.items():
             # Shown once: the receiver needs it to verify signatures.
             self.stdout.write(f"new webhook secret for {name}: {secret}")

@@ -12,9 +12,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
-from costapp.costs.services import focus_import_execute
 from costapp.ingest import ingest_run_create
+from costapp.management.followups import followups_run_or_queue
 from costapp.models import IngestRun
+from costapp.pipeline.runs import run_execute
 from costapp.sources.base import Window
 from costapp.validation import InvalidInput, text_in
 
@@ -39,10 +40,11 @@ class Command(BaseCommand):
             target=uri[:200],
             params={"uri": uri},
         )
-        run = focus_import_execute(run=run, trusted=True)
+        run, steps = run_execute(run, trusted=True)
         if run.status != IngestRun.SUCCEEDED:
             raise CommandError(run.error)
         self.stdout.write(
             f"imported {uri}: {run.steps_total} account-period(s), "
             f"{run.rows_written} lines written, {run.rows_deleted} replaced"
         )
+        followups_run_or_queue(steps, self.stdout)

@@ -7,12 +7,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from costapp.management.followups import followups_run_or_queue
 from costapp.models import IngestRun
-from costapp.telemetry.services import (
-    TelemetryInputError,
-    telemetry_run_create,
-    telemetry_run_execute,
-)
+from costapp.pipeline.runs import run_execute
+from costapp.telemetry.services import TelemetryInputError, telemetry_run_create
 
 
 def _when(value: str, field: str) -> datetime:
@@ -65,12 +63,13 @@ class Command(BaseCommand):
         except TelemetryInputError as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"run {run.pk}: {run.window_start} .. {run.window_end}")
-        run = telemetry_run_execute(run=run)
+        run, steps = run_execute(run)
         self.stdout.write(
             f"run {run.pk} {run.status}: {run.steps_done}/{run.steps_total} steps, "
             f"{run.rows_written} rows, {run.api_requests} requests to Prometheus"
         )
         for warning in run.warnings:
             self.stderr.write(f"warning: {warning}")
+        followups_run_or_queue(steps, self.stdout)
         if run.status != IngestRun.SUCCEEDED:
             raise CommandError(f"run {run.pk} {run.status}: {run.error}")

@@ -1,25 +1,32 @@
 from __future__ import annotations
 
-import time
-from datetime import date
+from datetime import UTC, datetime, time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.utils import timezone
 
-from costapp.economics.idle import idle_figures_recompute
-from costapp.economics.services import unit_costs_recompute
+from costapp.management.arguments import day_argument
+from costapp.management.followups import followups_run_or_queue
+from costapp.models import Deployment
+from costapp.pipeline.change import Change
+from costapp.pipeline.services import pipeline_request
+from costapp.pipeline.steps import ENTRY_STEPS
 
 
 class Command(BaseCommand):
     help = (
-        "Recompute the stored unit-cost figures, baselines and flags. Without "
-        "options: every series and day (the reference an incremental recompute "
-        "must equal); --since DAY --deployment NAME ... for a part."
+        "Recompute the stored unit-cost figures, baselines, flags, idle and month "
+        "forecasts, then evaluate the alert rules (the pipeline after new data). "
+        "Without options: every series and day (the reference an incremental "
+        "recompute must equal); --since DAY --deployment NAME ... for a part."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--since", help="first UTC day to rewrite (YYYY-MM-DD)")
+        parser.add_argument(
+            "--since",
+            type=day_argument("since"),
+            help="first UTC day to rewrite (YYYY-MM-DD)",
+        )
         parser.add_argument(
             "--deployment",
             action="append",
@@ -28,24 +35,18 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        since = None
-        if options["since"]:
-            try:
-                since = date.fromisoformat(options["since"])
-            except ValueError as exc:
+        names = options["deployments"]
+        if names:
+            known = Deployment.objects.filter(name__in=names)
+            unknown = sorted(set(names) - set(known.values_list("name", flat=True)))
+            if unknown:
                 raise CommandError(
-                    f"--since {options['since']!r}: not a date (YYYY-MM-DD)"
-                ) from exc
-        started = time.perf_counter()
-        result = unit_costs_recompute(
-            now=timezone.now(), since=since, series=options["deployments"]
+                    f"deployment={', '.join(unknown)!r}: not in the fleet"
+                )
+        since = options["since"]
+        change = Change.of(
+            since=datetime.combine(since, time(), tzinfo=UTC) if since else None,
+            series=names,
         )
-        idle = idle_figures_recompute(
-            now=timezone.now(), since=since, series=options["deployments"]
-        )
-        self.stdout.write(
-            f"unit costs: {result.rows_written} figures written "
-            f"({result.flagged} flagged), {result.rows_deleted} replaced, "
-            f"in {time.perf_counter() - started:.1f} s; idle: {idle.rows_written} "
-            "figures written"
-        )
+        steps = pipeline_request(steps=ENTRY_STEPS["fleet"], change=change)
+        followups_run_or_queue(steps, self.stdout)

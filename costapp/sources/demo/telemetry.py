@@ -335,6 +335,9 @@ def simulate(
         "waiting": hourly_gauge_stats(sample_t[scraped], waiting[scraped]),
     }
 
+    # The newest scraped sample of each hour (samples are in time order).
+    seen_t = sample_t[scraped]
+    newest = dict(zip((seen_t // HOUR * HOUR).tolist(), seen_t.tolist(), strict=True))
     hour_records: dict[int, DeploymentHourRecord] = {}
     histograms: dict[int, list[HistogramRecord]] = {}
     for h, (rep_mean, rep_max, n) in sorted(gauges["replicas"].items()):
@@ -356,6 +359,7 @@ def simulate(
             waiting_max=round(wait_s[1] * rep_max, 4),
             counts_exact=True,
             samples=round(rep_mean * n),
+            last_sample_at=datetime.fromtimestamp(newest[h], UTC),
             **values,
         )
         u = float(utilisation[hi])

@@ -117,6 +117,7 @@ def deployment_records(
     hist_count: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
     hist_hours: dict[str, set[int]] = defaultdict(set)
     samples: dict[int, int] = defaultdict(int)
+    newest: dict[int, float] = {}
     hours_seen: set[int] = set()
     counted: set[LabelKey] = set()
 
@@ -126,11 +127,14 @@ def deployment_records(
         if key not in counted:
             counted.add(key)
             hours = (np.floor(s.t / HOUR_S) * HOUR_S).astype(np.int64)
-            uniq, n = np.unique(hours, return_counts=True)
-            for h, c in zip(uniq.tolist(), n.tolist(), strict=True):
+            uniq, first, n = np.unique(hours, return_index=True, return_counts=True)
+            # Samples are in time order: an hour's last is its newest.
+            last = (s.t[first + n - 1]).tolist()
+            for h, c, t in zip(uniq.tolist(), n.tolist(), last, strict=True):
                 if slice_start_s <= h < slice_end_s:
                     samples[h] += c
                     hours_seen.add(h)
+                    newest[h] = max(newest.get(h, t), t)
         if role.kind == "gauge":
             gauges[role.field].append((s.t, s.v * role.scale))
             continue
@@ -229,6 +233,7 @@ def deployment_records(
                 prefix_cache_hits=c("prefix_cache_hits"),
                 counts_exact=True,
                 samples=samples[h],
+                last_sample_at=datetime.fromtimestamp(newest[h], UTC),
             )
         )
         for metric in sorted(buckets):

@@ -1,0 +1,15 @@
+"""The one number formatter (costapp.formatting) as template filters, for the
+few values a page shows as stored."""
+
+from __future__ import annotations
+
+from django import template
+
+from costapp import formatting
+
+register = template.Library()
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    return formatting.duration(seconds)
