@@ -17,6 +17,9 @@ command -v prometheus >/dev/null || need+=(prometheus)
 command -v promtool >/dev/null || need+=(prometheus)
 command -v chromium >/dev/null || need+=(chromium)
 command -v chromedriver >/dev/null || need+=(chromium-driver)
+# The system test runs the product's processes under a shifted clock.
+command -v faketime >/dev/null || need+=(faketime)
+command -v ip >/dev/null || need+=(iproute2)
 if [ ${#need[@]} -gt 0 ]; then
   log "installing Debian packages: ${need[*]}"
   $SUDO apt-get update -qq
