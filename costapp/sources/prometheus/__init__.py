@@ -1,6 +1,6 @@
 """Prometheus (or Thanos Query, Mimir, VictoriaMetrics) as a telemetry source.
 
-``client`` speaks HTTP, ``reader`` reads raw samples in chunks, ``matrix``
+``targets`` says what is read, ``client`` speaks HTTP, ``reader`` reads raw samples in chunks, ``matrix``
 decodes their JSON, ``records`` turns samples into hourly records (pure) and
 ``source`` is the ``Source`` the ingest pipeline runs.
 """
@@ -12,9 +12,9 @@ from costapp.sources.prometheus.client import (
     PrometheusConfig,
     QueryError,
 )
-from costapp.sources.prometheus.source import (
+from costapp.sources.prometheus.source import PrometheusSource
+from costapp.sources.prometheus.targets import (
     Options,
-    PrometheusSource,
     Target,
     options_from_params,
     plan_steps,

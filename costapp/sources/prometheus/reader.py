@@ -6,10 +6,10 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from analytics.telemetry import HOUR_S
 from analytics.telemetry_windows import (
     BudgetTooSmall,
     chunk_length_ms,
@@ -19,12 +19,7 @@ from analytics.telemetry_windows import (
 )
 from costapp.sources.base import SourceError
 from costapp.sources.prometheus.client import PrometheusClient, QueryError
-
-if TYPE_CHECKING:
-    from costapp.sources.prometheus.source import Options
-
-
-HOUR_S = 3600
+from costapp.sources.prometheus.targets import Options
 
 LabelKey = tuple[tuple[str, str], ...]
 

@@ -7,11 +7,15 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from analytics.telemetry import hourly_counter_increases, hourly_gauge_stats
+from analytics.telemetry import (
+    HOUR_S,
+    hourly_counter_increases,
+    hourly_gauge_stats,
+)
 from analytics.telemetry_windows import scrape_interval, slot_totals
 from costapp.sources.base import (
     DeploymentHourRecord,
@@ -31,10 +35,8 @@ from costapp.sources.engines import (
     keeps_rank,
     replica_key,
 )
-from costapp.sources.prometheus.reader import HOUR_S, LabelKey, RawSeries, _label_key
-
-if TYPE_CHECKING:
-    from costapp.sources.prometheus.source import Target
+from costapp.sources.prometheus.reader import LabelKey, RawSeries, _label_key
+from costapp.sources.prometheus.targets import Target
 
 
 @dataclass

@@ -25,10 +25,11 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from analytics.telemetry import HOUR_S
 from costapp.sources.base import (
     Batch,
     DeploymentHourRecord,
@@ -44,7 +45,6 @@ from costapp.sources.prometheus.client import (
     QueryError,
 )
 from costapp.sources.prometheus.reader import (
-    HOUR_S,
     RawSeries,
     Reader,
     _label_key,
@@ -57,40 +57,10 @@ from costapp.sources.prometheus.records import (
     deployment_records,
     device_records,
 )
+from costapp.sources.prometheus.targets import Options, Target, plan_steps
 from costapp.sources.promql import selector_problem
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Target:
-    """One deployment as Prometheus sees it."""
-
-    name: str
-    engine: str
-    selector: str  # label matchers without braces
-    gpu_share: float = 1.0  # GPUs per replica when no DCGM selector is given
-    dcgm_selector: str = ""
-
-
-@dataclass(frozen=True)
-class Options:
-    # Used to size chunks before any sample is seen; a smaller value is safe
-    # (smaller chunks), a larger one than reality is caught by Prometheus's
-    # own limit and the chunk is halved.
-    scrape_interval_s: float = 15.0
-    slice_hours: int = 24
-    # Forces a chunk length (tests compare chunked and unchunked reads).
-    chunk_s: float | None = None
-    counts: str = "raw"  # or "increase"
-    # How far back the first slice looks for each counter's previous sample
-    # (the baseline of the first increase) ...
-    baseline_lookback_s: int = 6 * HOUR_S
-    # ... and how far back a series must be absent to count as born inside the
-    # window (its first value is then an increase from zero).
-    born_lookback_s: int = 7 * 24 * HOUR_S
-    # DCGM series not tied to a deployment (whole fleet), or "".
-    fleet_dcgm_selector: str = ""
 
 
 @dataclass
@@ -130,6 +100,8 @@ class PrometheusSource:
         self.reader = Reader(self.client, self.options)
         self._now = now or (lambda: datetime.now(UTC))
         self.selector_errors: list[str] = []
+        # (names, labels, start, end) -> series per name, from discovery.
+        self._known_counts: dict[tuple[Any, ...], dict[str, int]] = {}
         # What could not be measured (GPU-hours unknown), for the run.
         self.warnings: list[str] = []
         problem = selector_problem(self.options.fleet_dcgm_selector)
@@ -191,6 +163,7 @@ class PrometheusSource:
         jobs: list[_Job] = []
         records: list[DiscoveryRecord] = []
         observed = self._now()
+        found_of = self._series_of_targets(start_s, end_s)
         for target in self.targets:
             table = ENGINES.get(target.engine)
             if table is None:
@@ -213,9 +186,8 @@ class PrometheusSource:
                     )
                 )
                 continue
-            selector = _selector(table.names(), target.selector)
             try:
-                found = self.client.series([selector], start_s * 1000, end_s * 1000 - 1)
+                found = _result(found_of[("main", target.name)])
             except QueryError as exc:
                 message = (
                     f"{target.name}: selector {{{target.selector}}} was refused by "
@@ -263,11 +235,7 @@ class PrometheusSource:
                 error = "; ".join(p for p in (error, message) if p)
             elif target.dcgm_selector:
                 try:
-                    dcgm_found = self.client.series(
-                        [_selector(sorted(DCGM), target.dcgm_selector)],
-                        start_s * 1000,
-                        end_s * 1000 - 1,
-                    )
+                    dcgm_found = _result(found_of[("dcgm", target.name)])
                 except QueryError as exc:
                     message = (
                         f"{target.name}: DCGM selector {{{target.dcgm_selector}}} was "
@@ -308,7 +276,52 @@ class PrometheusSource:
             )
             if names or dcgm_names:
                 jobs.append(_Job(target, names, dcgm_names))
+                # The index read above is the count of the series a read of
+                # the whole window plans its chunks by: kept, not asked again.
+                self._known_counts[(tuple(names), target.selector, start_s, end_s)] = (
+                    _counted(found, names)
+                )
+                if dcgm_names:
+                    self._known_counts[
+                        (tuple(dcgm_names), target.dcgm_selector, start_s, end_s)
+                    ] = _counted(dcgm_found or [], dcgm_names)
         return jobs, records
+
+    def _series_of_targets(
+        self, start_s: int, end_s: int
+    ) -> dict[tuple[str, str], list[dict[str, str]] | QueryError]:
+        """Every target's series lookups (its engine's names, its DCGM
+        selector's), at the configured concurrency: a thousand deployments
+        are a thousand index reads, one after the other otherwise. Only the
+        selectors that pass the checks are sent; a refusal is kept, for the
+        target's own record."""
+        wanted: list[tuple[tuple[str, str], str]] = []
+        for target in self.targets:
+            table = ENGINES.get(target.engine)
+            if table is None or selector_problem(target.selector) is not None:
+                continue
+            wanted.append(
+                (("main", target.name), _selector(table.names(), target.selector))
+            )
+            if target.dcgm_selector and selector_problem(target.dcgm_selector) is None:
+                wanted.append(
+                    (
+                        ("dcgm", target.name),
+                        _selector(sorted(DCGM), target.dcgm_selector),
+                    )
+                )
+
+        def lookup(selector: str) -> list[dict[str, str]] | QueryError:
+            try:
+                return self.client.series([selector], start_s * 1000, end_s * 1000 - 1)
+            except QueryError as exc:
+                return exc
+
+        with ThreadPoolExecutor(
+            max_workers=self.config.concurrency, thread_name_prefix="prometheus"
+        ) as pool:
+            results = list(pool.map(lookup, [selector for _, selector in wanted]))
+        return {key: result for (key, _), result in zip(wanted, results, strict=True)}
 
     # -- one slice
 
@@ -332,12 +345,13 @@ class PrometheusSource:
         never waits on itself.
         """
         count_futures = [
-            pool.submit(self._counts, names, labels, a, b)
+            self._known_counts.get((tuple(names), labels, a, b))
+            or pool.submit(self._counts, names, labels, a, b)
             for names, labels, a, b in wanted
         ]
         chunk_futures: list[list[Future[Any]]] = []
         for (_, labels, a, b), f in zip(wanted, count_futures, strict=True):
-            counts = f.result()
+            counts = f if isinstance(f, dict) else f.result()
             plan = (
                 self.reader.plan(counts, a * 1000 - 1, b * 1000 - 1) if counts else []
             )
@@ -466,6 +480,21 @@ class PrometheusSource:
             before = self.client.requests
 
 
+def _counted(found: list[dict[str, str]], names: list[str]) -> dict[str, int]:
+    counts: dict[str, int] = defaultdict(int)
+    for s in found:
+        name = s.get("__name__", "")
+        if name in names:
+            counts[name] += 1
+    return dict(counts)
+
+
+def _result(found: list[dict[str, str]] | QueryError) -> list[dict[str, str]]:
+    if isinstance(found, QueryError):
+        raise found
+    return found
+
+
 def _unknown_gpu_hours(job: _Job, records: list[Record]) -> tuple[str, ...]:
     """One warning per deployment and slice naming the hours whose GPU-seconds
     could not be measured, and why."""
@@ -493,16 +522,6 @@ def _unknown_gpu_hours(job: _Job, records: list[Record]) -> tuple[str, ...]:
     )
 
 
-def plan_steps(window: Window, *, targets: int, options: Options) -> int:
-    """Steps a run over ``window`` takes: discovery, then one per target (and
-    the fleet's DCGM read) and slice. Also the backfill form's step budget."""
-    start = int(window.start.timestamp()) // HOUR_S * HOUR_S
-    end = -(-math.ceil(window.end.timestamp()) // HOUR_S) * HOUR_S
-    slices = -(-(end - start) // (options.slice_hours * HOUR_S))
-    fleet = 1 if options.fleet_dcgm_selector else 0
-    return 1 + slices * (targets + fleet)
-
-
 def _span(hours: list[datetime]) -> str:
     if len(hours) == 1:
         return f"{hours[0]:%Y-%m-%d %H:%M} UTC"
@@ -527,29 +546,3 @@ def _unseen_hours(
         f"{job.target.name}: no samples for {_span(unseen)}: no row written for "
         "them (missing, not zero); rows stored by an earlier read are kept",
     )
-
-
-def targets_from_deployments(
-    deployments: Sequence[Any], dcgm_selectors: dict[str, str] | None = None
-) -> list[Target]:
-    """One target per deployment; a DCGM selector given for this run (the
-    backfill form, ``--dcgm-selector``) wins over ``Deployment.dcgm_selector``."""
-    dcgm_selectors = dcgm_selectors or {}
-    return [
-        Target(
-            name=d.name,
-            engine=d.engine,
-            selector=d.prometheus_selector,
-            gpu_share=d.gpu_share,
-            dcgm_selector=(
-                dcgm_selectors.get(d.name) or getattr(d, "dcgm_selector", "") or ""
-            ).strip(),
-        )
-        for d in deployments
-    ]
-
-
-def options_from_params(params: dict[str, Any]) -> Options:
-    known = {f for f in Options.__dataclass_fields__}
-    values = {k: v for k, v in params.items() if k in known}
-    return replace(Options(), **values)
