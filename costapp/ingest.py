@@ -29,6 +29,7 @@ from costapp.models import (
     HistogramHour,
     IngestRun,
 )
+from costapp.pgcopy import copy_text
 from costapp.sources.base import (
     Batch,
     CostRecord,
@@ -46,6 +47,9 @@ from costapp.sources.base import (
 logger = logging.getLogger(__name__)
 
 BULK_SIZE = 2000
+# Batches written in one transaction at most (ingest_run_execute).
+GROUP_BATCHES = 100
+GROUP_RECORDS = 5000
 # Below this many cost lines the ORM upsert is as quick as staging a COPY.
 COPY_MIN_ROWS = 500
 # A run keeps its first warnings; a year of hours cannot bloat the row.
@@ -120,27 +124,6 @@ def _upsert(
     return len(rows)
 
 
-def _copy_text(value: Any) -> str:
-    """One value in PostgreSQL's COPY text format."""
-    if value is None:
-        return "\\N"
-    if isinstance(value, bool):
-        return "t" if value else "f"
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return format(value, "f")
-    text = str(value)
-    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
-        text = (
-            text.replace("\\", "\\\\")
-            .replace("\t", "\\t")
-            .replace("\n", "\\n")
-            .replace("\r", "\\r")
-        )
-    return text
-
-
 def _copy_decimal(value: Decimal | None) -> str:
     return "\\N" if value is None else format(value, "f")
 
@@ -157,7 +140,7 @@ def _copy_converters() -> list[Any]:
         elif kind == "bool":
             out.append(lambda v: "t" if v else "f")
         else:
-            out.append(_copy_text)
+            out.append(copy_text)
     return out
 
 
@@ -182,9 +165,9 @@ def _costlines_copy_upsert(
         if c not in CostLine.NATURAL_KEY
     )
     run_id = run.pk if run is not None else None
-    tail = f"\t{_copy_text(now)}\t{_copy_text(run_id)}\t"
+    tail = f"\t{copy_text(now)}\t{copy_text(run_id)}\t"
     threshold = Decimal(str(settings.COSTAPP_BILL_REVIEW_THRESHOLD))
-    head = _copy_text(source) + "\t"
+    head = copy_text(source) + "\t"
     get = attrgetter(*names)
     convert = _copy_converters()
     # Identifiers below come from the model's fields, never from input.
@@ -304,40 +287,60 @@ def records_write(
         ],
         HistogramHour.NATURAL_KEY,
     )
-    for r in by_type.get(DiscoveryRecord, []):
-        values = {
-            f.name: getattr(r, f.name) for f in fields(r) if f.name != "deployment"
-        }
-        values["series_found"] = list(r.series_found)
-        values["series_missing"] = list(r.series_missing)
-        EngineDiscovery.objects.update_or_create(
-            deployment_id=ids[r.deployment], defaults=values
-        )
-        written += 1
+    discoveries = by_type.get(DiscoveryRecord, [])
+    written += _upsert(
+        EngineDiscovery,
+        [
+            EngineDiscovery(
+                deployment_id=ids[r.deployment],
+                **{
+                    **_values(r, skip="deployment"),
+                    "series_found": list(r.series_found),
+                    "series_missing": list(r.series_missing),
+                },
+            )
+            for r in discoveries
+        ],
+        ["deployment"],
+    )
     return written
 
 
-@transaction.atomic
 def batch_write(
     *, batch: Batch, source: str, run: IngestRun | None = None
 ) -> tuple[int, int]:
     """Write one batch atomically: (rows written, rows deleted)."""
-    deleted = _replace_delete(batch.replace) if batch.replace else 0
-    written = records_write(records=batch.records, source=source, run=run)
+    return batches_write(batches=[batch], source=source, run=run)
+
+
+@transaction.atomic
+def batches_write(
+    *, batches: Sequence[Batch], source: str, run: IngestRun | None = None
+) -> tuple[int, int]:
+    """Write batches in one transaction: (rows written, rows deleted). Each
+    batch's replace scope is emptied first; the scopes of batches written
+    together never hold one another's records (a source's batches are
+    disjoint), so this is the batches written one after the other."""
+    deleted = sum(_replace_delete(b.replace) for b in batches if b.replace)
+    written = records_write(
+        records=[r for b in batches for r in b.records], source=source, run=run
+    )
     if run is not None:
-        if batch.warnings:
+        warnings = [w for b in batches for w in b.warnings]
+        if warnings:
             stored = IngestRun.objects.filter(pk=run.pk).values_list(
                 "warnings", flat=True
             )
             IngestRun.objects.filter(pk=run.pk).update(
-                warnings=[*(stored.first() or []), *batch.warnings][:MAX_WARNINGS]
+                warnings=[*(stored.first() or []), *warnings][:MAX_WARNINGS]
             )
+        requests = sum(b.api_requests for b in batches)
         IngestRun.objects.filter(pk=run.pk).update(
-            steps_done=F("steps_done") + batch.steps,
+            steps_done=F("steps_done") + sum(b.steps for b in batches),
             rows_written=F("rows_written") + written,
             rows_deleted=F("rows_deleted") + deleted,
-            api_requests=F("api_requests") + batch.api_requests,
-            api_cost_usd=F("api_cost_usd") + CE_REQUEST_PRICE * batch.api_requests
+            api_requests=F("api_requests") + requests,
+            api_cost_usd=F("api_cost_usd") + CE_REQUEST_PRICE * requests
             if source == "cost_explorer"
             else F("api_cost_usd"),
         )
@@ -370,11 +373,34 @@ def ingest_run_execute(*, run: IngestRun, source: Source) -> IngestRun:
     window = Window(run.window_start, run.window_end)
     run.start(steps_total=source.plan(window), steps_done=0, warnings=[])
     batches_written = 0
+    group: list[Batch] = []
+
+    def flush() -> None:
+        nonlocal batches_written
+        if group:
+            batches_write(batches=group, source=source.name, run=run)
+            batches_written += len(group)
+            group.clear()
+
     try:
         for batch in source.fetch(window):
-            batch_write(batch=batch, source=source.name, run=run)
-            batches_written += 1
+            # Small batches (a deployment's slice of a refresh) are written a
+            # group per transaction: a thousand deployments are a few dozen
+            # transactions, not a thousand. A crash loses the group in
+            # flight; a rerun (upserts) completes it.
+            group.append(batch)
+            if (
+                batch.replace is not None
+                or len(group) >= GROUP_BATCHES
+                or sum(len(b.records) for b in group) >= GROUP_RECORDS
+            ):
+                flush()
+        flush()
     except (SourceError, UnknownDeployment) as exc:
+        try:
+            flush()  # what was read before the error is kept, as before
+        except UnknownDeployment:
+            pass
         status = IngestRun.PARTIAL if batches_written else IngestRun.FAILED
         logger.warning("ingest run %s %s: %s", run.pk, status, exc)
         # Requests made for the batch that failed were paid for too.

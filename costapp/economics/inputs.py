@@ -9,6 +9,7 @@ from datetime import UTC, date, timedelta
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from django.conf import settings
 
@@ -22,6 +23,7 @@ from costapp.models import (
     IngestRun,
     TeamHoliday,
 )
+from costapp.models.functions import Epoch
 
 # --- inputs of the recompute (issue 9) -------------------------------------------
 
@@ -80,48 +82,7 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
         ],
         columns=["name", "team", "pool"],
     )
-    rows = list(
-        DeploymentHour.objects.order_by("deployment__name", "hour").values_list(
-            "deployment__name",
-            "hour",
-            "requests_stop",
-            "requests_length",
-            "prompt_tokens",
-            "generation_tokens",
-            "gpu_seconds",
-            "replicas_mean",
-            "run__started_at",
-        )
-    )
-    # An hour read before its end plus the settle delay is not complete: its
-    # last minutes may still arrive (a row with no run is from before runs
-    # were kept, or written by hand: read long after).
-    closing = timedelta(hours=1) + timedelta(seconds=settings.COSTAPP_SETTLE_S)
-    book = rate_book()
-    cards: dict[tuple[str, date], tuple[float, str]] = {}
-    records = []
-    for name, hour, stop, length, prompt, gen, gpu_s, replicas, read_at in rows:
-        dep = by_name[name]
-        hour = hour.astimezone(UTC)
-        day = hour.date()
-        if (name, day) not in cards:
-            found = book.for_deployment(dep, day)
-            cards[(name, day)] = (
-                (float(found[0]), found[1]) if found else (float("nan"), "USD")
-            )
-        card, currency = cards[(name, day)]
-        records.append(
-            (
-                name, dep.team, dep.pool.name if dep.pool else "",
-                hour.replace(tzinfo=None), pd.Timestamp(day), stop + length, length,
-                prompt, gen,
-                # Unknown GPU-seconds stay unknown: never priced as 0.
-                float("nan") if gpu_s is None else gpu_s / 3600.0,
-                float("nan") if replicas is None else replicas, card, currency,
-                read_at is None or read_at >= hour + closing,
-            )
-        )  # fmt: skip
-    hours = pd.DataFrame.from_records(records, columns=list(HOUR_COLUMNS))
+    hours = _hours_read(by_name, rate_book())
 
     chosen = basis_or_default(basis)
     if len(hours):
@@ -192,6 +153,71 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
             teams=sorted({t for t in deployments["team"] if t}), start=start, end=end
         ),
     )
+
+
+def _hours_read(by_name: dict[str, Deployment], book: Any) -> pd.DataFrame:
+    """Every stored telemetry hour as ``HOUR_COLUMNS``, built with numpy from
+    one read (times as epoch seconds: parsing a timestamp per row was most
+    of the read for a fleet of a thousand)."""
+    rows = list(
+        DeploymentHour.objects.annotate(
+            epoch=Epoch("hour"), read_at=Epoch("run__started_at")
+        )
+        .order_by("deployment__name", "hour")
+        .values_list(
+            "deployment__name", "epoch", "requests_stop", "requests_length",
+            "prompt_tokens", "generation_tokens", "gpu_seconds", "replicas_mean",
+            "read_at",
+        )
+    )  # fmt: skip
+    if not rows:
+        return pd.DataFrame(columns=list(HOUR_COLUMNS))
+    names, epoch, stop, length, prompt, gen, gpu_s, replicas, read_at = zip(
+        *rows, strict=True
+    )
+    name = np.asarray(names, dtype=object)
+    epoch_s = np.asarray(epoch, dtype=float)
+    hour = pd.to_datetime(epoch_s, unit="s")
+    day = hour.normalize()
+    # Unknown GPU-seconds and replicas stay unknown (NaN), never 0.
+    gpu = np.asarray([np.nan if g is None else g for g in gpu_s], dtype=float)
+    reps = np.asarray([np.nan if r is None else r for r in replicas], dtype=float)
+    # An hour read before its end plus the settle delay is not complete: its
+    # last minutes may still arrive (a row with no run is from before runs
+    # were kept, or written by hand: read long after).
+    read = np.asarray([np.nan if r is None else r for r in read_at], dtype=float)
+    closing = 3600.0 + settings.COSTAPP_SETTLE_S
+    complete = np.isnan(read) | (read >= epoch_s + closing)
+    # The rate card per deployment and day, once each.
+    pairs = pd.DataFrame({"deployment": name, "day": day}).drop_duplicates()
+    cards: list[tuple[float, str]] = []
+    for n, d in zip(pairs["deployment"], pairs["day"], strict=True):
+        found = book.for_deployment(by_name[n], d.date())
+        cards.append((float(found[0]), found[1]) if found else (np.nan, "USD"))
+    pairs["rate_card"] = [c for c, _ in cards]
+    pairs["currency"] = [c for _, c in cards]
+    team = {n: d.team for n, d in by_name.items()}
+    pool = {n: d.pool.name if d.pool else "" for n, d in by_name.items()}
+    stop_a = np.asarray(stop, dtype=float)
+    length_a = np.asarray(length, dtype=float)
+    hours = pd.DataFrame(
+        {
+            "deployment": name,
+            "team": [team[n] for n in name],
+            "pool": [pool[n] for n in name],
+            "period_start": hour,
+            "day": day,
+            "requests": stop_a + length_a,
+            "requests_length": length_a,
+            "prompt_tokens": np.asarray(prompt, dtype=float),
+            "generation_tokens": np.asarray(gen, dtype=float),
+            "gpu_hours": gpu / 3600.0,
+            "replicas": reps,
+            "complete": complete,
+        }
+    )
+    hours = hours.merge(pairs, on=["deployment", "day"], how="left")
+    return hours[list(HOUR_COLUMNS)]
 
 
 def holidays_read(*, teams: list[str], start: date, end: date) -> pd.DataFrame:

@@ -17,6 +17,7 @@ pool shared by teams and the unallocated bill are the fleet's only).
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 
 from analytics.anomalies import TOKEN_BAND, detect_run
@@ -38,8 +39,7 @@ from costapp.economics.frames import (
     affected_series,
     completeness,
     figure_frames,
-    one_or_mixed,
-    worst_clock,
+    group_labels,
 )
 from costapp.economics.inputs import (
     recompute_inputs_read,
@@ -53,6 +53,7 @@ from costapp.economics.states import (
 )
 from costapp.models import Budget, UnitCostFigure
 from costapp.models.economics import FIGURE_NATURAL_KEY
+from costapp.pgcopy import copy_insert
 
 logger = logging.getLogger(__name__)
 
@@ -411,15 +412,7 @@ def _rolled_up(
     grouped = day.groupby(by, sort=True)
     known = grouped[ROLLED_KNOWN].sum(min_count=1)
     known["replicas"] = grouped["replicas"].mean()
-    labels = pd.DataFrame(
-        {
-            "clock": grouped["clock"].agg(worst_clock),
-            "rate_source": grouped["rate_source"].agg(one_or_mixed),
-            "note": grouped["note"].agg(
-                lambda v: "; ".join(sorted({x for x in v if isinstance(x, str) and x}))
-            ),
-        }
-    )
+    labels = group_labels(day, by)
     out = sums.join(known.join(labels), on=[*keys, "period_start"])
     starts = pd.DatetimeIndex(out["period_start"])
     length = 7 if grain == "week" else starts.days_in_month.to_numpy()
@@ -539,13 +532,21 @@ def unit_costs_recompute(
                 )
             doomed = doomed.filter(starts)
         if affected is not None:
-            match = Q(pk__in=[])
+            # One IN list per scope: a refresh of a thousand deployments is
+            # four terms, not a thousand.
+            by_scope: dict[str, list[str]] = defaultdict(list)
             for scope, name in sorted(affected):
-                match |= Q(scope=scope, name=name)
+                by_scope[scope].append(name)
+            match = Q(pk__in=[])
+            for scope, names in by_scope.items():
+                match |= Q(scope=scope, name__in=names)
             doomed = doomed.filter(match)
         _known_since_carry(figures, doomed, now)
         deleted, _ = doomed.delete()
-        UnitCostFigure.objects.bulk_create(figures, batch_size=2000)
+        if connection.vendor == "postgresql":
+            copy_insert(UnitCostFigure, figures)
+        else:
+            UnitCostFigure.objects.bulk_create(figures, batch_size=2000)
         for grain, (resumed_at, states) in saves.items():
             checkpoints_save(
                 grain, resumed_at, states, partial=affected is not None, now=now

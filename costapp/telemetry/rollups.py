@@ -39,10 +39,10 @@ from costapp.models import (
     TelemetryRollup,
     TelemetryRollupDay,
 )
+from costapp.models.functions import Epoch
 from costapp.models.rollups import ROLLUP_FIELDS
 from costapp.telemetry.series import (
     LATENCY,
-    Epoch,
     Histograms,
     Raw,
     _fetch,

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.db import connections
-from django.db.models import Avg, FloatField, Func, Q, QuerySet, TextField, Value
+from django.db.models import Avg, Q, QuerySet, TextField, Value
 from django.db.models.functions import Cast, Floor
 
 from analytics.downsample import (
@@ -34,6 +34,7 @@ from analytics.downsample import (
     sums,
 )
 from costapp.models import Deployment, DeploymentHour, DeviceHour, HistogramHour
+from costapp.models.functions import Epoch
 from costapp.models.rollups import (
     ROLLUP_FIELDS,
     ROLLUP_MAXIMA,
@@ -421,22 +422,6 @@ class DeviceGrid:
 
 
 DEVICE_LAYERS = ("gr_engine_active_mean", "dram_active_mean", "gpu_util_mean")
-
-
-class Epoch(Func):
-    """Seconds since 1970 of a timestamp, in PostgreSQL and SQLite."""
-
-    output_field = FloatField()
-    template = "EXTRACT(EPOCH FROM %(expressions)s)"
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        # '%%%%s' is strftime's '%s' once Python and the driver unescape it.
-        return self.as_sql(
-            compiler,
-            connection,
-            template="CAST(strftime('%%%%s', %(expressions)s) AS REAL)",
-            **extra,
-        )
 
 
 DEVICE_KEYS = ("hostname", "gpu_index", "gpu_instance_id", "gpu_uuid", "mig_profile")
