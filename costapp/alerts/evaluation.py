@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -57,6 +58,7 @@ from costapp.models import (
     UnitCostFigure,
 )
 from costapp.models.alerts import STALENESS_METRICS
+from costapp.models.functions import Epoch
 from costapp.schedule import page_bound_s
 
 GRAIN = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
@@ -105,18 +107,11 @@ class Figure:
 class Series:
     name: str
     periods: list[Period]
-    figures: dict[datetime, Figure]  # by period start
+    figure_ids: dict[datetime, int]  # by period start
 
 
 def _f(x: object) -> float | None:
     return None if x is None else float(x)  # type: ignore[arg-type]
-
-
-FIGURE_FIELDS = (
-    "pk", "name", "period_start", "cost_per_1k_requests", "cost_per_1m_tokens",
-    "cost", "idle_cost", "baseline", "baseline_per_1m_tokens", "lower", "upper",
-    "requests", "flag", "cause", "complete", "known_since", "computed_at",
-)  # fmt: skip
 
 
 def rule_series(
@@ -124,7 +119,13 @@ def rule_series(
 ) -> Iterator[Series]:
     """The stored figures a rule watches from ``start`` to ``end``, one series
     per scope name; a period is closed when its figure is complete and its
-    end plus the settle delay is past at ``now`` (default ``end``)."""
+    end plus the settle delay is past at ``now`` (default ``end``).
+
+    Only what the state machine reads is read (a rule over 1,000 deployments
+    reads 336,000 hours every evaluation): period starts as epoch seconds,
+    the value, its baseline and band, the volume, the flag; causes and
+    ``known_since`` are read for the few periods a transition names
+    (``figures_of``)."""
     now = now or end
     rows = UnitCostFigure.objects.filter(
         scope=rule.scope,
@@ -134,54 +135,57 @@ def rule_series(
     )
     if rule.scope_name:
         rows = rows.filter(name=rule.scope_name)
-    field = VALUE_FIELD[rule.metric]
-    by_name: dict[str, list[dict[str, object]]] = defaultdict(list)
-    for row in rows.order_by("name", "period_start").values(*FIGURE_FIELDS):
-        by_name[str(row["name"])].append(row)
+    unit = rule.metric == "cost_per_1k_requests"
+    tokens = rule.metric == "cost_per_1m_tokens"
+    baseline = "baseline" if unit else ("baseline_per_1m_tokens" if tokens else None)
+    columns = [
+        "name", "pk", "epoch", VALUE_FIELD[rule.metric], baseline or "pk",
+        "lower" if unit else "pk", "upper" if unit else "pk", "requests", "flag",
+        "complete",
+    ]  # fmt: skip
+    by_name: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in (
+        rows.annotate(epoch=Epoch("period_start"))
+        .order_by("name", "period_start")
+        .values_list(*columns)
+    ):
+        by_name[row[0]].append(row)
     budgets = {
         b.name: float(b.monthly_amount) for b in Budget.objects.filter(scope=rule.scope)
     }
-    unit = rule.metric == "cost_per_1k_requests"
-    tokens = rule.metric == "cost_per_1m_tokens"
-    last_closed = now - GRAIN[rule.grain] - settle()
+    last_closed = (now - GRAIN[rule.grain] - settle()).timestamp()
     for name, figures in by_name.items():
-        values: list[float | None] = [_f(f[field]) for f in figures]
+        starts = [datetime.fromtimestamp(f[2], UTC) for f in figures]
+        values: list[float | None] = [_f(f[3]) for f in figures]
         if rule.metric == "budget_burn":
             if name not in budgets:
                 continue
-            values = budget_burn(
-                [(f["period_start"], v) for f, v in zip(figures, values, strict=True)],  # type: ignore[misc]
-                budgets[name],
-            )
+            values = budget_burn(list(zip(starts, values, strict=True)), budgets[name])
         periods = [
             Period(
-                start=f["period_start"],  # type: ignore[arg-type]
+                start=at,
                 value=v,
-                baseline=_f(
-                    f["baseline"]
-                    if unit
-                    else (f["baseline_per_1m_tokens"] if tokens else None)
-                ),
-                lower=_f(f["lower"]) if unit else None,
-                upper=_f(f["upper"]) if unit else None,
-                volume=_f(f["requests"]),
-                flag=str(f["flag"]),
-                closed=bool(f["complete"]) and f["period_start"] <= last_closed,  # type: ignore[operator]
+                baseline=_f(f[4]) if baseline else None,
+                lower=_f(f[5]) if unit else None,
+                upper=_f(f[6]) if unit else None,
+                volume=_f(f[7]),
+                flag=f[8],
+                closed=f[9] and f[2] <= last_closed,
             )
-            for f, v in zip(figures, values, strict=True)
+            for f, at, v in zip(figures, starts, values, strict=True)
         ]
-        yield Series(
-            name,
-            periods,
-            {
-                f["period_start"]: Figure(  # type: ignore[misc]
-                    int(f["pk"]),  # type: ignore[call-overload]
-                    str(f["cause"]),
-                    f["known_since"] or f["computed_at"],  # type: ignore[arg-type]
-                )
-                for f in figures
-            },
-        )
+        ids = {at: f[1] for f, at in zip(figures, starts, strict=True)}
+        yield Series(name, periods, ids)
+
+
+def figures_of(ids: Iterable[int]) -> dict[int, Figure]:
+    """The cause and ``known_since`` of the figures transitions name."""
+    return {
+        pk: Figure(pk, cause, known or computed)
+        for pk, cause, known, computed in UnitCostFigure.objects.filter(
+            pk__in=list(ids)
+        ).values_list("pk", "cause", "known_since", "computed_at")
+    }
 
 
 @dataclass
@@ -217,19 +221,34 @@ def state_changes(state: str, found: Sequence[Transition]) -> list[Transition]:
     return out
 
 
+def states_of(rule: AlertRule, names: Iterable[str]) -> dict[str, AlertState]:
+    """The rule's state per scope name, the missing ones created (inactive):
+    two queries, whatever the number of series."""
+    wanted = set(names)
+    have = {s.scope_name: s for s in AlertState.objects.filter(rule=rule)}
+    missing = wanted - have.keys()
+    if missing:
+        AlertState.objects.bulk_create(
+            [AlertState(rule=rule, scope_name=n) for n in sorted(missing)],
+            ignore_conflicts=True,
+        )
+        have = {s.scope_name: s for s in AlertState.objects.filter(rule=rule)}
+    return have
+
+
 def _claim_and_record(
     *,
     rule: AlertRule,
-    name: str,
+    state: AlertState,
     outcome: Outcome,
-    figures: dict[datetime, Figure],
+    figure_ids: dict[datetime, int],
     now: datetime,
     replay: bool,
     teams: dict[str, str],
     known_by: datetime | None,
     reason: str = "",
 ) -> list[AlertEvent]:
-    state, _ = AlertState.objects.get_or_create(rule=rule, scope_name=name)
+    name = state.scope_name
     new = state_changes(
         state.state,
         [
@@ -245,12 +264,13 @@ def _claim_and_record(
         and not any(t.kind == "firing" for t in new)
     )
     if restated:
-        latest = max(figures) if figures else now
+        latest = max(figure_ids) if figure_ids else now
         new.append(
             Transition("resolved", max(latest, state.data_time or latest), None, None)
         )
     if not new and state.state == outcome.state:
         return []
+    details = figures_of(figure_ids[t.at] for t in new if t.at in figure_ids)
     data_time = max([t.at for t in new], default=state.data_time)
     claimed = AlertState.objects.filter(pk=state.pk, version=state.version).update(
         state=outcome.state,
@@ -264,7 +284,7 @@ def _claim_and_record(
     bound = timedelta(seconds=page_bound_s())
     events = []
     for t in new:
-        figure = figures.get(t.at)
+        figure = details.get(figure_ids.get(t.at, -1))
         not_sent = ""
         late_s = None
         # An evaluation judged the figure if it ran after the figure stood
@@ -312,11 +332,12 @@ def _staleness(
     """One firing per feed whose data ends longer ago than the rule allows,
     one resolve when data arrives again; always about now."""
     max_age = timedelta(hours=rule.threshold or 0)
-    states = {s.scope_name: s.state for s in AlertState.objects.filter(rule=rule)}
+    ends = staleness_ends(rule)
+    states = states_of(rule, ends)
     events: list[AlertEvent] = []
-    for name, end in sorted(staleness_ends(rule).items()):
+    for name, end in sorted(ends.items()):
         hit = stale(last_data_end=end, now=now, max_age=max_age)
-        firing = states.get(name) == "firing"
+        firing = states[name].state == "firing"
         if hit == firing:
             continue  # still stale (one alert per feed), or still fresh
         age = (now - end).total_seconds() / 3600 if end else None
@@ -329,9 +350,9 @@ def _staleness(
         )
         events += _claim_and_record(
             rule=rule,
-            name=name,
+            state=states[name],
             outcome=outcome,
-            figures={},
+            figure_ids={},
             now=now,
             replay=True,
             teams=teams,
@@ -362,13 +383,15 @@ def alert_rules_evaluate(
             [rule.created_at, *([evaluated.at] if evaluated is not None else [])]
         )
         lookback = REPLAY_LOOKBACK if replay else LOOKBACK[rule.grain]
-        for series in rule_series(rule, start=now - lookback, end=now):
+        found = list(rule_series(rule, start=now - lookback, end=now))
+        states = states_of(rule, (series.name for series in found))
+        for series in found:
             outcome = transitions(series.periods, spec)
             events = _claim_and_record(
                 rule=rule,
-                name=series.name,
+                state=states[series.name],
                 outcome=outcome,
-                figures=series.figures,
+                figure_ids=series.figure_ids,
                 now=now,
                 replay=replay,
                 teams=teams,

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from django.db.models import QuerySet
 
 from analytics.alert_rules import transitions
-from costapp.alerts.evaluation import rule_series, rule_spec
+from costapp.alerts.evaluation import figures_of, rule_series, rule_spec
 from costapp.models import AlertRule, Channel, Delivery, Deployment, Silence
 from costapp.models.alerts import STALENESS_METRICS
 
@@ -78,10 +78,13 @@ def alert_rule_backtest(*, rule: AlertRule, now: datetime, days: int = 90) -> Ba
     for series in rule_series(rule, start=now - timedelta(days=days), end=now):
         count += 1
         outcome = transitions(series.periods, spec)
+        named = figures_of(
+            series.figure_ids[t.at] for t in outcome.transitions if t.kind == "firing"
+        )
         current: dict[str, object] | None = None
         for t in outcome.transitions:
             if t.kind == "firing":
-                figure = series.figures.get(t.at)
+                figure = named.get(series.figure_ids.get(t.at, -1))
                 current = {
                     "name": series.name,
                     "fired_at": t.at,
