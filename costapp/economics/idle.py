@@ -73,7 +73,9 @@ class ReplicaCapacity:
     problem: str = ""
 
 
-_CAPACITY_CACHE: dict[tuple[str, tuple[Any, ...]], ReplicaCapacity] = {}
+_CAPACITY_CACHE: dict[tuple[Any, ...], ReplicaCapacity] = {}
+# Every deployment of a large fleet twice over (by day and by scenario).
+_CAPACITY_CACHE_SIZE = 8192
 
 
 def _calibration_key() -> tuple[Any, ...]:
@@ -85,16 +87,27 @@ def replica_capacity(
 ) -> ReplicaCapacity:
     """Max requests/s one replica sustains within the deployment's SLA, at
     the request shape of its busiest recent hour (``deployment_today``).
-    Cached per (scenario, stored calibrations): the engine runs again only
-    when the configuration or a calibration changed."""
+
+    Derived once per UTC day of ``now`` for the deployment as it stands (its
+    fields and what the engine reported, ``_what_runs``) and the stored
+    calibrations: reading what runs today
+    takes a few queries per deployment, too many for a fleet of a thousand
+    every refresh, and the busiest hour of the last seven days moves slowly.
+    The engine itself runs once per scenario."""
     from costapp.capacity import adapters
     from costapp.capacity.selectors import deployment_today
 
+    daily = (_what_runs(deployment), now.date(), calibrations)
+    if daily in _CAPACITY_CACHE:
+        return _CAPACITY_CACHE[daily]
     today = deployment_today(deployment, now=now)
     if today.scenario is None:
-        return ReplicaCapacity(None, "roofline", problem="; ".join(today.problems))
+        found = ReplicaCapacity(None, "roofline", problem="; ".join(today.problems))
+        _remember(daily, found)
+        return found
     key = (repr(today.scenario), calibrations)
     if key in _CAPACITY_CACHE:
+        _remember(daily, _CAPACITY_CACHE[key])
         return _CAPACITY_CACHE[key]
     cals = adapters.engine_calibrations(Calibration.objects.all())
     try:
@@ -112,10 +125,28 @@ def replica_capacity(
                 method,
                 result.calibration.label,
             )
-    if len(_CAPACITY_CACHE) > 512:
+    _remember(key, found)
+    _remember(daily, found)
+    return found
+
+
+def _what_runs(d: Deployment) -> str:
+    """Everything of a deployment its capacity depends on, but its traffic."""
+    try:
+        config = sorted((d.discovery.cache_config or {}).items())
+    except Deployment.discovery.RelatedObjectDoesNotExist:  # type: ignore[attr-defined]
+        config = []
+    return repr(
+        (d.pk, d.engine, d.engine_version, d.model_name, d.gpu_type, d.gpu_count,
+         d.tensor_parallel_size, d.mig_profile, d.slo_ttft_p95_ms, d.slo_itl_p95_ms,
+         config)
+    )  # fmt: skip
+
+
+def _remember(key: tuple[Any, ...], found: ReplicaCapacity) -> None:
+    if len(_CAPACITY_CACHE) >= _CAPACITY_CACHE_SIZE:
         _CAPACITY_CACHE.clear()
     _CAPACITY_CACHE[key] = found
-    return found
 
 
 # --- inputs ------------------------------------------------------------------------
@@ -444,7 +475,7 @@ def idle_figures_recompute(
     deployment's ``target_utilisation`` unless one is given for all."""
     from costapp.economics.inputs import series_siblings
 
-    fleet = Deployment.objects.select_related("pool").order_by("name")
+    fleet = Deployment.objects.select_related("pool", "discovery").order_by("name")
     if series is not None:
         fleet = fleet.filter(name__in=series_siblings(series))
     deployments = list(fleet)

@@ -40,10 +40,12 @@ from costapp.models.economics import FLEET
 
 
 def latest_data_day() -> date | None:
-    """The last UTC day any series has a cost: the stored forecasts' as-of."""
-    last = UnitCostFigure.objects.filter(grain="day", cost__isnull=False).aggregate(
-        last=Max("period_start")
-    )["last"]
+    """The last closed UTC day any series has a cost for: the stored
+    forecasts' as-of. The day in progress is not spend to date (it would be
+    taken for a whole day), and the pages read spend before today."""
+    last = UnitCostFigure.objects.filter(
+        grain="day", cost__isnull=False, complete=True
+    ).aggregate(last=Max("period_start"))["last"]
     return None if last is None else last.astimezone(UTC).date()
 
 
@@ -58,12 +60,22 @@ def forecast_series() -> list[tuple[str, str, str]]:
     return sorted(found)
 
 
-def month_forecasts_store(*, now: datetime) -> int:
+def month_forecasts_store(*, now: datetime, since: date | None = None) -> int:
     """Store the month forecast of every series in ``forecast_series`` as of
-    the latest data day, replacing its rows for that month; returns the
-    number written. A series without spend keeps no row for the month."""
+    the latest closed data day, replacing its rows for that month; returns
+    the number written. A series without spend keeps no row for the month.
+
+    ``since``: the first day the data changed. A change after the as-of day
+    (the refresh of the day in progress, every quarter of an hour) changes
+    no forecast already stored for that day: nothing is redone."""
     last = latest_data_day()
     if last is None:
+        return 0
+    if (
+        since is not None
+        and since > last
+        and MonthForecastFigure.objects.filter(as_of=last).exists()
+    ):
         return 0
     today = last + timedelta(days=1)
     rows: list[MonthForecastFigure] = []

@@ -49,7 +49,7 @@ from costapp.models import (
     UnitCostFigure,
 )
 from costapp.models.costs import money_field
-from costapp.telemetry.series import Epoch
+from costapp.models.functions import Epoch
 
 QUANTUM = Decimal("1e-12")
 Basis = Literal["provisional", "billed"]

@@ -52,7 +52,7 @@ def idle(change: Change, now: datetime) -> Outcome:
 
 
 def forecasts(change: Change, now: datetime) -> Outcome:
-    return Outcome(rows=month_forecasts_store(now=now))
+    return Outcome(rows=month_forecasts_store(now=now, since=_day(change.since)))
 
 
 def alerts(change: Change, now: datetime) -> Outcome:
