@@ -156,32 +156,58 @@ def telemetry_run_create(
             f"of {MAX_STEPS:,}: confirm it, or backfill a shorter window",
         )
     return ingest_run_create(
-        source=SOURCE, window=window, target=",".join(deployments), params=params
+        source=SOURCE, window=window, target=run_target(deployments), params=params
     )
+
+
+TARGET_LENGTH = 200  # IngestRun.target
+
+
+def run_target(names: list[str]) -> str:
+    """The deployments a run reads, as the runs table shows them: all of
+    them when they fit, else the first and how many more (the run's params
+    keep the whole list; a refresh of a large fleet must not fail on it)."""
+    text = ",".join(names)
+    if len(text) <= TARGET_LENGTH:
+        return text
+    shown: list[str] = []
+    for name in names:
+        more = f" and {len(names) - len(shown) - 1} more"
+        if len(",".join([*shown, name])) + len(more) > TARGET_LENGTH:
+            break
+        shown.append(name)
+    return ",".join(shown) + f" and {len(names) - len(shown)} more"
 
 
 def telemetry_refresh_create(
     *, now: datetime | None = None, hours: int | None = None
-) -> IngestRun | None:
-    """The run that re-pulls the last few hours of every deployment with a
-    selector (None: no Prometheus, or nothing to read); the caller executes
-    it (``costapp.pipeline.runs.run_execute``).
+) -> list[IngestRun]:
+    """The runs that re-pull the last few hours of every deployment with a
+    selector, ``TELEMETRY_REFRESH_SPLIT`` deployments each (none: no
+    Prometheus, or nothing to read); the caller executes them
+    (``costapp.pipeline.runs.run_execute``), on as many live worker slots as
+    there are.
 
     The current hour is incomplete and the previous one may still receive late
     samples (remote write, federation), so each refresh rewrites them.
     """
     if not settings.PROMETHEUS_URL:
-        return None
+        return []
     names = list(
-        Deployment.objects.exclude(prometheus_selector="").values_list(
-            "name", flat=True
-        )
+        Deployment.objects.exclude(prometheus_selector="")
+        .order_by("name")
+        .values_list("name", flat=True)
     )
-    if not names:
-        return None
     now = now or timezone.now()
     hours = hours or settings.TELEMETRY_REFRESH_HOURS
     end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    return telemetry_run_create(
-        deployments=names, start=end - timedelta(hours=hours), end=end
-    )
+    split = settings.TELEMETRY_REFRESH_SPLIT
+    return [
+        telemetry_run_create(
+            deployments=names[i : i + split],
+            start=end - timedelta(hours=hours),
+            end=end,
+            confirmed=True,  # the schedule is the budget
+        )
+        for i in range(0, len(names), split)
+    ]

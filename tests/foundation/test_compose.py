@@ -191,6 +191,7 @@ def test_each_queue_has_its_worker_and_each_task_its_queue(
     for entry in ENTRIES:
         assert _queue(entry.task) in served, entry.name
     assert _queue("costapp.telemetry.tasks.telemetry_refresh_task") == "live"
+    assert _queue("costapp.telemetry.tasks.telemetry_refresh_run_task") == "live"
     assert _queue("costapp.costs.tasks.bills_refresh_task") == "live"
 
 

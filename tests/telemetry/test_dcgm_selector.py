@@ -113,7 +113,7 @@ def test_the_refresh_task_reads_gpus_through_the_deployments_dcgm_selector(
     settings.PROMETHEUS_TIMEOUT_S = 10.0
     v0 = deployment(dcgm_selector=MIG_1)
     with time_machine.travel(at(END - 1800), tick=False):
-        run_id = telemetry_refresh_task()
+        (run_id,) = telemetry_refresh_task()
     run = IngestRun.objects.get(pk=run_id)
     assert run.status == IngestRun.SUCCEEDED, run.error
     devices = DeviceHour.objects.filter(deployment=v0)

@@ -58,7 +58,7 @@ def test_the_refresh_task_records_an_unreachable_prometheus_on_its_run_and_raise
     settings.PROMETHEUS_TIMEOUT_S = 2.0
     deployment()
     with time_machine.travel(at(END - 1800), tick=False):
-        run_id = telemetry_refresh_task()
+        (run_id,) = telemetry_refresh_task()
     run = IngestRun.objects.get(pk=run_id)
     assert run.status == IngestRun.FAILED
     assert f"cannot reach Prometheus at {url}" in run.error

@@ -395,7 +395,7 @@ def test_the_refresh_task_re_pulls_the_last_hours(
     from costapp.telemetry.tasks import telemetry_refresh_task
 
     with time_machine.travel(at(END - 1800), tick=False):
-        run_id = telemetry_refresh_task()
+        (run_id,) = telemetry_refresh_task()
     run = IngestRun.objects.get(pk=run_id)
     assert run.status == IngestRun.SUCCEEDED, run.error
     hours = DeploymentHour.objects.filter(deployment__name="chat-v1")
