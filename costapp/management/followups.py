@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.management.base import OutputWrapper
 
 from costapp.alerts.tasks import deliveries_queue
-from costapp.pipeline.runner import pipeline_drain
+from costapp.pipeline.runner import Executed, pipeline_drain
 from costapp.pipeline.steps import STEPS, downstream
 from costapp.pipeline.tasks import pipeline_queue
 
@@ -27,7 +27,12 @@ def followups_run_or_queue(steps: Sequence[str], out: OutputWrapper) -> None:
     done = [e for e in pipeline_drain(steps) if e.ran]
     deliveries_queue([d for e in done for d in e.outcome.deliveries])
     ran = ", ".join(
-        f"{STEPS[e.step].title}: {e.outcome.rows} rows in {e.seconds:.1f} s"
-        for e in done
+        f"{STEPS[e.step].title}: {_what(e)} in {e.seconds:.1f} s" for e in done
     )
     out.write(f"pipeline: ran here, no broker configured ({ran or 'nothing to do'})")
+
+
+def _what(done: Executed) -> str:
+    if done.step == "alerts":
+        return f"{len(done.outcome.deliveries)} notification(s)"
+    return f"{done.outcome.rows} rows"
