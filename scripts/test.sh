@@ -64,4 +64,5 @@ log "test suite on PostgreSQL"
 .venv/bin/pytest -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist loadfile --durations=30 "$@"
 
 log "smoke subset on SQLite"
-DATABASE_URL="sqlite:///$(mktemp -d)/smoke.sqlite3" .venv/bin/pytest -p no:cacheprovider -m smoke -q
+DATABASE_URL="sqlite:///$(mktemp -d)/smoke.sqlite3" .venv/bin/pytest -p no:cacheprovider \
+  -n "${PYTEST_WORKERS:-2}" --dist loadfile -m smoke -q

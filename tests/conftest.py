@@ -18,6 +18,13 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked ``long`` first, the rest in their order: two xdist
+    workers take files in collection order, so a three-minute file collected
+    last would run alone at the end while the other worker waits."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """A reachable Redis (scripts/services.sh starts one on 127.0.0.1:6379)."""

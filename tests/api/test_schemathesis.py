@@ -53,6 +53,7 @@ def seed() -> str:
 
 
 @pytest.mark.integration
+@pytest.mark.long
 def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     transactional_db: None, live_server: Any, tmp_path: Path
 ) -> None:

@@ -15,7 +15,7 @@ from tests.support.services import scratch_database
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 
 def test_the_page_benchmark_reports_ratios_and_export_memory(redis_url: str) -> None:

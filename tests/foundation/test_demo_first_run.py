@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.services import ROOT, free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 LIMIT_S = 300
 # Variables a newcomer's shell would not have, or that point at the test setup.

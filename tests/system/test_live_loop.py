@@ -68,7 +68,7 @@ from tests.support.services import (
     scratch_database,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.system]
+pytestmark = [pytest.mark.integration, pytest.mark.system, pytest.mark.long]
 
 ACCOUNT = "210987654321"
 TAG = "costapp:workload"

@@ -20,7 +20,7 @@ from analytics.histograms import Buckets, bucket_quantile
 from tests.support.demo_data import demo_for_module
 from tests.support.users import user_in
 
-pytestmark = [pytest.mark.django_db, pytest.mark.integration]
+pytestmark = [pytest.mark.django_db, pytest.mark.integration, pytest.mark.long]
 
 END = datetime(2026, 11, 30, tzinfo=UTC)
 DAYS = 90

@@ -1,33 +1,24 @@
-"""Absurd input into every form, query parameter and file field.
-
-Forms are discovered by crawling: every ``<form>`` on every page an admin can
-open (admins see every form), so a new form is fuzzed without editing this
-file. Each answer is a 4xx, a redirect, or a 200 that either accepted the value
-or names the field and the value it refused; never a 500. Afterwards no run is
-left "running" and the bill stored before is unchanged.
-"""
+"""What the fuzz tests share (tests/foundation/test_fuzz_forms.py and
+test_fuzz_queries.py, two files so that two workers run them at once): the
+absurd values, the crawler that discovers forms, the world they run in, and
+how an answer is judged."""
 
 from __future__ import annotations
 
 import json
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils.html import escape
 
-from costapp.models import CostLine, IngestRun
+from costapp.models import CostLine
 from tests.support.crawl import concrete, seed_url_objects, url_patterns
-from tests.support.users import user_in
-
-# Not in the SQLite smoke subset: three minutes, and the forms are the same.
-pytestmark = [pytest.mark.django_db]
 
 NESTED = "[" * 50 + "]" * 50
 VALUES = [
@@ -198,8 +189,8 @@ def refused(body: str) -> bool:
     )
 
 
-@pytest.fixture
-def world(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def fuzz_world(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The objects every URL needs, a stored bill, and no way out."""
     # Forms that start work run it in-process here; nothing may leave the
     # machine, so AWS points at a closed loopback port and never at the
     # instance metadata service.
@@ -226,79 +217,3 @@ def world(monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
 
 def bill_snapshot() -> list[tuple[object, ...]]:
     return list(CostLine.objects.order_by("pk").values_list())
-
-
-def test_every_form_refuses_absurd_input_by_name_and_never_fails(
-    world: dict[str, str],
-) -> None:
-    # A server error is a finding to list, not an exception to stop at.
-    client = Client(raise_request_exception=False)
-    client.force_login(user_in("fuzzer", "admin"))
-    forms = discover_forms(client, world)
-    assert len(forms) >= 8, [f.action for f in forms]
-    before = bill_snapshot()
-    problems: list[str] = []
-    for form in forms:
-        names = [n for n in form.fields if n != "csrfmiddlewaretoken"]
-        # A what-if grid has ~70 inputs that each run the engine: there every
-        # field gets every third value, rotating, so each value still meets
-        # every kind of input on that form.
-        stride = 3 if len(names) > LARGE_FORM else 1
-        for j, name in enumerate(names):
-            for value in VALUES[j % stride :: stride]:
-                data: dict[str, object] = {**form.fields, name: value}
-                response = submit(client, form, data)
-                status = response.status_code  # type: ignore[attr-defined]
-                where = f"{form.method.upper()} {form.action} {name}={value[:30]!r}"
-                if status >= 500:
-                    problems.append(f"{where}: {status}")
-                    continue
-                if status != 200:
-                    continue
-                body = response.content.decode()  # type: ignore[attr-defined]
-                problems.extend(f"{where}: {e}" for e in unnamed_errors(body))
-                if names_field(body, name) and value and shown(value) not in body:
-                    problems.append(f"{where}: refused without naming the value")
-                strict = form.types.get(name) in STRICT_TYPES
-                if strict and value in NOT_A_NUMBER and not refused(body):
-                    problems.append(f"{where}: accepted silently")
-        for name in form.files:
-            for label, content in FILES.items():
-                upload = SimpleUploadedFile(f"fuzz-{label}.csv", content)
-                response = submit(client, form, {**form.fields, name: upload})
-                status = response.status_code  # type: ignore[attr-defined]
-                if status >= 500:
-                    problems.append(f"{form.action} file {label}: {status}")
-    assert not problems, "\n".join(problems[:60])
-    assert not IngestRun.objects.filter(status=IngestRun.RUNNING).exists()
-    assert bill_snapshot() == before
-
-
-def test_query_parameters_of_every_page_refuse_absurd_values(
-    world: dict[str, str],
-) -> None:
-    # A server error is a finding to list, not an exception to stop at.
-    client = Client(raise_request_exception=False)
-    client.force_login(user_in("fuzzer", "admin"))
-    params = ["start", "end", "basis", "days", "layouts", "page", "sort", "grain"]
-    problems = []
-    for name, route in url_patterns():
-        if name.startswith("admin:"):
-            continue
-        path = concrete(route, world)
-        if path.startswith(SKIP_PREFIXES):
-            continue
-        for param in params:
-            for value in VALUES:
-                response = client.get(path, {param: value})
-                if response.status_code >= 500:
-                    problems.append(f"GET {path}?{param}={value[:30]!r}: 500")
-    assert not problems, "\n".join(problems[:60])
-    assert not IngestRun.objects.filter(status=IngestRun.RUNNING).exists()
-
-
-def test_the_fuzz_values_include_every_case_the_security_review_found() -> None:
-    # Guard against someone trimming the table: these broke pages once.
-    for value in ("1e309", "NaN", "-1", "0001-01-01", "9999-12-31", "2026-13-45"):
-        assert value in VALUES
-    assert date(1, 1, 1).isoformat() in VALUES
