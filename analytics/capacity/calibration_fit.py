@@ -23,9 +23,13 @@ from scipy.optimize import nnls
 from analytics.capacity import latency as lat
 from analytics.capacity import memory as mem
 from analytics.capacity.calibration_io import (
+    MAX_SECONDS,
     SUPPORTED_SCHEMA_VERSIONS,
     CalibrationRefused,
+    _number_row,
     _positive,
+    bench_latencies,
+    bench_serve_figures,
 )
 from analytics.capacity.calibration_prefill import (
     default_batched_tokens,
@@ -213,35 +217,21 @@ PREFILL_BOUND_TPOT_RATIO = 2.0
 def _bench_points(results: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     rows = []
     for i, res in enumerate(results):
-        where = f"results[{i}]"
-        for name in (
-            "completed",
-            "duration",
-            "output_throughput",
-            "total_input_tokens",
-            "total_output_tokens",
-            "median_ttft_ms",
-        ):
-            if name not in res:
-                raise InvalidInput(f"{where}.{name}", None, "missing from bench result")
-        completed = _positive(res, "completed")
-        itl_name = "median_itl_ms" if "median_itl_ms" in res else "mean_tpot_ms"
-        step_ms = _positive(res, itl_name)
-        tpot_ms = float(res.get("mean_tpot_ms") or step_ms)
-        out_tp = _positive(res, "output_throughput")
-        mean_in = _positive(res, "total_input_tokens") / completed
-        mean_out = _positive(res, "total_output_tokens") / completed
+        fig = bench_serve_figures(res, f"results[{i}]")  # each bounded, named
+        step_ms, tpot_ms = fig["step_ms"], fig["tpot_ms"]
+        mean_in = fig["total_input_tokens"] / fig["completed"]
+        mean_out = fig["total_output_tokens"] / fig["completed"]
         # Little's law: sequences decoding at once = token rate x time per token.
-        batch = max(1.0, out_tp * tpot_ms / 1000.0)
+        batch = max(1.0, fig["output_throughput"] * tpot_ms / 1000.0)
         rows.append(
             {
                 "batch": batch,
                 "context": mean_in + mean_out / 2,
                 "step_s": step_ms / 1000,
-                "ttft_s": _positive(res, "median_ttft_ms") / 1000,
+                "ttft_s": fig["median_ttft_ms"] / 1000,
                 "prompt": mean_in,
-                "p99_itl_ratio": float(res.get("p99_itl_ms", step_ms)) / step_ms,
-                "p99_itl_s": float(res.get("p99_itl_ms", step_ms)) / 1000,
+                "p99_itl_ratio": fig.get("p99_itl_ms", step_ms) / step_ms,
+                "p99_itl_s": fig.get("p99_itl_ms", step_ms) / 1000,
                 "tpot_ratio": tpot_ms / step_ms,
                 "max_concurrency": res.get("max_concurrency"),
                 "request_rate": res.get("request_rate"),
@@ -356,10 +346,8 @@ def import_vllm_bench_latency(
     That file holds ``avg_latency``, ``latencies`` and ``percentiles`` but not the
     batch size or lengths, which were command-line flags: pass them here.
     """
-    avg = _positive(result, "avg_latency")
-    latencies = result.get("latencies")
-    if not isinstance(latencies, list) or not latencies:
-        raise InvalidInput("latencies", latencies, "must be a non-empty list")
+    avg = _positive(result, "avg_latency", maximum=MAX_SECONDS)
+    latencies = bench_latencies(result)
     if not isinstance(result.get("percentiles"), Mapping):
         raise InvalidInput(
             "percentiles", result.get("percentiles"), "must be an object"
@@ -553,10 +541,13 @@ def hardware_constants_from_harness(data: Mapping[str, Any]) -> Calibration:
         raise InvalidInput("attention", attention, "must be a list")
     mape = r2 = None
     if len(attention) >= 3:
-        frame = pd.DataFrame(attention)
-        for column in ("batch", "context", "seconds"):
-            if column not in frame:
-                raise InvalidInput(f"attention[].{column}", None, "missing")
+        names = ("batch", "context", "seconds")
+        frame = pd.DataFrame(
+            [
+                _number_row(r, f"attention[{i}]", names=names)
+                for i, r in enumerate(attention)
+            ]
+        )
         x = (frame["batch"] * frame["context"]).to_numpy(float)
         y = frame["seconds"].to_numpy(float)
         slope, intercept = np.polyfit(x, y, 1)

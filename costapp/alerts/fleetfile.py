@@ -11,18 +11,22 @@ The ``fleet_load`` and ``demo`` commands call ``fleet_load`` then
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from django.db import transaction
 
 from costapp.alerts.services import channel_upsert
 from costapp.alerts.validation import channel_problems, rule_problems
 from costapp.models import AlertRule, Channel
+from costapp.validation import shown
+from costapp.yamlfile import YamlFileError, yaml_file_load
 
+# An environment variable's name (os.environ refuses one with a NUL byte).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 CHANNEL_FIELDS = {"name", "kind", "to", "backend", "url", "url_env", "secret_env"}
 RULE_FIELDS = {
     "name",
@@ -65,7 +69,23 @@ class AlertsLoadResult:
 
 def _label(section: str, i: int, entry: Any) -> str:
     name = entry.get("name") if isinstance(entry, Mapping) else None
+    if name and len(str(name)) > 40:
+        name = str(name)[:39] + "…"
     return f"alerts.{section}[{i}] ({name})" if name else f"alerts.{section}[{i}]"
+
+
+def _text_refusal(
+    entry: Any, model: type[AlertRule] | type[Channel], field: str = "name"
+) -> str:
+    """Why ``entry``'s ``field`` cannot be stored in ``model`` ("" when it can);
+    a name is required."""
+    if field == "name" and (not isinstance(entry, Mapping) or not entry.get("name")):
+        return "needs a name"
+    value = entry.get(field, "")
+    most = getattr(model._meta.get_field(field), "max_length", 0) or 0
+    if not isinstance(value, str) or "\x00" in value or len(value) > most:
+        return f"{field}={shown(value)}: text of at most {most} characters"
+    return ""
 
 
 def _channel_config(
@@ -82,6 +102,10 @@ def _channel_config(
         errors.append(f"{where}: url: a Slack URL is a secret; name it with url_env")
     if "secret" in entry:
         errors.append(f"{where}: secret: never in the file; name it with secret_env")
+    for name in ("url_env", "secret_env"):
+        if entry.get(name) and not ENV_NAME.fullmatch(str(entry[name])):
+            errors.append(f"{where}: {name}={shown(entry[name])}: not a variable name")
+            return config
     if kind in ("webhook", "slack"):
         url = entry.get("url")
         if entry.get("url_env"):
@@ -102,7 +126,12 @@ def _channel_config(
 
 
 def alerts_section(path: Path) -> Mapping[str, Any]:
-    data = yaml.safe_load(path.read_text()) or {}
+    """The ``alerts:`` section, read by the one bounded YAML reader
+    (costapp/yamlfile.py); a refused file is an AlertsFileError."""
+    try:
+        data = yaml_file_load(path, name=path.name) or {}
+    except YamlFileError as exc:
+        raise AlertsFileError(str(path), [str(exc)]) from None
     section = data.get("alerts") if isinstance(data, dict) else None
     return section or {}
 
@@ -121,12 +150,18 @@ def alert_rules_load(*, path: str | Path) -> AlertsLoadResult:
     rules = section.get("rules") or []
     for key in section:
         if key not in ("channels", "rules"):
-            errors.append(f"alerts: unknown key {key!r} (channels, rules)")
+            errors.append(f"alerts: unknown key {shown(key)} (channels, rules)")
+    for key, value in (("channels", channels), ("rules", rules)):
+        if not isinstance(value, list):
+            errors.append(f"alerts.{key}: must be a list, got {shown(value)}")
+    if errors:
+        raise AlertsFileError(str(path), errors)
     configs: dict[str, tuple[str, dict[str, Any]]] = {}
     for i, entry in enumerate(channels):
         where = _label("channels", i, entry)
-        if not isinstance(entry, Mapping) or not entry.get("name"):
-            errors.append(f"{where}: needs a name")
+        refusal = _text_refusal(entry, Channel)
+        if refusal:
+            errors.append(f"{where}: {refusal}")
             continue
         for key in set(entry) - CHANNEL_FIELDS:
             errors.append(f"{where}: unknown field {key!r}")
@@ -139,17 +174,25 @@ def alert_rules_load(*, path: str | Path) -> AlertsLoadResult:
     )
     for i, entry in enumerate(rules):
         where = _label("rules", i, entry)
-        if not isinstance(entry, Mapping) or not entry.get("name"):
-            errors.append(f"{where}: needs a name")
+        refusal = _text_refusal(entry, AlertRule)
+        if refusal:
+            errors.append(f"{where}: {refusal}")
             continue
+        refusal = _text_refusal(entry, AlertRule, "scope_name")
+        if refusal:
+            errors.append(f"{where}: {refusal}")
         for key in set(entry) - RULE_FIELDS:
             errors.append(f"{where}: unknown field {key!r}")
         data = {**entry, "for_periods": entry.get("for", 1)}
         for field_name, message in rule_problems(data):
             errors.append(f"{where}: {field_name}: {message}")
-        for name in entry.get("channels") or []:
+        names = entry.get("channels") or []
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            errors.append(f"{where}: channels: {shown(names)}: a list of channel names")
+            continue
+        for name in names:
             if name not in known:
-                errors.append(f"{where}: channels: {name!r} is not a channel")
+                errors.append(f"{where}: channels: {shown(name)} is not a channel")
     if errors:
         raise AlertsFileError(str(path), errors)
 

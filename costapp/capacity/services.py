@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -16,18 +15,40 @@ from analytics.capacity.calibration import (
     import_vllm_bench_latency,
     import_vllm_bench_serve,
 )
+from analytics.capacity.calibration_io import MAX_TP, calibration_json
 from analytics.capacity.calibration_types import (
     HARDWARE_CONSTANTS,
     CalibrationKey,
 )
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.errors import CapacityError, InvalidInput
+from analytics.capacity.memory import WEIGHT_DTYPES
 from costapp.capacity import adapters
 from costapp.capacity.backtest import WINDOW_DAYS, telemetry_fit
 from costapp.capacity.tables import METRICS, Cell, whatif_table
 from costapp.capacity.whatif import Column, WhatIf
 from costapp.csv_export import csv_text
 from costapp.models import Calibration, Deployment, Scenario
+from costapp.validation import int_in, shown
+
+# What ``vllm bench latency`` was run with (its file does not say): the upload
+# form's bounds, for the command line too.
+BENCH_LATENCY_SHAPE = {
+    "batch_size": 65_536,
+    "input_len": 10_000_000,
+    "output_len": 1_000_000,
+}
+
+
+# The calibration key's parts and the columns that store them.
+KEY_COLUMNS = {
+    "gpu": "gpu_type",
+    "mig_profile": "mig_profile",
+    "model": "model_name",
+    "weight_dtype": "weight_dtype",
+    "kv_dtype": "kv_dtype",
+    "engine_version": "engine_version",
+}
 
 
 class CalibrationImportError(ValueError):
@@ -37,12 +58,8 @@ class CalibrationImportError(ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        shown = (
-            value
-            if not isinstance(value, str) or len(value) < 80
-            else value[:77] + "..."
-        )
-        super().__init__(f"{field} = {shown!r}: {reason}")
+        # The value cut to 80 characters, as every refusal shows it.
+        super().__init__(f"{field} = {shown(value)}: {reason}")
 
 
 def _json_clean(value: Any) -> Any:
@@ -91,12 +108,17 @@ def _key(target: Mapping[str, Any]) -> CalibrationKey:
     model = target.get("model")
     if not model:
         raise CalibrationImportError("model", model, "a bench result needs the model")
+    weight_dtype = target.get("weight_dtype") or "bf16"
+    if str(weight_dtype).lower() not in WEIGHT_DTYPES:
+        raise CalibrationImportError(
+            "weight_dtype", weight_dtype, f"known: {', '.join(WEIGHT_DTYPES)}"
+        )
     return CalibrationKey(
         gpu=str(gpu),
         model=str(model),
-        weight_dtype=target.get("weight_dtype") or "bf16",
+        weight_dtype=weight_dtype,
         kv_dtype=target.get("kv_dtype") or "auto",
-        tp=int(target.get("tp") or 1),
+        tp=int_in(target.get("tp") or 1, field="tp", minimum=1, maximum=MAX_TP),
         engine_version=target.get("engine_version") or adapters.DEFAULT_ENGINE_VERSION,
         mig_profile=target.get("mig_profile") or None,
     )
@@ -124,13 +146,15 @@ def calibration_import(
         raise CalibrationImportError("file", filename, "larger than 5 MiB")
     try:
         text = content.decode("utf-8") if isinstance(content, bytes) else content
-        document = json.loads(text)
     except UnicodeDecodeError as exc:
         raise CalibrationImportError("file", filename, "not UTF-8 text") from exc
-    except json.JSONDecodeError as exc:
-        raise CalibrationImportError(
-            "file", filename, f"not valid JSON: {exc.msg} at line {exc.lineno}"
-        ) from exc
+    try:
+        # Numbers bounded in digits before any conversion, at most 20 deep.
+        document = calibration_json(text)
+    except InvalidInput as exc:
+        field = "file" if exc.field == "<file>" else exc.field
+        value = filename if exc.field == "<file>" else exc.value
+        raise CalibrationImportError(field, value, exc.reason) from exc
     kind = _detect(document)
     try:
         if kind == "calibration":
@@ -148,7 +172,7 @@ def calibration_import(
             payload = calibration_to_dict(cal)
         else:
             shape: dict[str, int] = {}
-            for name in ("batch_size", "input_len", "output_len"):
+            for name, most in BENCH_LATENCY_SHAPE.items():
                 value = target.get(name)
                 if not value:
                     raise CalibrationImportError(
@@ -157,7 +181,7 @@ def calibration_import(
                         "vllm bench latency files do not record it: "
                         "give the value used on the command line",
                     )
-                shape[name] = int(value)
+                shape[name] = int_in(value, field=name, minimum=1, maximum=most)
             cal = import_vllm_bench_latency(
                 document,
                 key=_key(target),
@@ -181,6 +205,22 @@ def _calibration_store(
     except InvalidInput as exc:
         raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
     key = cal.key
+    for name, value in (
+        ("gpu", key.gpu),
+        ("mig_profile", key.mig_profile),
+        ("model", key.model),
+        ("weight_dtype", key.weight_dtype),
+        ("kv_dtype", key.kv_dtype),
+        ("engine_version", key.engine_version),
+    ):
+        most = (
+            getattr(Calibration._meta.get_field(KEY_COLUMNS[name]), "max_length", 0)
+            or 0
+        )
+        if value and len(value) > most:
+            raise CalibrationImportError(
+                f"key.{name}", value, f"longer than {most} characters"
+            )
     return Calibration.objects.create(
         kind=_table_kind(cal),
         gpu_type=key.gpu,

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import yaml
 from django.contrib.auth.models import Group, User
 
-from costapp.fleet.fleetfile import FleetLoadResult, fleet_load
+from costapp.fleet.fleetfile import FleetLoadResult, fleet_file_read, fleet_load
 from costapp.fleet.services import rate_card_seed
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import IngestRun
@@ -40,7 +39,7 @@ def demo_fleet_load(*, end: datetime | None = None) -> FleetLoadResult:
     file names its days."""
     if end is None:
         end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    data = yaml.safe_load(DEMO_FLEET.read_text())
+    data = fleet_file_read(DEMO_FLEET)
     holiday = DemoEvents.for_end(end).holiday
     for entry in data.get("holidays") or []:
         if entry.get("name") == DEMO_HOLIDAY:

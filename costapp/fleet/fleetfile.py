@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
+from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Field
 
 from costapp.fleet.validation import (
     ALL_TEAMS,
@@ -22,6 +23,8 @@ from costapp.fleet.validation import (
     pool_problems,
 )
 from costapp.models import Deployment, Pool, TeamHoliday
+from costapp.validation import shown
+from costapp.yamlfile import YamlFileError, yaml_file_load
 
 POOL_FIELDS = (
     "name",
@@ -54,13 +57,28 @@ DEPLOYMENT_FIELDS = (
 )
 
 
+# What the message lists: a file of 10,000 bad entries, or one naming a
+# 100 kB value, still prints as a screenful (``errors`` keeps them all).
+SHOWN_ERRORS = 100
+SHOWN_ERROR_CHARS = 500
+
+
+def _shown_error(error: str) -> str:
+    if len(error) <= SHOWN_ERROR_CHARS:
+        return error
+    return error[: SHOWN_ERROR_CHARS - 1] + "…"
+
+
 class FleetFileError(ValueError):
     def __init__(self, path: str, errors: list[str]) -> None:
         self.path = path
         self.errors = errors
+        lines = [_shown_error(e) for e in errors[:SHOWN_ERRORS]]
+        if len(errors) > SHOWN_ERRORS:
+            lines.append(f"... and {len(errors) - SHOWN_ERRORS} more")
         super().__init__(
             f"{path}: {len(errors)} problem(s), nothing was loaded:\n  "
-            + "\n  ".join(errors)
+            + "\n  ".join(lines)
         )
 
 
@@ -82,15 +100,13 @@ def _entry_label(section: str, index: int, entry: Any) -> str:
     return f"{section}[{index}] ({name})" if name else f"{section}[{index}]"
 
 
-def _read(path: Path) -> dict[str, Any]:
+def fleet_file_read(path: Path) -> dict[str, Any]:
+    """The parsed fleet file, through the one bounded YAML reader (size, UTF-8,
+    depth, aliases: costapp/yamlfile.py); every refusal is a FleetFileError."""
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise FleetFileError(str(path), [f"cannot read the file: {exc}"]) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise FleetFileError(str(path), [f"not valid YAML: {exc}"]) from None
+        data = yaml_file_load(path, name=path.name)
+    except YamlFileError as exc:
+        raise FleetFileError(str(path), [str(exc)]) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -100,6 +116,35 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
+# The file's name of a column where it differs (the rest are the same).
+FILE_FIELD = {
+    "model_name": "model",
+    "slo_ttft_p95_ms": "slo.ttft_p95_ms",
+    "slo_itl_p95_ms": "slo.itl_p95_ms",
+}
+
+
+def _column_problems(
+    values: Mapping[str, Any], model: type[Pool] | type[Deployment]
+) -> list[tuple[str, str]]:
+    """Values the rules above accept that their column cannot hold (a
+    GPU count of 10^20, a 40-character account id): PostgreSQL would refuse
+    the write with a DataError. Run once an entry has no other problem."""
+    problems = []
+    for column, value in values.items():
+        if value is None or column in ("pool", "cost_rules"):
+            continue
+        field = model._meta.get_field(column)
+        try:
+            if isinstance(field, Field):
+                field.run_validators(value)
+        except ValidationError as exc:
+            problems.append(
+                (FILE_FIELD.get(column, column), f"{shown(value)}: {exc.messages[0]}")
+            )
+    return problems
+
+
 def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
     """Every problem of a parsed fleet file, each naming file, entry and field."""
     errors: list[str] = []
@@ -107,7 +152,7 @@ def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
         # ``alerts`` is read by costapp.alerts.fleetfile (fleet/ never imports alerts/).
         if key not in ("pools", "deployments", "holidays", "alerts"):
             errors.append(
-                f"{name}: unknown top-level key {key!r} "
+                f"{name}: unknown top-level key {shown(key)} "
                 "(pools, deployments, holidays, alerts)"
             )
     pools = data.get("pools") or []
@@ -129,8 +174,9 @@ def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
             continue
         for key in entry:
             if key not in POOL_FIELDS:
-                errors.append(f"{name}: {label}: unknown field {key!r}")
-        for fld, message in pool_problems(entry):
+                errors.append(f"{name}: {label}: unknown field {shown(key)}")
+        problems = pool_problems(entry) or _column_problems(_pool_values(entry), Pool)
+        for fld, message in problems:
             errors.append(f"{name}: {label}: {fld} {message}")
         pool_name = entry.get("name")
         if isinstance(pool_name, str):
@@ -146,8 +192,11 @@ def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
             continue
         for key in entry:
             if key not in DEPLOYMENT_FIELDS:
-                errors.append(f"{name}: {label}: unknown field {key!r}")
-        for fld, message in deployment_problems(entry, pools=pool_gpus):
+                errors.append(f"{name}: {label}: unknown field {shown(key)}")
+        problems = deployment_problems(entry, pools=pool_gpus) or _column_problems(
+            _deployment_values({**entry, "pool": None}, {}), Deployment
+        )
+        for fld, message in problems:
             errors.append(f"{name}: {label}: {fld} {message}")
         dep_name = entry.get("name")
         if isinstance(dep_name, str):
@@ -248,7 +297,7 @@ def fleet_load(
     as the demo does with its holiday); ``path`` then only names it."""
     path = Path(path)
     if data is None:
-        data = _read(path)
+        data = fleet_file_read(path)
     errors = fleet_validate(data, name=path.name)
     if errors:
         raise FleetFileError(str(path), errors)
