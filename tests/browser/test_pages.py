@@ -154,14 +154,14 @@ def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
         if wide[0] > wide[1]:
             problems.append(f"{page} at {width} px scrolls sideways: {wide}")
         # Nor does a table overflow its card: at 1440 px on any page, at
-        # 1024 px on the breakdown and idle pages (elsewhere a table of a
-        # dozen columns may scroll inside its card there). The telemetry
+        # 1024 px on the breakdown, idle and pipeline pages (elsewhere a table
+        # of a dozen columns may scroll inside its card there). The telemetry
         # page's raw hour and device tables (20 columns) scroll by design in
         # a ``.card.scroll``.
         cards = (
             ".card:not(.scroll)"
             if width >= 1440
-            else ".breakdown-grid .card, .card:has(> table#idle)"
+            else ".breakdown-grid .card, .card:has(> table#idle), .card:has(> table#steps)"
         )
         inner = d.execute_script(
             f"return [...document.querySelectorAll('{cards}')]"
