@@ -6,9 +6,14 @@ a 10 kB string never floods a page or a log). The limits are the ones the
 database and the pages can hold, with the reason beside each:
 
 - numbers are finite (NaN, ±Infinity and ``1e309``, which a float reads as
-  infinity, are refused) and ``|x| < 10^16``: money columns are
-  ``DECIMAL(28, 12)``, so 16 integer digits is what they hold, and a sum of many
-  lines must still fit;
+  infinity, are refused) and amounts ``|x| < 10^15``: money columns are
+  ``DECIMAL(28, 12)`` (16 integer digits), but SQLite keeps a decimal as a REAL
+  (about 15 significant digits) and Django reads it back rounded to 15 digits,
+  then to 12 places within 28 digits: 9999999999999999.999999999999 came back
+  as 1e16, 29 digits, and every page reading it failed. Below 10^15 a value
+  rounds to at most 10^15, which reads back; the tenfold room is for sums;
+- money is written in ASCII digits (``Decimal`` and ``float`` also read
+  ``1_000``, full-width and Arabic-Indic digits, which no bill means);
 - at most 12 decimal places, the column's scale: more would be rounded silently;
 - no NUL byte in any text: PostgreSQL text cannot hold one, and some readers
   cut the string there (an account id "1234\\x005678" became "1234");
@@ -36,7 +41,7 @@ from typing import Any
 from analytics.capacity.errors import InvalidInput as _EngineInvalidInput
 
 SHOWN_CHARS = 80
-MAX_MAGNITUDE = Decimal(10) ** 16
+MAX_MAGNITUDE = Decimal(10) ** 15
 MAX_PLACES = 12
 # What "YYYY-MM-DD" means everywhere: ASCII digits (fromisoformat alone also
 # takes 20261101 and the ISO week date 2026-W48-1, which nobody means).
@@ -47,9 +52,8 @@ MAX_JSON_DEPTH = 20
 MAX_NUMBER_CHARS = 64  # longer than any amount a bill can hold
 DEFAULT_TEXT_CHARS = 1000
 ACCOUNT_ID = re.compile(r"[0-9]{12}")
-_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
-# What a person types: ASCII digits only. float() and int() also read "1_000",
-# full-width and Arabic-Indic digits, which nobody means as a figure.
+# What a person types: ASCII digits only. Decimal(), float() and int() also
+# read "1_000", full-width and Arabic-Indic digits, which nobody means as a figure.
 PLAIN_NUMBER = re.compile(r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?")
 NON_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity",
                         "+infinity", "-infinity"})  # fmt: skip
@@ -64,6 +68,49 @@ def shown(value: Any) -> str:
     if len(text) > SHOWN_CHARS:
         text = text[: SHOWN_CHARS - 1] + "…"
     return text
+
+
+# What a name may not hold (a channel, rule, team or deployment name, any
+# one-line input): a line break puts a header of its own into an email
+# ("a\r\nBcc: x") or a fake line into a log or a chat message; other C0/C1
+# controls (tab, escape) and the Unicode line separators do the same to what
+# reads them; a bidi override or isolate shows a name in another order than
+# it is stored (CVE-2021-42574, "Trojan Source"). Free text (a description, a
+# comment, a textarea) keeps its tabs and line breaks, never the rest.
+_LINE_BREAKS = "\n\r\u2028\u2029"
+_BIDI = "\u202a-\u202e\u2066-\u2069"
+_NOT_IN_NAMES = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
+# Free text keeps tab, LF and CR (and U+2028/U+2029).
+_NOT_IN_TEXT = re.compile(f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}]")
+
+
+def _control_problem(value: str, refused: re.Pattern[str]) -> str | None:
+    found = refused.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    code = f"U+{ord(char):04X}"
+    if char == "\x00":
+        return "contains a NUL byte"
+    if char in _LINE_BREAKS:
+        return f"contains a line break ({code})"
+    if re.fullmatch(f"[{_BIDI}]", char):
+        return f"contains a bidirectional control ({code})"
+    return f"contains a control character ({code})"
+
+
+def name_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a name (None: it can): no control character
+    (C0, C1, DEL; tab and line breaks included), no U+2028/U+2029, no bidi
+    override or isolate (U+202A-U+202E, U+2066-U+2069). The one rule of the
+    forms (costapp/forms.py), the fleet file and the admin."""
+    return _control_problem(value, _NOT_IN_NAMES)
+
+
+def free_text_problem(value: str) -> str | None:
+    """``name_problem`` for free text (a description, a comment, a list one
+    item a line): tab, CR and LF are kept, and U+2028/U+2029."""
+    return _control_problem(value, _NOT_IN_TEXT)
 
 
 class InvalidInput(_EngineInvalidInput):
@@ -84,16 +131,51 @@ class InvalidInput(_EngineInvalidInput):
 # -- numbers ------------------------------------------------------------------
 
 
+def bound(limit: Decimal | float) -> str:
+    """A limit as a refusal names it: 10^15 rather than 1E+15."""
+    number = Decimal(limit) if isinstance(limit, int | float) else limit
+    sign, digits, exponent = number.normalize().as_tuple()
+    if not sign and digits == (1,) and isinstance(exponent, int) and exponent > 3:
+        return f"10^{exponent}"
+    return f"{number:,}"
+
+
+def _number_text(value: str | bytes, *, field: str, original: Any, kind: str) -> str:
+    """The text of a number as written, refused unless it is plain ASCII."""
+    text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
+    text = text.strip()
+    if len(text) > MAX_NUMBER_CHARS:
+        raise InvalidInput(
+            field, original, f"is longer than {MAX_NUMBER_CHARS} characters"
+        )
+    if text.lower() in NON_FINITE:
+        raise InvalidInput(field, original, "is not a finite number")
+    if not PLAIN_NUMBER.fullmatch(text):
+        raise InvalidInput(field, original, kind)
+    return text
+
+
+def _python_reads(value: str | bytes) -> bool:
+    """Whether Decimal() would read it (full-width digits, ``1_000``)."""
+    try:
+        Decimal(value.decode() if isinstance(value, bytes) else value)
+    except (InvalidOperation, ValueError, UnicodeDecodeError):
+        return False
+    return True
+
+
 def decimal_in(
     value: Any,
     *,
     field: str,
     max_places: int = MAX_PLACES,
     limit: Decimal = MAX_MAGNITUDE,
+    negative: bool = True,
 ) -> Decimal:
     """A finite Decimal with ``|x| < limit`` and at most ``max_places``
     decimals (trailing zeros do not count: Parquet's decimal128(38, 15) writes
-    1.5 as 1.500000000000000)."""
+    1.5 as 1.500000000000000); ``negative=False`` for a quantity or a duration.
+    Text must be plain ASCII: ``1_000`` and full-width digits are refused."""
     if isinstance(value, bool):
         raise InvalidInput(field, value, "is not a number")
     if isinstance(value, Decimal):
@@ -105,12 +187,18 @@ def decimal_in(
             raise InvalidInput(field, value, "is not a finite number")
         number = Decimal(repr(value))
     elif isinstance(value, str | bytes):
-        text = value.decode("ascii", "replace") if isinstance(value, bytes) else value
-        text = text.strip()
-        if len(text) > MAX_NUMBER_CHARS:
-            raise InvalidInput(
-                field, value, f"is longer than {MAX_NUMBER_CHARS} characters"
+        try:
+            text = _number_text(
+                value, field=field, original=value, kind="is not a decimal number"
             )
+        except InvalidInput as exc:
+            if exc.reason != "is not a decimal number" or not _python_reads(value):
+                raise
+            raise InvalidInput(
+                field,
+                value,
+                "is not a plain decimal number: ASCII digits only, no _ separators",
+            ) from None
         try:
             number = Decimal(text)
         except (InvalidOperation, ValueError):
@@ -119,37 +207,46 @@ def decimal_in(
         raise InvalidInput(field, value, "is not a number")
     if not number.is_finite():
         raise InvalidInput(field, value, "is not a finite number")
-    if abs(number) >= limit:
-        raise InvalidInput(
-            field, value, f"is too large: the magnitude must stay below {limit:.0e}"
-        )
     # Count the places by hand: normalize() rounds to the context's 28
     # digits, so 16 integer digits and 14 places passed as 12 places.
     _, digits, exponent = number.as_tuple()
     assert isinstance(exponent, int)  # finite, checked above
-    significant = "".join(map(str, digits)).rstrip("0")
-    places = -exponent - (len(digits) - len(significant)) if significant else 0
-    if places > max_places:
-        raise InvalidInput(field, value, f"has more than {max_places} decimal places")
+    if -exponent > max_places:  # trailing zeros do not count
+        zeros = 0
+        for digit in reversed(digits):
+            if digit:
+                break
+            zeros += 1
+        places = -exponent - zeros if zeros < len(digits) else 0
+        if places > max_places:
+            raise InvalidInput(
+                field, value, f"has more than {max_places} decimal places"
+            )
+    if abs(number) >= limit:
+        raise InvalidInput(
+            field, value, f"is too large: amounts stay below {bound(limit)}"
+        )
+    if not negative and number < 0:
+        raise InvalidInput(
+            field, value, "is negative: a quantity or a duration never is"
+        )
     return number
 
 
 def float_in(value: Any, *, field: str, limit: float = 1e16) -> float:
-    """A finite float with ``|x| < limit``."""
+    """A finite float with ``|x| < limit``; text must be a plain ASCII number.
+
+    Not for amounts that are stored as decimals (``decimal_in`` bounds those
+    at 10^15); alert thresholds are floats and keep their own bound."""
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         raise InvalidInput(field, value, "is not a number")
     if isinstance(value, str):
-        text = value.strip()
-        if len(text) > MAX_NUMBER_CHARS:
-            raise InvalidInput(
-                field, value, f"is longer than {MAX_NUMBER_CHARS} characters"
-            )
-        if text.lower() in NON_FINITE:
-            raise InvalidInput(field, value, "is not a finite number")
-        if not PLAIN_NUMBER.fullmatch(text):
-            raise InvalidInput(
-                field, value, "is not a plain number (ASCII digits, such as 1.5)"
-            )
+        _number_text(
+            value,
+            field=field,
+            original=value,
+            kind="is not a plain number (ASCII digits, such as 1.5)",
+        )
     try:
         number = float(value)
     except (ValueError, OverflowError):
@@ -158,7 +255,7 @@ def float_in(value: Any, *, field: str, limit: float = 1e16) -> float:
         raise InvalidInput(field, value, "is not a finite number")
     if abs(number) >= limit:
         raise InvalidInput(
-            field, value, f"is too large: the magnitude must stay below {limit:.0e}"
+            field, value, f"is too large: the magnitude must stay below {bound(limit)}"
         )
     return number
 
@@ -185,8 +282,9 @@ def int_in(value: Any, *, field: str, minimum: int, maximum: int) -> int:
 
 
 def looks_numeric(text: str) -> bool:
-    """Whether ``text`` is a plain decimal number such as -1.5 or 2e3."""
-    return bool(_NUMBER.fullmatch(text.strip()))
+    """Whether ``text`` is a plain decimal number such as -1.5 or 2e3, in
+    ASCII digits (a spreadsheet reads "-١٢٣" as a formula, not a number)."""
+    return bool(PLAIN_NUMBER.fullmatch(text.strip()))
 
 
 # -- text ---------------------------------------------------------------------

@@ -4,6 +4,11 @@ It runs first in FILE_UPLOAD_HANDLERS, so a file over the limit is cut off while
 it streams in: the bytes past the limit are never written to memory or disk,
 and the parse stops there (``StopUpload``). The view reads
 ``request.upload_refused`` to say why the file is missing.
+
+What is counted is the bytes received, every file of the request together: a
+declared length (Content-Length) over the limit is refused before anything is
+read, but one under it proves nothing, and two files of half the limit each are
+one limit's worth of disk.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class CappedUploadHandler(FileUploadHandler):
         super().__init__(request)
         self.limit = int(settings.COSTAPP_UPLOAD_MAX_BYTES)
         self.request_length = 0
+        self.received = 0
 
     def handle_raw_input(
         self,
@@ -54,7 +60,8 @@ class CappedUploadHandler(FileUploadHandler):
             self._refuse(f"the request is {self.request_length:,} bytes")
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
-        if start + len(raw_data) > self.limit:
+        self.received += len(raw_data)
+        if self.received > self.limit:
             self._refuse("larger than the upload limit")
         return raw_data
 

@@ -25,15 +25,20 @@ import re
 import tempfile
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
+from costapp.sources.base import Batch, CostRecord, ReplaceScope, Window
+from costapp.sources.focus_csv import CappedReader, FocusError
+from costapp.sources.focus_parquet import ParquetRefused, parquet_rows
 from costapp.validation import (
+    MAX_MAGNITUDE,
     InvalidInput,
+    bound,
     datetime_in,
     decimal_in,
     flat_object_in,
@@ -66,6 +71,8 @@ OPTIONAL = (
     "Region",  # FOCUS 0.5 name of RegionId
     "ConsumedQuantity",
     "ConsumedUnit",
+    "PricingQuantity",  # checked, not stored
+    "ChargeClass",  # "Correction": may take back usage (negative quantities)
     "x_UsageType",  # AWS Data Exports' provider column; FOCUS has no usage type
 )
 CHARGE_CATEGORIES = {
@@ -84,7 +91,6 @@ NULLS = {"", "NULL", "null"}
 # without spaces, as long as the column holds. Full-width digits and NUL
 # bytes are refused.
 ACCOUNT = re.compile(r"[!-~]{1,32}")
-NUL_MARK = "\ue000".encode()  # a private-use character standing for a NUL byte
 DEFAULT_MAX_BYTES = 1 << 30
 DEFAULT_MAX_INFLATION = 100
 # Below this many decompressed bytes the inflation ratio is not checked: a
@@ -110,49 +116,9 @@ class Period:
     end: datetime
     rows: int = 0
     lines: dict[tuple[Any, ...], _Line] = field(default_factory=dict)
-
-
-class FocusError(SourceError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, permanent=True)
-
-
-class _Capped(io.RawIOBase):
-    """A decompressing reader that refuses to inflate past a limit: a 204 kB
-    gzip of 200 MiB is refused when the limit is reached, before pandas holds
-    any of it."""
-
-    def __init__(self, raw: Any, *, limit: int, name: str) -> None:
-        self.raw = raw
-        self.limit = limit
-        self.name = name
-        self.count = 0
-        self.pending = b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if not self.pending:
-            data = self.raw.read(max(1, len(buffer)))
-            self.count += len(data)
-            if self.count > self.limit:
-                raise FocusError(
-                    f"{self.name}: decompresses to more than {self.limit:,} bytes "
-                    "(COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES, "
-                    "COSTAPP_FOCUS_MAX_INFLATION); nothing was imported"
-                )
-            # pandas' CSV parser ends a cell at a NUL byte ("1234\x005678"
-            # became "1234"): mark it so the row check can name the cell.
-            self.pending = data.replace(b"\x00", NUL_MARK)
-        size = min(len(buffer), len(self.pending))
-        buffer[:size] = self.pending[:size]
-        self.pending = self.pending[size:]
-        return size
-
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
+    # Per column, the sum of |amount| over the period's rows: below 10^15,
+    # so no line or total of this account's month can exceed it.
+    magnitude: list[Decimal] = field(default_factory=lambda: [Decimal(0)] * 4)
 
 
 def _cell(row: Mapping[str, Any], column: str) -> Any:
@@ -212,22 +178,31 @@ class FocusSource:
 
             client = boto3.client("s3")
         suffix = "".join(Path(key).suffixes[-2:])
-        try:
-            size = int(client.head_object(Bucket=bucket, Key=key)["ContentLength"])
-        except (ClientError, BotoCoreError) as exc:
-            raise FocusError(f"{self.uri}: cannot read from S3: {exc}") from exc
-        if size > self.max_bytes:
-            raise FocusError(
-                f"{self.uri}: {size:,} bytes, more than the {self.max_bytes:,} "
-                "allowed (COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES)"
-            )
+        too_big = (
+            f"{self.uri}: more than the {self.max_bytes:,} bytes allowed "
+            "(COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES)"
+        )
         fd, name = tempfile.mkstemp(prefix="focus-", suffix=suffix[-16:])
         try:
             with os.fdopen(fd, "wb") as out:
-                client.download_fileobj(bucket, key, out)
+                answer = client.get_object(Bucket=bucket, Key=key)
+                if int(answer.get("ContentLength") or 0) > self.max_bytes:
+                    raise FocusError(too_big)
+                # The bytes received are counted: the declared length is
+                # only a hint, and the object may change after it was sent.
+                received = 0
+                with closing(answer["Body"]) as body:
+                    for chunk in body.iter_chunks(1024 * 1024):
+                        received += len(chunk)
+                        if received > self.max_bytes:
+                            raise FocusError(too_big)
+                        out.write(chunk)
         except (ClientError, BotoCoreError) as exc:
             os.unlink(name)
             raise FocusError(f"{self.uri}: cannot read from S3: {exc}") from exc
+        except BaseException:
+            os.unlink(name)
+            raise
         return Path(name), True
 
     def _limit(self, path: Path) -> int:
@@ -258,7 +233,7 @@ class FocusSource:
         else:
             raw = path.open("rb")
         return io.BufferedReader(
-            _Capped(raw, limit=self._limit(path), name=self.display_name)
+            CappedReader(raw, limit=self._limit(path), name=self.display_name)
         )
 
     def _rows(self, path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -266,34 +241,18 @@ class FocusSource:
         wanted = set(REQUIRED) | set(OPTIONAL)
         name = path.name.lower()
         if name.endswith(".parquet") or name.endswith(".parq"):
-            import pyarrow.parquet as pq
-
             try:
-                parquet = pq.ParquetFile(path)
-            except Exception as exc:  # pyarrow raises several types; report any
-                raise FocusError(
-                    f"{self.display_name}: not a Parquet file: {exc}"
-                ) from exc
-            columns = [c for c in parquet.schema_arrow.names if c in wanted]
-            self._check_header(parquet.schema_arrow.names)
-            metadata = parquet.metadata
-            inflated = sum(
-                metadata.row_group(i).total_byte_size
-                for i in range(metadata.num_row_groups)
-            )
-            if inflated > self._limit(path):
-                raise FocusError(
-                    f"{self.display_name}: decompresses to {inflated:,} bytes, more "
-                    f"than the {self._limit(path):,} allowed "
-                    "(COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES, COSTAPP_FOCUS_MAX_INFLATION)"
+                yield from parquet_rows(
+                    path,
+                    wanted=wanted,
+                    limit=self._limit(path),
+                    batch_rows=self.chunk_rows,
+                    check_header=self._check_header,
                 )
-            n = 0
-            for batch in parquet.iter_batches(
-                batch_size=self.chunk_rows, columns=columns
-            ):
-                for row in batch.to_pylist():
-                    n += 1
-                    yield n, row
+            except ParquetRefused as exc:
+                raise FocusError(
+                    f"{self.display_name}: {exc}; nothing was imported"
+                ) from None
             return
         import pandas as pd
 
@@ -366,14 +325,16 @@ class FocusSource:
             except InvalidInput as exc:
                 raise self._error(n, column, value, exc.reason) from None
 
-        def decimal(column: str, required: bool = True) -> Decimal | None:
+        def decimal(
+            column: str, required: bool = True, negative: bool = True
+        ) -> Decimal | None:
             value = _cell(row, column)
             if value is None:
                 if required:
                     raise self._error(n, column, row.get(column), "is required")
                 return None
             try:
-                return decimal_in(value, field=column)
+                return decimal_in(value, field=column, negative=negative)
             except InvalidInput as exc:
                 raise self._error(n, column, value, exc.reason) from None
 
@@ -436,7 +397,16 @@ class FocusSource:
         billed = decimal("BilledCost")
         effective = decimal("EffectiveCost")
         listed = decimal("ListCost")
-        quantity = decimal("ConsumedQuantity", required=False)
+        # Quantities count on usage rows only (FOCUS: null on the others),
+        # and there they are never negative (GPU-hours price the fleet), but
+        # on a correction (ChargeClass "Correction"), which may take back usage
+        # billed in an earlier period.
+        usage = category == "Usage"
+        correction = _cell(row, "ChargeClass") == "Correction"
+        signed = not usage or correction
+        quantity = decimal("ConsumedQuantity", required=False, negative=signed)
+        decimal("PricingQuantity", required=False, negative=signed)
+        quantity = quantity if usage else None
         service = text("ServiceName")
         if not service:
             raise self._error(n, "ServiceName", row.get("ServiceName"), "is required")
@@ -475,6 +445,23 @@ class FocusSource:
                 f"differs from {period.end:%Y-%m-%d %H:%M} in earlier rows",
             )
         period.rows += 1
+        assert billed is not None and effective is not None and listed is not None
+        sums = period.magnitude
+        sums[0] += abs(billed)
+        sums[1] += abs(effective)
+        sums[2] += abs(listed)
+        sums[3] += quantity or 0  # never negative where it counts
+        if max(sums) >= MAX_MAGNITUDE:
+            i = next(i for i, total in enumerate(sums) if total >= MAX_MAGNITUDE)
+            column = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")[i]
+            raise self._error(
+                n,
+                column,
+                row.get(column),
+                f"brings the sum of |{column}| over account {account}'s billing "
+                f"period from {period_start:%Y-%m-%d} to {sums[i]:f}; amounts "
+                f"stay below {bound(MAX_MAGNITUDE)}",
+            )
         record_type = CHARGE_CATEGORIES[category]
         usage_type = text("x_UsageType")
         resource = text("ResourceId")[:500]
@@ -503,7 +490,6 @@ class FocusSource:
                     "currency": currency,
                 }
             )
-        assert billed is not None and effective is not None and listed is not None
         line.billed += billed
         line.effective += effective
         line.listed += listed
