@@ -113,8 +113,21 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, object]:
         return {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(file_path),
-            # The demo writes from a worker thread while pages read.
-            "OPTIONS": {"timeout": 30, "transaction_mode": "IMMEDIATE"},
+            "OPTIONS": {
+                # WAL: a reader (a slow export's snapshot) never blocks the
+                # writer, nor the writer it; every page writes its session.
+                # NORMAL is safe in WAL: a power cut may lose the last commits,
+                # never the file.
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+                # Writers still take turns (the demo ingests on a thread while
+                # pages save sessions): one waits this long for another.
+                "timeout": 30,
+                # A write transaction takes the write lock at BEGIN: in WAL a
+                # deferred one that read first and then writes fails at once
+                # (SQLITE_BUSY_SNAPSHOT) instead of waiting. Read-only
+                # snapshots begin DEFERRED (costs.export_reads.one_snapshot).
+                "transaction_mode": "IMMEDIATE",
+            },
         }
     if parsed.scheme in {"postgres", "postgresql", "pgsql"}:
         name = unquote(parsed.path.lstrip("/"))

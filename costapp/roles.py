@@ -9,7 +9,7 @@ docs/security.md and in tests/foundation/test_roles.py: change all three.
 
 from __future__ import annotations
 
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import AnonymousUser, Group, Permission, User
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
@@ -96,6 +96,16 @@ ROLES: dict[str, frozenset[str]] = {
     TECH_LEAD: frozenset(_TECH_LEAD),
     ADMIN: frozenset(_ADMIN),
 }
+
+
+def uses_admin_site(user: User | AnonymousUser) -> bool:
+    """Who signs in to and opens the admin site: an active member of the admin
+    group (or a superuser). Django's staff flag is neither needed nor enough:
+    the groups above are the one place a role is given."""
+    return bool(
+        user.is_active
+        and (user.is_superuser or user.groups.filter(name=ADMIN).exists())
+    )
 
 
 def _permission_rows(names: frozenset[str]) -> list[Permission]:

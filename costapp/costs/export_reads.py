@@ -42,6 +42,10 @@ def one_snapshot() -> Iterator[None]:
     the server-side cursors are plain ones, not WITH HOLD cursors that
     PostgreSQL materialises whole before the first row."""
     nested = connection.in_atomic_block
+    if connection.vendor == "sqlite" and not nested:
+        with _sqlite_snapshot():
+            yield
+        return
     with transaction.atomic():
         if connection.vendor == "postgresql" and not nested:
             with connection.cursor() as cursor:
@@ -49,6 +53,33 @@ def one_snapshot() -> Iterator[None]:
                     "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY"
                 )
         yield
+
+
+@contextmanager
+def _sqlite_snapshot() -> Iterator[None]:
+    """A DEFERRED transaction, read-only: in WAL mode (``env.database_from_url``)
+    it reads one snapshot from its first read while writers go on committing.
+    The ``IMMEDIATE`` that writes begin with would take the write lock for as
+    long as the download lasts, and every login and page (each saves its
+    session) would wait behind it and fail with "database is locked".
+    ``query_only`` refuses a write inside it, which would take that lock too."""
+    wrapper: Any = connection  # transaction_mode: the SQLite wrapper's own
+    wrapper.ensure_connection()  # connecting sets transaction_mode afresh
+    mode = wrapper.transaction_mode
+    wrapper.transaction_mode = "DEFERRED"
+    try:
+        with transaction.atomic():
+            wrapper.transaction_mode = mode
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA query_only = ON")
+            yield
+    finally:
+        wrapper.transaction_mode = mode
+        # After the transaction ends, so that an error in it is not hidden
+        # by a query refused inside a broken atomic block.
+        if wrapper.connection is not None:
+            with connection.cursor() as cursor:
+                cursor.execute("PRAGMA query_only = OFF")
 
 
 def in_one_snapshot(body: Callable[[], Iterator[T]]) -> Iterator[T]:

@@ -6,8 +6,8 @@ A custom collector reads the stored figures at scrape time into a fresh
 worker's process and the web process would show nothing. Authenticated by a
 bearer token: a user's API token with the ``metrics`` scope (its user needs
 the right to read unit costs), or the deployment-wide ``COSTAPP_METRICS_TOKEN``
-compared in constant time. The page does not exist (404) while neither is
-possible: no ``COSTAPP_METRICS_TOKEN`` and no live metrics token.
+compared in constant time. A request without a valid token gets 401, whether
+or not any token exists (a 404 while none did told an anonymous caller so).
 
 Per series (deployment, team, fleet) and currency, two clocks:
 
@@ -34,13 +34,13 @@ from datetime import UTC, date, datetime, time, timedelta
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db.models import Max, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from costapp.api.tokens import api_token_authenticate, metrics_tokens_exist
+from costapp.api.tokens import api_token_authenticate
 from costapp.models import Deployment, UnitCostFigure
 from costapp.models.api import SCOPE_METRICS
 from costapp.models.economics import IdleFigure
@@ -255,7 +255,7 @@ METRICS_RIGHT = "costapp.view_unitcostfigure"
 
 def _verdict(request: HttpRequest, token: str) -> int:
     """200: let in; 401: no valid token; 403: a token whose user may not read
-    unit costs; 404: the page is off."""
+    unit costs."""
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     given = given.strip()
     now = timezone.now()
@@ -265,17 +265,13 @@ def _verdict(request: HttpRequest, token: str) -> int:
         verdict = api_token_authenticate(secret=given, scope=SCOPE_METRICS, now=now)
         if verdict.token is not None:
             return 200 if verdict.token.user.has_perm(METRICS_RIGHT) else 403
-    if token or metrics_tokens_exist(now=now):
-        return 401
-    return 404
+    return 401
 
 
 @login_not_required
 def metrics(request: HttpRequest) -> HttpResponse:
     token = getattr(settings, "COSTAPP_METRICS_TOKEN", "")
     status = _verdict(request, token)
-    if status == 404:
-        raise Http404("metrics are off: set COSTAPP_METRICS_TOKEN or create a token")
     if status == 403:
         return HttpResponse("this token's user may not read unit costs\n",
                             status=403, content_type="text/plain")  # fmt: skip

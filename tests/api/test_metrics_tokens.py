@@ -31,9 +31,9 @@ def test_a_metrics_token_scrapes_and_others_do_not(
     world: w.World, token_for: TokenFor, settings: Any
 ) -> None:
     settings.COSTAPP_METRICS_TOKEN = ""
-    assert scrape(None).status_code == 404  # off: no token of any kind
+    assert scrape(None).status_code == 401  # no token of any kind yet
     finance = token_for("finance", scopes=("metrics",))
-    assert scrape(None).status_code == 401  # on, now a metrics token exists
+    assert scrape(None).status_code == 401
     response = scrape(finance)
     assert response.status_code == 200
     assert "costapp_cost_per_1k_requests_dollars" in response.content.decode()

@@ -110,7 +110,7 @@ def test_metrics_need_the_token_and_show_the_stored_figures(
     unit_costs_recompute(now=NOW)
     client = Client()
     settings.COSTAPP_METRICS_TOKEN = ""
-    assert client.get("/metrics").status_code == 404  # off until a token is set
+    assert client.get("/metrics").status_code == 401  # before any token, too
     settings.COSTAPP_METRICS_TOKEN = TOKEN
     assert client.get("/metrics").status_code == 401
     wrong = client.get("/metrics", HTTP_AUTHORIZATION="Bearer not-the-token")
