@@ -24,6 +24,7 @@ class CostappConfig(AppConfig):
 
     def ready(self) -> None:
         from costapp import access
+        from costapp.alerts import checks  # noqa: F401 (registers the deploy checks)
 
         # After Django's own post_migrate handlers have created this app's
         # permission rows (they connect first, in auth's ready()).

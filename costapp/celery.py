@@ -8,7 +8,7 @@ import time
 from datetime import datetime, timedelta
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from celery.schedules import schedstate, schedule
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costapp.settings")
@@ -68,6 +68,24 @@ def _install_beat_schedule(sender: Celery, **_: object) -> None:
                 period_s(entry), align_offset_s(entry)
             )
     sender.conf.beat_schedule = entries
+
+
+@signals.worker_init.connect
+def _refuse_unusable_channel_secrets(sender: Any = None, **_: object) -> None:
+    """The worker on the alerts queue exits 1 while a channel's settings cannot
+    be decrypted, saying how to fix it: started, it would fail every delivery.
+    Celery logs and swallows an exception from a signal handler; SystemExit
+    is not one."""
+    if sender is None:
+        return
+    from django.db import connections
+
+    from costapp.alerts.checks import worker_start_refusal
+
+    refusal = worker_start_refusal(sender.app.amqp.queues.consume_from)
+    connections.close_all()  # not inherited by the pool's processes
+    if refusal:
+        raise SystemExit(refusal)  # printed on stderr: logging is not set up yet
 
 
 def beat_in_process(stop: threading.Event) -> None:

@@ -7,9 +7,12 @@ README; keep the two in step.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import os
 import re
+import secrets
 import warnings
 import zoneinfo
 from pathlib import Path
@@ -42,9 +45,44 @@ if env_bool("COSTAPP_REQUIRE_SECRET_KEY", False) and not DEBUG:
             "SECRET_KEY: a published example or shorter than 50 characters; create "
             "one with python3 -c 'import secrets; print(secrets.token_urlsafe(50))'"
         )
+# Published (it is in this file): channel secrets encrypted under a key derived
+# from it decrypt offline, so only alerts_secrets_rotate reads with it once a real
+# key is set (costapp/alerts/secrets.py).
+COSTAPP_DEVELOPMENT_SECRET_KEY = "costapp-insecure-development-key"  # noqa: S105
+
+
+def _demo_secret_key(path: Path) -> str:
+    """The demo's own key: random on its first run, then read back from its data
+    directory (owner-only), so its database's secrets do not decrypt offline."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            os.chmod(path, 0o600)
+            key = path.read_text().strip()
+        else:
+            key = secrets.token_urlsafe(50)
+            with os.fdopen(fd, "w") as out:
+                out.write(key + "\n")
+    except OSError as exc:
+        raise EnvError(f"the demo's secret key {path}: {exc}") from None
+    if len(key) < 50:
+        raise EnvError(f"the demo's secret key {path}: shorter than 50; delete it")
+    return key
+
+
+if not SECRET_KEY and env_bool("COSTAPP_DEMO", False):
+    SECRET_KEY = _demo_secret_key(VAR_DIR / "demo_secret_key")
 if not SECRET_KEY:
     # Development default; docker-compose.yml reads a real one from a file.
-    SECRET_KEY = "costapp-insecure-development-key"  # noqa: S105
+    SECRET_KEY = COSTAPP_DEVELOPMENT_SECRET_KEY
+# Earlier keys, newest first (comma-separated, or a file of them): sessions and
+# signed links made under them stay valid, and channel secrets encrypted under a
+# key derived from them (COSTAPP_SECRET_KEYS unset then) still decrypt.
+SECRET_KEY_FALLBACKS = [
+    key for key in re.split(r"[,\s]+", env_str("SECRET_KEY_FALLBACKS", "")) if key
+]
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
@@ -316,10 +354,23 @@ DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "costapp@localhost")
 # --- Alerts (docs/alerts.md) -------------------------------------------------------
 # Fernet keys, comma-separated, newest first: the first encrypts, all decrypt
 # (``manage.py alerts_secrets_rotate`` re-encrypts with the first). Unset, a
-# key derived from SECRET_KEY keeps a laptop working.
+# key derived from SECRET_KEY keeps a laptop working; production requires them
+# (a ``check --deploy`` error, costapp/alerts/checks.py). docs/security.md.
 COSTAPP_SECRET_KEYS = [
-    key.strip() for key in env_str("COSTAPP_SECRET_KEYS", "").split(",") if key.strip()
+    key for key in re.split(r"[,\s]+", env_str("COSTAPP_SECRET_KEYS", "")) if key
 ]
+for _i, _key in enumerate(COSTAPP_SECRET_KEYS, 1):
+    try:
+        _valid = len(base64.urlsafe_b64decode(_key.encode())) == 32
+    except (ValueError, binascii.Error):
+        _valid = False
+    if not _valid:
+        # The position, never the value: this message reaches logs.
+        raise EnvError(
+            f"COSTAPP_SECRET_KEYS: key {_i} is not a Fernet key (32 bytes, URL-safe "
+            "base64); create one with python3 -c 'from cryptography.fernet import "
+            "Fernet; print(Fernet.generate_key().decode())'"
+        )
 # Private ranges an on-premises webhook receiver may live in (CIDR list).
 # Loopback, link-local and the unspecified address are never admitted.
 COSTAPP_WEBHOOK_ALLOWED_NETWORKS = env_list("COSTAPP_WEBHOOK_ALLOWED_NETWORKS", "")

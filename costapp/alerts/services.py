@@ -4,33 +4,42 @@ Services return rows and never queue (LAYOUT move 2)."""
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from costapp.alerts import secrets
 from costapp.alerts.delivery import SendOutcome, delivery_send
 from costapp.alerts.secrets import (
+    SecretError,
     config_decrypt,
     config_encrypt,
     mask,
-    token_rotate,
-    url_mask,
+    target_mask,
     webhook_secret_create,
 )
 from costapp.alerts.validation import channel_problems
 from costapp.models import AlertRule, Channel, Delivery, Silence
 from costapp.validation import InvalidInput
 
+TARGET_SHOWN_MAX = 300  # Channel.target_masked
+
 
 def target_masked(kind: str, config: dict[str, Any]) -> str:
+    """What every page shows of a channel's target, admins' included: a URL
+    masked (it is the credential, or carries it), email addresses in full (an
+    address sends nothing by itself)."""
     if kind == "email":
-        return ", ".join(config.get("to", []))
-    if kind == "slack":
-        return url_mask(str(config.get("url", "")))
-    return str(config.get("url", ""))
+        shown = ", ".join(config.get("to", []))
+    else:
+        shown = target_mask(str(config.get("url", "")))
+    if len(shown) > TARGET_SHOWN_MAX:
+        shown = shown[: TARGET_SHOWN_MAX - 1] + "…"
+    return shown
 
 
 @dataclass(frozen=True)
@@ -45,12 +54,7 @@ def channel_upsert(
 ) -> ChannelCreated:
     """Create or update a channel; a webhook without a secret gets a new one
     (returned once, never shown again)."""
-    problems = channel_problems(kind, config)
-    if problems:
-        field, message = problems[0]
-        refused = InvalidInput(field, config.get(field), message)
-        refused.args = (f"{field}={message}",)  # the message quotes the value
-        raise refused
+    _refused(kind, config)
     config = dict(config)
     created_secret = None
     existing = Channel.objects.filter(name=name).first()
@@ -69,6 +73,52 @@ def channel_upsert(
             "origin": origin,
         },
     )
+    return ChannelCreated(channel, created_secret)
+
+
+def _refused(kind: str, config: dict[str, Any]) -> None:
+    problems = channel_problems(kind, config)
+    if problems:
+        name, message = problems[0]
+        refused = InvalidInput(name, config.get(name), message)
+        refused.args = (f"{name}={message}",)  # the message quotes the value
+        raise refused
+
+
+@transaction.atomic
+def channel_update(
+    *, channel: Channel, name: str, kind: str, config: dict[str, Any] | None
+) -> ChannelCreated:
+    """Rename or retarget a channel. ``config`` None keeps the stored settings
+    (the form's blank target: it is never shown, so never retyped by mistake).
+    A new webhook URL keeps the signing secrets; where the stored settings no
+    longer decrypt, a webhook gets a new secret (returned once)."""
+    if Channel.objects.filter(name=name).exclude(pk=channel.pk).exists():
+        raise InvalidInput("name", name, "a channel of that name exists")
+    if config is None and kind != channel.kind:
+        raise InvalidInput("kind", kind, "a new kind needs its target")
+    if config is not None:
+        _refused(kind, config)
+    channel.name = name
+    if config is None:
+        channel.save(update_fields=["name"])
+        return ChannelCreated(channel, None)
+    config = dict(config)
+    created_secret = None
+    if kind == "webhook":
+        try:
+            old = config_decrypt(channel.config_encrypted)
+        except SecretError:
+            old = {}
+        for key in ("secret", "previous_secret"):
+            if old.get(key) and channel.kind == "webhook":
+                config[key] = old[key]
+        if not config.get("secret"):
+            created_secret = config["secret"] = webhook_secret_create()
+    channel.kind = kind
+    channel.config_encrypted = config_encrypt(config)
+    channel.target_masked = target_masked(kind, config)
+    channel.save(update_fields=["name", "kind", "config_encrypted", "target_masked"])
     return ChannelCreated(channel, created_secret)
 
 
@@ -119,15 +169,46 @@ def channel_test_send(*, channel: Channel, now: datetime | None = None) -> SendO
     return outcome
 
 
-def secrets_rotate() -> int:
-    """Re-encrypt every channel with the first COSTAPP_SECRET_KEYS key."""
-    count = 0
+@dataclass
+class SecretsRotated:
+    to: str  # the key everything is now under (its setting, not its value)
+    moved: Counter[str] = field(default_factory=Counter)  # from key -> channels
+    current: int = 0  # already under ``to``
+    # Were under the published development key: readable by anyone with a copy.
+    public: list[str] = field(default_factory=list)
+    # No key decrypts: channel name, when its settings were encrypted.
+    unreadable: list[tuple[str, datetime | None]] = field(default_factory=list)
+
+
+def secrets_rotate() -> SecretsRotated:
+    """Re-encrypt every channel with the first key, whichever key decrypts it
+    (any of COSTAPP_SECRET_KEYS, one derived from SECRET_KEY, its fallbacks or
+    the development key); what none decrypts is reported and left as it is."""
+    candidates = secrets.keys(rotation=True)
+    first = candidates[0]
+    report = SecretsRotated(to=first.label)
     with transaction.atomic():
-        for channel in Channel.objects.select_for_update():
-            channel.config_encrypted = token_rotate(channel.config_encrypted)
+        for channel in Channel.objects.select_for_update().order_by("name"):
+            found = secrets.token_key(channel.config_encrypted, candidates)
+            if found is None:
+                made = secrets.token_made_at(channel.config_encrypted)
+                report.unreadable.append((channel.name, made))
+                continue
+            key, data = found
+            if key is first:
+                report.current += 1
+                continue
+            channel.config_encrypted = first.fernet.encrypt(data).decode()
             channel.save(update_fields=["config_encrypted"])
-            count += 1
-    return count
+            report.moved[key.label] += 1
+            if key.public:
+                report.public.append(channel.name)
+    # In the keys' order, newest first, as the report lists them.
+    order = [k.label for k in candidates]
+    report.moved = Counter(
+        dict(sorted(report.moved.items(), key=lambda m: order.index(m[0])))
+    )
+    return report
 
 
 def silence_create(

@@ -147,13 +147,44 @@ def channels(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _channel_edit(
+    request: HttpRequest, form: ChannelForm, row: Channel
+) -> HttpResponse | None:
+    """Save the edit form; a blank target keeps the stored one."""
+    if not form.is_valid():
+        return None
+    data = form.cleaned_data
+    try:
+        updated = services.channel_update(
+            channel=row, name=data["name"], kind=data["kind"], config=data["config"]
+        )
+    except InvalidInput as exc:
+        form.add_error(None, str(exc))
+        row.refresh_from_db()
+        return None
+    messages.success(request, f"channel {updated.channel.name!r} saved")
+    if updated.secret:
+        messages.warning(
+            request,
+            f"signing secret for {updated.channel.name}: {updated.secret} "
+            "(shown once; copy it now)",
+        )
+    return redirect("alerts:channel", channel_id=row.pk)
+
+
 @requires("costapp.view_channel", write="costapp.manage_channels")
 def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
     row = get_object_or_404(Channel, pk=channel_id)
     outcome = None
+    form = ChannelForm(channel=row, initial={"name": row.name, "kind": row.kind})
     if request.method == "POST":
         action = request.POST.get("action")
-        if action == "test":
+        if action == "edit":
+            form = ChannelForm(request.POST, channel=row)
+            done = _channel_edit(request, form, row)
+            if done:
+                return done
+        elif action == "test":
             outcome = services.channel_test_send(channel=row)
         elif action == "enable":
             services.channel_enable(channel=row)
@@ -175,7 +206,8 @@ def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
             return redirect("alerts:channels")
         else:
             messages.error(
-                request, f"action={action!r}: test, enable, rotate, retire or delete"
+                request,
+                f"action={action!r}: edit, test, enable, rotate, retire or delete",
             )
         row.refresh_from_db()
     return render(
@@ -183,6 +215,7 @@ def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
         "alerts/channel.html",
         {
             "channel": row,
+            "form": form,
             "outcome": outcome,
             "secret": services.channel_secret_masked(row)
             if row.kind == "webhook"

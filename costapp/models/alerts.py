@@ -33,8 +33,11 @@ class Channel(models.Model):
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=16, choices=KINDS)
     # JSON of the channel's settings, MultiFernet-encrypted (alerts/secrets.py):
-    # a Slack URL is the credential, a webhook secret signs.
+    # the target (URL or addresses) and a webhook's signing secrets. A hook URL
+    # is the credential (Slack, Discord, Teams, Google Chat) or carries one.
     config_encrypted = models.TextField()
+    # What every page shows of the target, to admins too, and the only clear
+    # copy: a URL as scheme://host/…/last 4 characters, email addresses in full.
     target_masked = models.CharField(max_length=300, blank=True)
     hourly_cap = models.PositiveIntegerField(default=20)
     disabled_at = models.DateTimeField(null=True, blank=True)

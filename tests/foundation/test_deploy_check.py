@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cryptography.fernet import Fernet
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,6 +25,9 @@ def readme_production_environment(key_file: Path) -> dict[str, str]:
         line.split("=", 1) for line in block.group(1).splitlines() if "=" in line
     )
     env["SECRET_KEY_FILE"] = str(key_file)
+    keys = key_file.parent / "secret_keys"
+    keys.write_text(Fernet.generate_key().decode() + "\n")
+    env["COSTAPP_SECRET_KEYS_FILE"] = str(keys)
     return env
 
 

@@ -13,6 +13,7 @@ from django.core.wsgi import get_wsgi_application
 from django.db import transaction
 
 from costapp.alerts.fleetfile import alert_rules_load
+from costapp.alerts.services import secrets_rotate
 from costapp.celery import beat_in_process
 from costapp.fleet.demo_setup import (
     DEMO_FLEET,
@@ -51,6 +52,14 @@ class Command(BaseCommand):
         if not 1 <= days <= 400:
             raise CommandError(f"--days {days}: must be between 1 and 400")
         call_command("migrate", interactive=False, verbosity=0)
+        # A demo database from before the demo had its own key (settings.py):
+        # its channel secrets move from the development key to this one.
+        rotated = secrets_rotate()
+        if rotated.moved:
+            self.stdout.write(
+                f"{sum(rotated.moved.values())} channel(s) re-encrypted under the "
+                "demo's own key"
+            )
         # The demo ends at today's UTC midnight: the last full day is yesterday.
         end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         with transaction.atomic():
