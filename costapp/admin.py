@@ -3,12 +3,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.auth.admin import UserAdmin
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth.admin import GroupAdmin, UserAdmin
+from django.contrib.auth.forms import AdminUserCreationForm, UserChangeForm
 from django.contrib.auth.models import Group, User
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from costapp import roles
 from costapp.fleet.forms import DeploymentForm
+from costapp.forms import NamedErrors, NamedModelForm
 from costapp.models import (
     AuditEntry,
     Calibration,
@@ -21,8 +25,17 @@ from costapp.models import (
 )
 
 
+class ProductAdmin(admin.ModelAdmin):
+    """Every model page of the admin edits through the product's form base
+    (costapp/forms.py): errors name the field and the value, and a name holds
+    no line break, control character or bidi override, as in the pages and
+    the fleet file (``validation.name_problem``)."""
+
+    form = NamedModelForm
+
+
 @admin.register(Deployment)
-class DeploymentAdmin(admin.ModelAdmin):
+class DeploymentAdmin(ProductAdmin):
     # Same rules as the fleet file (costapp/fleet/validation.py).
     form = DeploymentForm
     list_display = [
@@ -40,7 +53,7 @@ class DeploymentAdmin(admin.ModelAdmin):
 
 
 @admin.register(Pool)
-class PoolAdmin(admin.ModelAdmin):
+class PoolAdmin(ProductAdmin):
     list_display = [
         "name",
         "instance_type",
@@ -51,7 +64,7 @@ class PoolAdmin(admin.ModelAdmin):
 
 
 @admin.register(RateCard)
-class RateCardAdmin(admin.ModelAdmin):
+class RateCardAdmin(ProductAdmin):
     list_display = [
         "gpu_type",
         "instance_type",
@@ -64,7 +77,7 @@ class RateCardAdmin(admin.ModelAdmin):
 
 
 @admin.register(CostLine)
-class CostLineAdmin(admin.ModelAdmin):
+class CostLineAdmin(ProductAdmin):
     list_display = [
         "period_start",
         "account_id",
@@ -81,7 +94,7 @@ class CostLineAdmin(admin.ModelAdmin):
 
 
 @admin.register(IngestRun)
-class IngestRunAdmin(admin.ModelAdmin):
+class IngestRunAdmin(ProductAdmin):
     list_display = [
         "created_at",
         "source",
@@ -95,25 +108,53 @@ class IngestRunAdmin(admin.ModelAdmin):
     list_filter = ["source", "status"]
 
 
-admin.site.register(Calibration)
-admin.site.register(Scenario)
+admin.site.register(Calibration, ProductAdmin)
+admin.site.register(Scenario, ProductAdmin)
 
 
 # --- who opens the admin site, and what they may do to users ----------------------
 
 
 def _has_admin_site_permission(request: HttpRequest) -> bool:
-    """Membership of the admin group opens the admin site; no hand-set staff
-    flag is needed (or honoured on its own)."""
-    user = request.user
-    return bool(
-        user.is_active
-        and (user.is_superuser or user.groups.filter(name=roles.ADMIN).exists())
-    )
+    return roles.uses_admin_site(request.user)
+
+
+class AdminSignInForm(NamedErrors, AdminAuthenticationForm):
+    """The admin site's login admits whom the site admits
+    (``roles.uses_admin_site``): Django's form asks for the staff flag, which
+    the admin group does not set, and refused every admin at the door."""
+
+    error_messages = {
+        **AdminAuthenticationForm.error_messages,
+        "invalid_login": (
+            "Please enter the correct %(username)s and password of an account in "
+            "the admin group. Note that both fields may be case-sensitive."
+        ),
+    }
+
+    def confirm_login_allowed(self, user: Any) -> None:
+        # Django's AuthenticationForm check (an inactive user is refused),
+        # without the staff check AdminAuthenticationForm adds to it.
+        super(AdminAuthenticationForm, self).confirm_login_allowed(user)
+        if not roles.uses_admin_site(user):
+            raise ValidationError(
+                self.error_messages["invalid_login"],
+                code="invalid_login",
+                params={"username": self.username_field.verbose_name},
+            )
 
 
 admin.site.has_permission = _has_admin_site_permission  # type: ignore[method-assign]
+admin.site.login_form = AdminSignInForm
 admin.site.site_header = "costapp administration"
+
+
+class UserNamedChangeForm(NamedErrors, UserChangeForm):
+    pass
+
+
+class UserNamedCreationForm(NamedErrors, AdminUserCreationForm):
+    pass
 
 
 class ProductUserAdmin(UserAdmin):
@@ -121,6 +162,9 @@ class ProductUserAdmin(UserAdmin):
     per-user permission fields, picks groups only among the product's three,
     and cannot change a superuser: nobody can make anyone, themselves
     included, a superuser."""
+
+    form = UserNamedChangeForm
+    add_form = UserNamedCreationForm
 
     def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
         if request.user.is_superuser:
@@ -178,8 +222,16 @@ admin.site.unregister(User)
 admin.site.register(User, ProductUserAdmin)
 
 
+class ProductGroupAdmin(GroupAdmin):
+    form = NamedModelForm  # a group's name holds to the name rule too
+
+
+admin.site.unregister(Group)
+admin.site.register(Group, ProductGroupAdmin)
+
+
 @admin.register(AuditEntry)
-class AuditEntryAdmin(admin.ModelAdmin):
+class AuditEntryAdmin(ProductAdmin):
     """Read-only: the log is append-only for everyone, superusers included."""
 
     list_display = ["at", "username", "action", "target", "status_code", "client_ip"]

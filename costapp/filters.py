@@ -26,7 +26,7 @@ import django_filters
 from django import forms
 from django.utils import timezone
 
-from costapp.forms import NamedErrors
+from costapp.forms import NamedForm
 from costapp.models import Deployment
 from costapp.validation import InvalidInput, date_in
 
@@ -60,34 +60,19 @@ def preset_window(preset: str, today: date) -> tuple[date, date]:
 
 
 class BoundedDateField(forms.DateField):
-    """An ISO date within costapp's supported range (2000-01-01..2100-12-31);
-    the error names the field and the value, so ``0001-01-01`` or
-    ``2026-13-45`` is a message, never an overflow further down."""
+    """An ISO date within costapp's supported range (2000-01-01..2100-12-31),
+    so ``0001-01-01`` or ``2026-13-45`` is a message, never an overflow
+    further down; the form (``NamedErrors``) names the field and the value."""
 
     widget = forms.DateInput({"type": "date"})
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.name = ""
 
     def to_python(self, value: Any) -> date | None:
         if value in self.empty_values:
             return None
         try:
-            return date_in(
-                value.strip() if isinstance(value, str) else value,
-                field=self.name or "date",
-            )
+            return date_in(value.strip() if isinstance(value, str) else value, field="")
         except InvalidInput as exc:
-            raise forms.ValidationError(str(exc), code="invalid") from None
-
-
-class NamedForm(NamedErrors, forms.Form):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for name, f in self.fields.items():
-            if isinstance(f, BoundedDateField):
-                f.name = name
+            raise forms.ValidationError(exc.reason, code="invalid") from None
 
 
 class WindowForm(NamedForm):

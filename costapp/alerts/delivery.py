@@ -5,6 +5,12 @@ UPDATE (pending -> sending, attempts + 1) that must change exactly one row, so
 two workers handed the same id never both send. A worker killed after the send
 and before the record leaves the row in "sending"; ``deliveries_reap`` puts it
 back to pending and it is re-sent with the same webhook-id.
+
+Every exception of an attempt ends it: a ``TransportError`` as the transport
+says (retried or not, permanent or not); anything else (Django's
+``BadHeaderError`` for a header holding a line break, a ``UnicodeError`` from
+an address, a bug) as a permanent failure with its text. A row is never left
+"sending" by a send that returned, so the reaper never re-queues it forever.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from django.utils import timezone
 from costapp.alerts.payload import notification
 from costapp.alerts.secrets import SecretError, config_decrypt, config_secrets, scrub
 from costapp.alerts.transports import transport_for
-from costapp.alerts.transports.base import TransportError
+from costapp.alerts.transports.base import TransportError, one_line
 from costapp.models import Channel, Delivery
 from costapp.roles import ADMIN
 
@@ -65,15 +71,18 @@ def delivery_send(*, delivery_id: int, final: bool = False) -> SendOutcome | Non
         return _record(delivery, Delivery.FAILED, None, str(exc), 0)
     secrets = config_secrets(config)
     events = list(delivery.events.select_related("rule").order_by("data_time", "pk"))
-    body = notification(delivery=delivery, events=events)
     started = time.monotonic()
     try:
+        body = notification(delivery=delivery, events=events)
         code = transport_for(channel.kind)(config=config).notify(
             delivery=delivery, body=body
         )
-    except TransportError as exc:
+    except Exception as exc:  # the transport edge: every failure is recorded
+        if not isinstance(exc, TransportError):
+            logger.exception("delivery %s: %s", delivery.pk, type(exc).__name__)
+            exc = TransportError(f"{type(exc).__name__}: {exc}", permanent=True)
         took = int((time.monotonic() - started) * 1000)
-        error = scrub(exc.message, secrets=secrets)
+        error = scrub(one_line(exc.message), secrets=secrets)
         retry = exc.retry and not final
         logger.warning(
             "delivery %s to channel %s failed: %s", delivery.pk, channel.pk, error
@@ -139,7 +148,9 @@ def _channel_failed(
         if reason and row.disabled_at is None:
             row.disabled_at = now
             row.disabled_reason = reason[:500]
-            transaction.on_commit(lambda: _admins_tell(row.name, reason))
+            # robust: telling the admins never fails the attempt (or "send
+            # test"): an error is logged.
+            transaction.on_commit(lambda: _admins_tell(row.name, reason), robust=True)
         row.save()
 
 
@@ -151,7 +162,8 @@ def _admins_tell(name: str, reason: str) -> None:
     )
     if emails:
         send_mail(
-            f"[costapp] alert channel {name} disabled",
+            # A name stored before the name rule may hold a line break.
+            f"[costapp] alert channel {one_line(name)} disabled",
             f"The alert channel {name!r} was disabled: {reason}\n"
             "Fix it and enable it again on the channel page.",
             None,

@@ -22,7 +22,7 @@ from django.db import transaction
 from costapp.alerts.services import channel_upsert
 from costapp.alerts.validation import channel_problems, rule_problems
 from costapp.models import AlertRule, Channel
-from costapp.validation import shown
+from costapp.validation import name_problem, shown
 from costapp.yamlfile import YamlFileError, yaml_file_load
 
 # An environment variable's name (os.environ refuses one with a NUL byte).
@@ -69,6 +69,8 @@ class AlertsLoadResult:
 
 def _label(section: str, i: int, entry: Any) -> str:
     name = entry.get("name") if isinstance(entry, Mapping) else None
+    if name and name_problem(str(name)):
+        name = shown(name)  # a line break never starts a line of its own
     if name and len(str(name)) > 40:
         name = str(name)[:39] + "…"
     return f"alerts.{section}[{i}] ({name})" if name else f"alerts.{section}[{i}]"
@@ -85,7 +87,8 @@ def _text_refusal(
     most = getattr(model._meta.get_field(field), "max_length", 0) or 0
     if not isinstance(value, str) or "\x00" in value or len(value) > most:
         return f"{field}={shown(value)}: text of at most {most} characters"
-    return ""
+    problem = name_problem(value)  # the product's one name rule
+    return f"{field}={shown(value)}: {problem}" if problem else ""
 
 
 def _channel_config(

@@ -6,16 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
-from django.core.validators import ProhibitNullCharactersValidator
 
 from costapp.alerts.selectors import silenceable
 from costapp.alerts.validation import INT_BOUNDS, channel_problems, rule_problems
-from costapp.forms import NamedErrors
+from costapp.forms import NamedForm
 from costapp.models import AlertRule, Channel
 from costapp.models.alerts import METRICS, RULE_SCOPES
 from costapp.validation import InvalidInput, float_in, int_in
 
-CHECKED = (None, "", "on", "1", "true", "True", "0", "false", "False")
 CHOICE_ERROR = {"invalid_choice": "is not one of the choices"}
 
 
@@ -38,54 +36,13 @@ class _ChannelsField(forms.ModelMultipleChoiceField):
         return super()._check_values(value)  # type: ignore[misc]
 
 
-class _Named(NamedErrors, forms.Form):
-    """Every error reads ``field='value': reason`` (NamedErrors); a NUL byte
-    is refused like any other value (Django's own validator names neither)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            if isinstance(field, forms.CharField | forms.ModelMultipleChoiceField):
-                field.validators = [
-                    v
-                    for v in field.validators
-                    if not isinstance(v, ProhibitNullCharactersValidator)
-                ]
-
-    def full_clean(self) -> None:
-        if self.is_bound:
-            self._refuse_nul_and_junk_checkboxes()
-        super().full_clean()
-
-    def _refuse_nul_and_junk_checkboxes(self) -> None:
-        # Run before cleaning, so the refused value never reaches clean().
-        self._early: dict[str, str] = {}
-        for name, field in self.fields.items():
-            raw = self.data.get(name)
-            if isinstance(field, forms.BooleanField) and raw not in CHECKED:
-                self._early[name] = "a checkbox is on or off"
-            elif isinstance(field, _ChannelsField):
-                continue  # it refuses what is no id, a NUL byte included
-            elif isinstance(raw, str) and "\x00" in raw:
-                self._early[name] = "NUL characters are not allowed"
-
-    def _clean_fields(self) -> None:
-        super()._clean_fields()  # type: ignore[misc]
-        for name, reason in getattr(self, "_early", {}).items():
-            self.cleaned_data.pop(name, None)
-            if not self.has_error(name):
-                self.add_error(name, reason)
-
-    def add_problems(self, problems: list[tuple[str, str]]) -> None:
-        """validation.py's (field, "value: reason") pairs as field errors."""
-        for name, message in problems:
-            if name in self.fields:
-                self.add_error(name, f"{name}={message}")
-            else:
-                self.add_error(None, f"{name}={message}")
+def add_problems(form: forms.Form, problems: list[tuple[str, str]]) -> None:
+    """validation.py's (field, "value: reason") pairs as field errors."""
+    for name, message in problems:
+        form.add_error(name if name in form.fields else None, f"{name}={message}")
 
 
-class AlertRuleForm(_Named):
+class AlertRuleForm(NamedForm):
     name = forms.CharField(max_length=100)
     metric = forms.ChoiceField(choices=METRICS, error_messages=CHOICE_ERROR)
     grain = forms.ChoiceField(
@@ -148,7 +105,7 @@ class AlertRuleForm(_Named):
             data["for_periods"] = 1
         if data.get("repeat_minutes") is None:
             data["repeat_minutes"] = 240
-        self.add_problems(rule_problems(data))
+        add_problems(self, rule_problems(data))
         return data
 
     def rule(self, instance: AlertRule | None = None) -> AlertRule:
@@ -163,7 +120,11 @@ class AlertRuleForm(_Named):
         return rule
 
 
-class ChannelForm(_Named):
+class ChannelForm(NamedForm):
+    # Checked address by address (channel_problems names the one refused; a
+    # line break is no address); the email transport refuses one again.
+    free_text_fields = ("to",)
+
     name = forms.CharField(max_length=100)
     kind = forms.ChoiceField(choices=Channel.KINDS, error_messages=CHOICE_ERROR)
     to = forms.CharField(
@@ -178,6 +139,16 @@ class ChannelForm(_Named):
         help_text="webhook or Slack incoming webhook",
     )
 
+    def __init__(
+        self, *args: Any, channel: Channel | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        # Editing: the stored target is never shown, so a blank field keeps it.
+        self.channel = channel
+        if channel is not None:
+            for name in ("to", "secret_url"):
+                self.fields[name].help_text += "; leave blank to keep the stored one"
+
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         if self.errors:
@@ -189,11 +160,17 @@ class ChannelForm(_Named):
             ]
         else:
             config["url"] = data.get("secret_url", "").strip()
+        if self.channel is not None and not any(config.values()):
+            if data["kind"] != self.channel.kind:
+                target = "to" if data["kind"] == "email" else "secret_url"
+                self.add_error(target, f"{target}='': a new kind needs its target")
+            data["config"] = None  # unchanged
+            return data
         for name, message in channel_problems(data["kind"], config):
             if name == "url":  # the form's field for it
                 self.add_error("secret_url", f"secret_url={message}")
             else:
-                self.add_problems([(name, message)])
+                add_problems(self, [(name, message)])
         data["config"] = config
         return data
 
@@ -202,7 +179,9 @@ class ChannelForm(_Named):
 SHOWN_NAMES = 8
 
 
-class SilenceForm(_Named):
+class SilenceForm(NamedForm):
+    free_text_fields = ("comment",)  # shown on the page only, never sent
+
     scope = forms.ChoiceField(
         choices=[("rule", "rule"), ("deployment", "deployment"), ("team", "team")],
         error_messages=CHOICE_ERROR,

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from costapp.api.tokens import MAX_LIFETIME_DAYS
-from costapp.forms import NamedErrors
+from costapp.forms import NamedForm
 from costapp.models.api import TOKEN_SCOPES
 
 PLAIN_INT = re.compile(r"[0-9]{1,19}")
@@ -28,7 +28,7 @@ class PlainIntegerField(forms.IntegerField):
         return super().to_python(value)
 
 
-class TokenCreateForm(NamedErrors, forms.Form):
+class TokenCreateForm(NamedForm):
     name = forms.CharField(max_length=100, strip=True)
     scopes = forms.MultipleChoiceField(
         choices=TOKEN_SCOPES, widget=forms.CheckboxSelectMultiple, initial=["api"]
@@ -39,5 +39,5 @@ class TokenCreateForm(NamedErrors, forms.Form):
     )  # fmt: skip
 
 
-class TokenRevokeForm(NamedErrors, forms.Form):
+class TokenRevokeForm(NamedForm):
     revoke = PlainIntegerField(min_value=1, max_value=2**62)

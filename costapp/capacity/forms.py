@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 
 from costapp.capacity import adapters
+from costapp.forms import NamedErrors, NamedForm
 from costapp.models import Deployment
 from costapp.validation import InvalidInput, json_in, shown
 
@@ -15,8 +16,9 @@ _VERSION = re.compile(r"^v?\d+\.\d+(\.\d+)?([.+-]?[\w.]*)?$")
 NONE = "none"  # "whole GPU" in the MIG select
 
 
-def field_errors(form: forms.Form, label: str = "") -> list[str]:
-    """Form errors as sentences naming the column, the field and the value."""
+def field_errors(form: NamedErrors, label: str = "") -> list[str]:
+    """Form errors as sentences naming the column, the field (its label too)
+    and the value."""
     out: list[str] = []
     prefix = f"{label} · " if label else ""
     for name, errors in form.errors.items():
@@ -26,8 +28,10 @@ def field_errors(form: forms.Form, label: str = "") -> list[str]:
         field = form.fields.get(name)
         raw = form.data.get(form.add_prefix(name), "")
         title = field.label if field and field.label else name
-        for error in errors:
-            out.append(f"{prefix}{title} ({name}) = {raw!r}: {error}")
+        for error in map(str, errors):
+            # Named here with the field's title: without NamedErrors' naming.
+            reason = form.reason(name, error)
+            out.append(f"{prefix}{title} ({name}) = {raw!r}: {reason}")
     return out
 
 
@@ -71,7 +75,7 @@ class FloatField(forms.FloatField):
         return super().to_python(_plain_number(value, "0.9"))
 
 
-class VariantForm(forms.Form):
+class VariantForm(NamedForm):
     """One what-if column: a blank field keeps today's value."""
 
     kv_dtype = forms.ChoiceField(label="KV-cache dtype", required=False)
@@ -196,12 +200,12 @@ class VariantForm(forms.Form):
 VARIANT_KEYS = (("a", "Variant A"), ("b", "Variant B"), ("c", "Variant C"))
 
 
-class SaveScenarioForm(forms.Form):
+class SaveScenarioForm(NamedForm):
     name = forms.CharField(max_length=200)
     query = forms.CharField(required=False, max_length=4000, widget=forms.HiddenInput)
 
 
-class SimulateForm(forms.Form):
+class SimulateForm(NamedForm):
     column = forms.ChoiceField(
         choices=[("today", "today"), *((k, k) for k, _ in VARIANT_KEYS)]
     )
@@ -275,7 +279,7 @@ def mig_profile_for(gpu: str, short: str) -> str:
 DEFAULT_LAYOUTS = "7g\n4g+3g\n3g+2g+2g\n3g+2g+1g+1g\n7x1g\n4g+4g"
 
 
-class MigCompareForm(forms.Form):
+class MigCompareForm(NamedForm):
     gpu = forms.ChoiceField(label="GPU")
     layouts = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6, "cols": 28}),
@@ -341,7 +345,7 @@ def _search_choice_refused(field: forms.Field, raw: str) -> str | None:
     return None
 
 
-class SearchForm(forms.Form):
+class SearchForm(NamedForm):
     deployment = forms.ModelChoiceField(
         queryset=Deployment.objects.all(), to_field_name="name"
     )
@@ -411,7 +415,7 @@ class SearchForm(forms.Form):
         return data
 
 
-class CalibrationUploadForm(forms.Form):
+class CalibrationUploadForm(NamedForm):
     file = forms.FileField(
         help_text="calibration JSON, or vllm bench serve/latency result JSON"
     )

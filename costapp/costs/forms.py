@@ -14,10 +14,10 @@ from costapp.filters import (
     MAX_DAYS,
     PRESETS,
     BoundedDateField,
-    NamedForm,
     WindowForm,
     preset_window,
 )
+from costapp.forms import NamedForm
 from costapp.validation import InvalidInput, account_id_in, date_in, shown, text_in
 
 __all__ = [
@@ -35,17 +35,15 @@ __all__ = [
 ]
 
 
-class _Named(NamedForm):
-    pass
-
-
 def default_window() -> dict[str, Any]:
     form = RangeForm({})
     form.is_valid()
     return form.cleaned_data
 
 
-class BackfillForm(_Named):
+class BackfillForm(NamedForm):
+    free_text_fields = ("accounts",)  # pasted one a line, or comma separated
+
     accounts = forms.CharField(
         help_text="12-digit linked account ids, comma separated",
         max_length=2000,
@@ -70,14 +68,14 @@ class BackfillForm(_Named):
         try:
             accounts = [account_id_in(a, field="accounts") for a in accounts]
         except InvalidInput as exc:
-            raise forms.ValidationError(str(exc)) from None
+            # Named with the whole value (NamedErrors); the one refused, if
+            # there are several, quoted.
+            part = f"{shown(exc.value)} " if len(accounts) > 1 else ""
+            raise forms.ValidationError(part + exc.reason) from None
         return list(dict.fromkeys(accounts))
 
     def clean_tag_key(self) -> str:
-        value = self.cleaned_data.get("tag_key") or ""
-        if "\x00" in value:
-            raise forms.ValidationError(f"tag_key={shown(value)}: contains a NUL byte")
-        return value.strip()
+        return (self.cleaned_data.get("tag_key") or "").strip()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
@@ -88,7 +86,7 @@ class BackfillForm(_Named):
         return data
 
 
-class FocusImportForm(_Named):
+class FocusImportForm(NamedForm):
     file = forms.FileField(
         required=False,
         help_text="a FOCUS CSV or Parquet export (.csv, .csv.gz, .parquet)",
@@ -172,7 +170,7 @@ class ExportForm(RangeForm):
         return data
 
 
-class BillLinesForm(_Named):
+class BillLinesForm(NamedForm):
     """One UTC day's bill lines (the drill-down from a bill day)."""
 
     day = BoundedDateField()

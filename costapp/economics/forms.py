@@ -11,7 +11,8 @@ from typing import Any
 from django import forms
 
 from costapp.economics.figures import scope_names
-from costapp.filters import BoundedDateField, NamedForm
+from costapp.filters import BoundedDateField
+from costapp.forms import NamedForm
 
 MAX_DAYS = {"day": 3 * 366, "hour": 31, "week": 5 * 366, "month": 10 * 366}
 DEFAULT_DAYS = {"day": 90, "hour": 7, "week": 26 * 7, "month": 366}
@@ -120,14 +121,12 @@ class EconomicsGrainForm(NamedForm):
         return self.cleaned_data.get("grain") or "day"
 
 
-# Refusals quote the value (a NUL shows as \x00, a long value cut at 80).
-TEXT_ERRORS = {
-    "null_characters_not_allowed": "%(value).80r contains a NUL character",
-    "max_length": "%(value).80r is longer than %(limit_value)d characters",
-}
+# Refusals quote the value (a long value cut at 80); a NUL byte is the form
+# base's (costapp/forms.py).
+TEXT_ERRORS = {"max_length": "%(value).80r is longer than %(limit_value)d characters"}
 
 
-class BudgetForm(forms.Form):
+class BudgetForm(NamedForm):
     scope = forms.ChoiceField(
         choices=[("team", "team"), ("deployment", "deployment"), ("fleet", "fleet")],
         error_messages={"invalid_choice": "%(value)r is not one of the choices"},

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from django import forms
-
 from costapp.fleet.validation import deployment_problems
+from costapp.forms import NamedModelForm
 from costapp.models import Deployment, Pool
 
 # Fleet-file field -> model field, where they differ.
@@ -17,7 +16,7 @@ _MODEL_FIELD = {
 }
 
 
-class DeploymentForm(forms.ModelForm):
+class DeploymentForm(NamedModelForm):
     class Meta:
         model = Deployment
         fields = [

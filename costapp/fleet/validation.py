@@ -16,6 +16,7 @@ from costapp.catalog import GPU_TYPES, mig_slices
 from costapp.sources.promql import SelectorError as SelectorError
 from costapp.sources.promql import selector_parse as selector_parse
 from costapp.sources.promql import selector_problem
+from costapp.validation import name_problem, shown
 
 ENGINES = ("vllm", "sglang", "tgi")
 ALLOCATION_KEYS = ("gpu_hours", "requests")
@@ -26,6 +27,19 @@ Problem = tuple[str, str]
 
 OVERHEAD_KEYS = ("gpu_hours", "requests", "cost")
 OVERHEAD_MATCHES = ("usage_type", "tag", "resource_id", "service")
+
+
+def names_problems(entry: Mapping[str, Any], fields: tuple[str, ...]) -> list[Problem]:
+    """The product's one name rule (``validation.name_problem``: no line
+    break, control character or bidi override) on these text fields; the
+    forms and the admin apply the same."""
+    problems: list[Problem] = []
+    for field in fields:
+        value = entry.get(field)
+        problem = name_problem(value) if isinstance(value, str) else None
+        if problem:
+            problems.append((field, f"{shown(value)}: {problem}"))
+    return problems
 
 
 def overhead_problems(rule: Mapping[str, Any], where: str) -> list[Problem]:
@@ -135,9 +149,20 @@ def gpu_problems(
     return problems
 
 
-def _positive_int(value: Any, field: str) -> list[Problem]:
+# Beyond any deployment or node that exists (a rack-scale NVL72 is 72 GPUs); an
+# SLO beyond an hour is a typo for seconds.
+MAX_GPUS = 4096
+MAX_GPUS_PER_NODE = 1024
+MAX_SLO_MS = 3_600_000
+
+
+def _positive_int(value: Any, field: str, maximum: int) -> list[Problem]:
+    """A count within what the product takes on any database (SQLite puts no
+    range on an integer column, PostgreSQL's smallint stops at 32,767)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return [(field, f"must be a positive integer, got {value!r}")]
+    if value > maximum:
+        return [(field, f"must be at most {maximum:,}, got {value!r}")]
     return []
 
 
@@ -168,13 +193,14 @@ def deployment_problems(
     for field in ("model",):
         if not isinstance(entry.get(field), str) or not entry.get(field):
             problems.append((field, "is required"))
+    problems += names_problems(entry, ("team", "model"))
     engine = entry.get("engine", "vllm")
     if engine not in ENGINES:
         problems.append(("engine", f"{engine!r} is not one of {', '.join(ENGINES)}"))
     gpu_count = entry.get("gpu_count", 1)
     tp = entry.get("tensor_parallel_size", 1)
-    problems += _positive_int(gpu_count, "gpu_count")
-    problems += _positive_int(tp, "tensor_parallel_size")
+    problems += _positive_int(gpu_count, "gpu_count", MAX_GPUS)
+    problems += _positive_int(tp, "tensor_parallel_size", MAX_GPUS)
     mig = entry.get("mig_profile") or ""
     problems += gpu_problems(entry.get("gpu_type"), mig, tp)
     if mig and isinstance(mig, str):
@@ -233,7 +259,7 @@ def deployment_problems(
                     (f"slo.{key}", "unknown (known: ttft_p95_ms, itl_p95_ms)")
                 )
             else:
-                problems += _positive_int(slo[key], f"slo.{key}")
+                problems += _positive_int(slo[key], f"slo.{key}", MAX_SLO_MS)
     return problems
 
 
@@ -256,7 +282,9 @@ def pool_problems(entry: Mapping[str, Any]) -> list[Problem]:
                 f"{gpu_type!r} is not a known GPU type (known: {', '.join(GPU_TYPES)})",
             )
         )
-    problems += _positive_int(entry.get("gpus_per_node", 8), "gpus_per_node")
+    problems += _positive_int(
+        entry.get("gpus_per_node", 8), "gpus_per_node", MAX_GPUS_PER_NODE
+    )
     key = entry.get("allocation_key", "gpu_hours")
     if key not in ALLOCATION_KEYS:
         problems.append(
@@ -333,4 +361,6 @@ def holiday_problems(entry: Mapping[str, Any], *, teams: set[str]) -> list[Probl
         problems.append(
             ("name", f"must be text of at most 100 characters, got {name!r}")
         )
+    else:
+        problems += names_problems(entry, ("name",))
     return problems

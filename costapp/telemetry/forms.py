@@ -11,10 +11,9 @@ from typing import Any
 
 from django import forms
 from django.conf import settings
-from django.core.validators import ProhibitNullCharactersValidator
 from django.utils import timezone
 
-from costapp.forms import NamedErrors
+from costapp.forms import NamedForm
 from costapp.models import Deployment
 from costapp.sources.promql import selector_reason
 from costapp.telemetry.services import EARLIEST, MAX_STEPS
@@ -47,26 +46,11 @@ def day_parse(field: str, raw: Any) -> date:
     return day
 
 
-class _NamedErrors(NamedErrors, forms.Form):
-    """Text fields whose own checks refuse a NUL byte naming the field and the
-    value; Django's ProhibitNullCharactersValidator says neither."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        for field in self.fields.values():
-            if isinstance(field, forms.CharField):
-                field.validators = [
-                    v
-                    for v in field.validators
-                    if not isinstance(v, ProhibitNullCharactersValidator)
-                ]
-
-
 def _midnight(day: date) -> datetime:
     return datetime.combine(day, time(), UTC)
 
 
-class BackfillForm(_NamedErrors):
+class BackfillForm(NamedForm):
     deployments = forms.ModelMultipleChoiceField(
         queryset=Deployment.objects.exclude(prometheus_selector="").order_by("name"),
         to_field_name="name",
@@ -131,7 +115,7 @@ PROMETHEUS_MISSING = (
 )
 
 
-class WindowForm(_NamedErrors):
+class WindowForm(NamedForm):
     """The deployment page's ``?start=&end=`` (UTC days); both optional."""
 
     start = forms.CharField(required=False, max_length=200)

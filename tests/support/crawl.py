@@ -9,8 +9,18 @@ from datetime import UTC, datetime
 
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from costapp.models import AlertRule, Channel, IngestRun, Scenario, UnitCostFigure
+from costapp.models import (
+    AlertRule,
+    Channel,
+    Deployment,
+    IngestRun,
+    Scenario,
+    UnitCostFigure,
+)
 from tests.capacity.seed_demo import seed_chat
+
+# A channel, rule and team name as stored before the name rule refused them.
+HOSTILE_NAME = "a\r\nBcc: evil@example.com \u202eevil\u2028"
 
 
 def url_patterns(
@@ -66,6 +76,17 @@ def seed_url_objects() -> dict[str, str]:
             name="crawl", kind="webhook", config={"url": "http://10.0.0.1/hook"}
         ).channel
     assert isinstance(channel, Channel)
+    # Names stored before the name rule (issue 28): every page shows them,
+    # one line and escaped, never a 500. The rows the URLs open keep plain
+    # names, so the fuzzed forms are not refused on them alone.
+    AlertRule.objects.create(
+        name=HOSTILE_NAME, metric="daily_spend", grain="day", scope="team",
+        scope_name=HOSTILE_NAME, condition="threshold", threshold=1.0,
+    )  # fmt: skip
+    channel_upsert(
+        name=HOSTILE_NAME, kind="email", config={"to": ["oncall@example.com"]}
+    )
+    Deployment.objects.filter(pk=deployment.pk).update(team=HOSTILE_NAME)
     return {
         "rule_id": str(rule.pk),
         "channel_id": str(channel.pk),

@@ -31,6 +31,10 @@ VALUES = [
     "2026-13-45",
     "x" * 10_000,
     "a\x00b",
+    # A line break is a header of its own in an email (issue 28); a bidi
+    # override shows a name reordered, U+2028 breaks a line in JS and logs.
+    "a\r\nBcc: evil@example.com",
+    "gpu\u202etxt.exe\u2028x",
     "\uff11\uff12\uff13",  # full-width digits 123
     json.dumps({"a": {"b": {"c": [1, [2, [3]]]}}}),
     NESTED,

@@ -3,6 +3,11 @@
 Unlike healthchecks' ``tries_left`` loop, a transport never sleeps or loops:
 ``delivery_send_task`` retries with backoff, so a worker is never held by a
 slow receiver longer than one timeout.
+
+Names in a notification (channel, rule, deployment or team, the reason) come
+from users, and rows stored before the name rule (``validation.name_problem``)
+may still hold a line break: a transport that writes them into a header or a
+line of text takes ``body_one_line(body)``, where each is one line.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from django.conf import settings
 
 from costapp.alerts import outbound
 from costapp.models import Delivery
+from costapp.validation import free_text_problem, name_problem
 
 MAX_RETRY_AFTER_S = 3600
 
@@ -36,6 +42,44 @@ class TransportError(Exception):
         self.status = status
         self.retry_after = retry_after
         self.retry = retry and not permanent  # worth another attempt
+
+
+def one_line(text: Any) -> str:
+    """``text`` with every character the name rule refuses (line breaks,
+    controls, bidi overrides) written as its escape, as ``repr`` writes it:
+    ``a\\r\\nBcc: x``, one line that says what was stored."""
+    text = str(text)
+    if name_problem(text) is None:
+        return text
+    return "".join(repr(c)[1:-1] if name_problem(c) else c for c in text)
+
+
+def free_text(text: Any) -> str:
+    """``one_line`` for free text (a cause): its line breaks are kept, as LF."""
+    text = str(text).replace("\r\n", "\n").replace("\r", "\n")
+    if free_text_problem(text) is None:
+        return text
+    return "".join(repr(c)[1:-1] if free_text_problem(c) else c for c in text)
+
+
+def body_one_line(body: dict[str, Any]) -> dict[str, Any]:
+    """The notification with each user-controlled name on one line."""
+    return {
+        **body,
+        "channel": one_line(body["channel"]),
+        "events": [
+            {
+                **event,
+                "rule": one_line(event["rule"]),
+                "name": one_line(event["name"]),
+                "reason": one_line(event["reason"]) if event["reason"] else "",
+                "explanation": free_text(event["explanation"])
+                if event["explanation"]
+                else "",
+            }
+            for event in body["events"]
+        ],
+    }
 
 
 class Transport:

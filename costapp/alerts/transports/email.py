@@ -1,5 +1,10 @@
 """Email: HTML and plain text, the subject says deployment, metric, value and
-baseline. SMTP 5xx is permanent, 4xx and connection failures are retried."""
+baseline. SMTP 5xx is permanent, 4xx and connection failures are retried.
+
+Headers are built from one-line values only: the names in the subject are
+``body_one_line``'s, and an address holding a line break is refused before
+anything is sent (Django would raise; a header of its own must never reach
+the message)."""
 
 from __future__ import annotations
 
@@ -11,9 +16,10 @@ from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 
 from costapp.alerts.payload import headline, subject, value_text
-from costapp.alerts.transports.base import Transport, TransportError
+from costapp.alerts.transports.base import Transport, TransportError, body_one_line
 from costapp.formatting import duration
 from costapp.models import Delivery
+from costapp.validation import name_problem, shown
 
 CONSOLE = "django.core.mail.backends.console.EmailBackend"
 
@@ -26,6 +32,12 @@ class Email(Transport):
         return get_connection(timeout=settings.EMAIL_TIMEOUT)
 
     def notify(self, *, delivery: Delivery, body: dict[str, Any]) -> int | None:
+        to = [str(address) for address in self.config["to"]]
+        for address in to:
+            problem = name_problem(address)
+            if problem:
+                raise TransportError(f"to={shown(address)}: {problem}", permanent=True)
+        body = body_one_line(body)
         events = [
             {
                 **e,
@@ -43,7 +55,7 @@ class Email(Transport):
             subject=subject(body),
             body=render_to_string("alerts/email/body.txt", context),
             from_email=settings.DEFAULT_FROM_EMAIL,
-            to=list(self.config["to"]),
+            to=to,
             headers={"X-Costapp-Notification": delivery.webhook_id},
             connection=self.connection(),
         )
