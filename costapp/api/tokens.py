@@ -14,7 +14,6 @@ from django.db.models import Q, QuerySet
 from costapp.models import ApiToken
 from costapp.models.api import (
     PREFIX_LENGTH,
-    SCOPE_METRICS,
     SECRET_MARKER,
     TOKEN_SCOPES,
     token_digest,
@@ -73,15 +72,6 @@ def api_tokens_live_count(*, user: User, now: datetime) -> int:
     return ApiToken.objects.filter(
         user=user, revoked_at__isnull=True, expires_at__gt=now
     ).count()
-
-
-def metrics_tokens_exist(*, now: datetime) -> bool:
-    # Scopes are checked in Python: SQLite has no JSON containment lookup.
-    live = ApiToken.objects.filter(revoked_at__isnull=True, expires_at__gt=now)
-    return any(
-        SCOPE_METRICS in scopes
-        for scopes in live.values_list("scopes", flat=True).iterator()
-    )
 
 
 @dataclass(frozen=True)
