@@ -1,4 +1,4 @@
-"""Numbers as people read them: $1,234.56, 12.3k req, +4.2%, and the display day.
+"""Numbers as people read them: $1,234.56, 12.3k req, +4.2% (days: costapp/days.py).
 
 Used by views to present selector results; templates only print strings. Every
 area formats through this one module, so a missing figure reads the same
@@ -8,23 +8,12 @@ everywhere (``MISSING``) and every amount can carry its currency (``money``).
 from __future__ import annotations
 
 import math
-import zoneinfo
-from datetime import date, datetime
 from decimal import Decimal
-
-from django.conf import settings
-from django.utils import timezone
 
 MISSING = "\u2013"  # an en dash: no figure, which is not zero
 # Currencies written with a symbol; any other ISO 4217 code is written out
 # before the amount ("EUR 1,234.56"), so no amount is shown without its currency.
 SYMBOLS = {"USD": "$"}
-
-
-def display_today(now: datetime | None = None) -> date:
-    """Today in the display time zone (pages end their windows on this day)."""
-    tz = zoneinfo.ZoneInfo(settings.DISPLAY_TIME_ZONE)
-    return (now or timezone.now()).astimezone(tz).date()
 
 
 def _missing(value: float | Decimal | None) -> bool:

@@ -48,7 +48,7 @@ from django.http import HttpRequest
 from django.template.loader import render_to_string
 from django.utils.safestring import SafeString, mark_safe
 
-from costapp import formatting as fmt
+from costapp.days import display_today
 
 logger = logging.getLogger(__name__)
 
@@ -215,7 +215,7 @@ def body_render(
         settings.STATIC_COLLECTED,
         page,
         version,
-        fmt.display_today().isoformat(),
+        display_today().isoformat(),
         rights_key(request),
         sorted(request.GET.lists()),
         *key,

@@ -16,12 +16,12 @@ from rest_framework import generics, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from costapp import formatting as fmt
 from costapp.api import query as q
 from costapp.api import selectors
 from costapp.api import serializers as s
 from costapp.api.auth import BearerTokenAuthentication, HasPermission
 from costapp.api.pagination import Pagination
+from costapp.days import display_today
 
 ERRORS = {
     400: OpenApiResponse(s.QueryProblem, description="a query parameter was refused"),
@@ -132,7 +132,7 @@ class Budgets(ReadView):
         return super().get(request, *args, **kwargs)
 
     def rows(self, **params: Any) -> Any:
-        return selectors.budgets_list(today=fmt.display_today(timezone.now()))
+        return selectors.budgets_list(today=display_today(timezone.now()))
 
 
 class AlertEvents(ReadView):

@@ -12,6 +12,7 @@ from django.shortcuts import redirect, render
 from costapp import formatting as fmt
 from costapp import pagecache
 from costapp.access import requires
+from costapp.days import display_today
 from costapp.economics import charts, present
 from costapp.economics.figures import (
     explanation_read,
@@ -100,7 +101,7 @@ FLEET_BANDS = (
 
 @requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
-    today = fmt.display_today()
+    today = display_today()
     form, filters = _economics_filters(request, today)
     body = pagecache.body_render(
         request,
@@ -228,7 +229,7 @@ def explanation(request: HttpRequest, figure_id: int) -> HttpResponse:
     f = found.figure
     cur = f.currency
     # The filter bar sends to the overview; here it narrows the members.
-    filters = filters_read(request.GET, today=fmt.display_today())
+    filters = filters_read(request.GET, today=display_today())
     members = [
         m
         for m in found.members
@@ -276,7 +277,7 @@ def budgets(request: HttpRequest) -> HttpResponse:
     # Budgets are monthly: the page shows the month of the window's last day,
     # as of that day (today at the latest).
     filters = filters_read(request.GET, default_preset="mtd")
-    today = min(fmt.display_today(), filters.last_day)
+    today = min(display_today(), filters.last_day)
     form = BudgetForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -353,7 +354,7 @@ def budgets(request: HttpRequest) -> HttpResponse:
 def idle(request: HttpRequest) -> HttpResponse:
     """Idle in dollars, both kinds, per pool and deployment over a window,
     narrowed by the shared filter (a chosen deployment brings its pool)."""
-    form, filters = _economics_filters(request, fmt.display_today())
+    form, filters = _economics_filters(request, display_today())
     body = pagecache.body_render(
         request,
         IDLE_BODY,
