@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.baselines import BaselineConfig, BaselineState, baselines_run
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 from analytics.explain import explain
 
 FLAG_OF_CAUSE = {"cost": "anomaly", "traffic": "traffic", "size": "size"}

@@ -5,14 +5,16 @@ itself is ``analytics.baselines``, which re-exports both."""
 
 from __future__ import annotations
 
+import io
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 Grain = Literal["day", "hour"]
 Slots = Literal["weekday", "hour_of_week", "daytype_hour", "none"]
@@ -113,10 +115,6 @@ class BaselineState:
         return BaselineState(self.config, self.keys, tuple(series), self.day, arrays)
 
     def to_bytes(self) -> bytes:
-        import io
-        import json
-        from dataclasses import asdict
-
         meta = {
             "config": asdict(self.config), "keys": list(self.keys),
             "series": [list(map(str, k)) for k in self.series],
@@ -133,9 +131,6 @@ class BaselineState:
     @classmethod
     def from_bytes(cls, blob: bytes) -> BaselineState:
         """Inverse of ``to_bytes``; series key values come back as strings."""
-        import io
-        import json
-
         with np.load(io.BytesIO(blob), allow_pickle=False) as data:
             meta = json.loads(bytes(data["_meta"]).decode())
             arrays = {k: data[k] for k in data.files if k != "_meta"}

@@ -58,7 +58,7 @@ from analytics.baseline_state import (
     _state_for,
     n_slots,
 )
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
 

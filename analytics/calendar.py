@@ -14,7 +14,7 @@ import holidays as holidays_lib
 import numpy as np
 import pandas as pd
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 # A user date with this team (or an empty one) applies to every team.
 ALL_TEAMS = "*"

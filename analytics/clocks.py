@@ -25,9 +25,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 CLOCKS = ("final", "estimated", "provisional")
+# From the least to the most settled: a sum of periods is as settled as its
+# least settled part (its "worst clock").
+CLOCK_ORDER = {"provisional": 0, "estimated": 1, "final": 2}
 RATE_SOURCES = ("bill", "effective", "rate_card", "none")
 
 

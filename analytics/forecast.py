@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import pandas as pd
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 MIN_HISTORY = 14
 SEASONAL_HISTORY = 28
@@ -88,6 +88,22 @@ def budget_burn(
     return next((day for day, spent in path if spent >= budget), None)
 
 
+def with_budget(forecast: MonthForecast, budget: float | None) -> MonthForecast:
+    """The forecast against ``budget``: share of the point and the day the
+    cumulative path reaches it (none: the budget fields cleared). A stored
+    forecast is budget-free, so an edited budget needs no new simulation."""
+    if budget is None:
+        return replace(forecast, budget=None, budget_share=None, budget_burn_date=None)
+    # First: it refuses a budget of 0 or less before the share divides by it.
+    burn = budget_burn(forecast.path, budget)
+    return replace(
+        forecast,
+        budget=budget,
+        budget_share=forecast.point / budget,
+        budget_burn_date=burn,
+    )
+
+
 def _paths(
     history: np.ndarray, horizon: int, repetitions: int, seed: int
 ) -> tuple[np.ndarray, str]:
@@ -100,6 +116,8 @@ def _paths(
         mean = float(np.nanmean(history)) if n else float("nan")
         sd = float(np.nanstd(history)) if n > 1 else 0.0
         return rng.normal(mean, sd, size=(repetitions, horizon)), "mean"
+    # Lazy: statsmodels costs about a second to import, and only this path
+    # (a month with days left and enough history) needs it.
     from statsmodels.tsa.exponential_smoothing.ets import ETSModel
 
     seasonal = n >= SEASONAL_HISTORY
@@ -240,17 +258,13 @@ def forecast_month(
     ) + tuple(
         (as_of + pd.Timedelta(days=i + 1), float(v)) for i, v in enumerate(future)
     )
-    burn_date: pd.Timestamp | None = None
-    share: float | None = None
-    if budget is not None:
-        burn_date = budget_burn(path, budget)
-        share = point / budget
-    return MonthForecast(
+    forecast = MonthForecast(
         series=series, month=month, as_of=as_of, to_date=to_date, remaining_days=horizon,
         point=point, lower=float(lower), upper=float(upper), interval=interval,
-        method=method, budget=budget, burn_rate=burn_rate, budget_burn_date=burn_date,
-        budget_share=share, lumps_expected=float(np.mean(draws)), path=path,
+        method=method, budget=None, burn_rate=burn_rate, budget_burn_date=None,
+        budget_share=None, lumps_expected=float(np.mean(draws)), path=path,
     )  # fmt: skip
+    return forecast if budget is None else with_budget(forecast, budget)
 
 
 def forecast_months(

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.allocation import IDLE
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 TARGET_UTILISATION = 0.7
 UNDERESTIMATES = "model underestimates"

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 PARTS = ("price", "fleet", "traffic", "size")
 AGGREGATE_PARTS = (*PARTS, "idle", "mix")

@@ -36,7 +36,8 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from costapp.api.tokens import api_token_create  # noqa: E402
-from costapp.economics.services import budget_upsert, unit_costs_recompute  # noqa: E402
+from costapp.economics.budgets import budget_upsert  # noqa: E402
+from costapp.economics.unit_costs.services import unit_costs_recompute  # noqa: E402
 from costapp.fleet.demo_setup import (  # noqa: E402
     demo_fleet_load,
     demo_ingest,

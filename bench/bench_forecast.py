@@ -15,12 +15,13 @@ With ``--demo``, the app's own forecast instead, end to end: the demo fleet
 (``costapp.sources.demo``, ``--demo-days`` days ending 2026-12-02, default
 400) is ingested into the database of ``DATABASE_URL`` through the app's
 ingest path, its unit-cost figures recomputed, and
-``costapp.economics.forecasts.month_forecast_read`` (what the budgets page
-shows: record types from the bill lines, so credits, refunds, taxes and fees
-are forecast as lumps and the rest by ETS; the calibrated interval) is asked
-for the fleet, every team and every deployment as of each origin of every
-whole billed month with 8 weeks of figures before it. ``--wipe`` lets it
-replace a database's bills and figures; ``--no-load`` reuses a loaded one.
+``costapp.economics.forecasts.selectors.month_forecast_read`` (what the
+budgets page shows: record types from the bill lines, so credits, refunds,
+taxes and fees are forecast as lumps and the rest by ETS; the calibrated
+interval) is asked for the fleet, every team and every deployment as of each
+origin of every whole billed month with 8 weeks of figures before it.
+``--wipe`` lets it replace a database's bills and figures; ``--no-load``
+reuses a loaded one.
 
 Not run by CI (``--smoke`` is).
 
@@ -65,7 +66,7 @@ def demo_app_load(days: int, *, wipe: bool) -> None:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from costapp.economics.services import unit_costs_recompute
+    from costapp.economics.unit_costs.services import unit_costs_recompute
     from costapp.models import CostLine, UnitCostFigure
     from tests.support.demo_data import demo_load, demo_tables_wipe
 
@@ -84,27 +85,27 @@ def demo_app_load(days: int, *, wipe: bool) -> None:
 def _drop_record_types() -> None:
     """The app's spend frame without its record_type column: every line is
     daily spend, the single model the app ran before."""
-    from costapp.economics import forecasts
+    from costapp.economics.forecasts import compute
 
-    split = forecasts._spend_frame
+    split = compute.spend_frame_read
 
     def whole(*args: object) -> pd.DataFrame:
         frame = split(*args)  # type: ignore[arg-type]
         return frame.groupby("day", as_index=False)["cost"].sum()
 
-    forecasts._spend_frame = whole  # type: ignore[assignment]
+    compute.spend_frame_read = whole  # type: ignore[assignment]
 
 
 def demo_app_backtest(*, origins: tuple[int, ...], smoke: bool = False) -> pd.DataFrame:
-    """The app's own forecast (``costapp.economics.forecasts.month_forecast_read``,
+    """The app's own forecast (``economics.forecasts.selectors.month_forecast_read``,
     record types from the bill lines, the calibrated 80% interval) for the
     fleet, every team and every deployment, as of each origin of every whole
     billed month with 8 weeks of figures before it; the actual is the
     month's spend as the app sums it (its figures' cost)."""
-    from costapp.economics.figures import figures_read, scope_names
-    from costapp.economics.forecasts import month_forecast_read
+    from costapp.economics.figures import figures_read, scope_names_read
+    from costapp.economics.forecasts.selectors import month_forecast_read
 
-    names = scope_names()
+    names = scope_names_read()
     series = [(scope, name) for scope in ("fleet", "team", "deployment")
               for name in names[scope]]  # fmt: skip
     if smoke:

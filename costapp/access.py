@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.contrib.sessions.models import Session
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db.models.signals import m2m_changed
@@ -37,6 +37,7 @@ from django.urls import Resolver404, resolve
 from django.utils import timezone
 from django.views.decorators.http import require_safe
 
+from costapp.models import AuditEntry
 from costapp.roles import ADMIN
 
 logger = logging.getLogger(__name__)
@@ -92,8 +93,6 @@ def forbidden(request: HttpRequest, exception: Exception | None = None) -> HttpR
     missing = getattr(request, "missing_permission", None)
     label = None
     if missing:
-        from django.contrib.auth.models import Permission
-
         app_label, codename = missing.split(".", 1)
         perm = Permission.objects.filter(
             content_type__app_label=app_label, codename=codename
@@ -220,8 +219,6 @@ class AuditMiddleware:
         return response
 
     def _record(self, request: HttpRequest, response: HttpResponse) -> None:
-        from costapp.models import AuditEntry
-
         try:
             match = resolve(request.path_info)
             action, target = (

@@ -5,6 +5,12 @@ from typing import Any
 from django.apps import AppConfig
 from django.db.models.signals import post_migrate
 
+from costapp.pagecache import change_triggers_install
+
+# The imports inside functions below are lazy for app loading: Django imports
+# this module before the app registry is ready, and roles, access and the
+# alerts checks import models (AppRegistryNotReady at the top).
+
 
 def _roles_sync(**_: Any) -> None:
     from costapp.roles import roles_sync
@@ -13,8 +19,6 @@ def _roles_sync(**_: Any) -> None:
 
 
 def _change_triggers_install(using: str = "default", **_: Any) -> None:
-    from costapp.pagecache import change_triggers_install
-
     change_triggers_install(using)
 
 

@@ -10,6 +10,9 @@ from typing import Any
 
 from celery import Celery, signals
 from celery.schedules import schedstate, schedule
+from django.db import close_old_connections, connection, connections
+
+from costapp.schedule import ENTRIES, align_offset_s, beat_schedule, period_s
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "costapp.settings")
 
@@ -59,8 +62,6 @@ class aligned(schedule):
 
 @app.on_after_finalize.connect
 def _install_beat_schedule(sender: Celery, **_: object) -> None:
-    from costapp.schedule import ENTRIES, align_offset_s, beat_schedule, period_s
-
     entries = beat_schedule()
     for entry in ENTRIES:
         if entry.aligned:
@@ -78,8 +79,8 @@ def _refuse_unusable_channel_secrets(sender: Any = None, **_: object) -> None:
     is not one."""
     if sender is None:
         return
-    from django.db import connections
-
+    # lazy: app loading. costapp/__init__.py imports this module while the
+    # settings load, before the app registry is ready, and checks imports models.
     from costapp.alerts.checks import worker_start_refusal
 
     refusal = worker_start_refusal(sender.app.amqp.queues.consume_from)
@@ -92,10 +93,6 @@ def beat_in_process(stop: threading.Event) -> None:
     """The embedded demo's beat (no broker): each entry's task, at its period,
     called on this thread, so rules made in the UI are evaluated and a dead
     step is picked up as under compose. Returns when ``stop`` is set."""
-    from django.db import close_old_connections, connection
-
-    from costapp.schedule import ENTRIES, period_s
-
     # The task modules a worker would import (autodiscovery), here.
     app.loader.import_default_modules()
     due = {e.name: time.monotonic() + period_s(e) for e in ENTRIES}

@@ -125,7 +125,7 @@ def database_from_url(url: str, *, base_dir: Path) -> dict[str, object]:
                 # A write transaction takes the write lock at BEGIN: in WAL a
                 # deferred one that read first and then writes fails at once
                 # (SQLITE_BUSY_SNAPSHOT) instead of waiting. Read-only
-                # snapshots begin DEFERRED (costs.export_reads.one_snapshot).
+                # snapshots begin DEFERRED (costs.export.reads.one_snapshot).
                 "transaction_mode": "IMMEDIATE",
             },
         }

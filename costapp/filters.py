@@ -26,9 +26,10 @@ import django_filters
 from django import forms
 from django.utils import timezone
 
+from analytics.errors import InvalidInput
 from costapp.forms import NamedForm
 from costapp.models import Deployment
-from costapp.validation import InvalidInput, date_in
+from costapp.validation import date_in
 
 MAX_DAYS = 3 * 366
 MAX_PICKED = 200  # deployments named in one URL

@@ -5,7 +5,7 @@ It carries three rules, so that no form has its own:
 
 - every field error names the field and the value the user sent,
   ``name='value': reason`` (the value cut to 80 characters, as everywhere:
-  ``costapp.validation.shown``), however the template shows it
+  ``analytics.errors.shown``), however the template shows it
   (``form.as_p``, ``{{ field.errors }}``, or ``form.messages()`` for flash
   messages). Django's own messages ("This field is required.") say neither;
   a user who pasted a 10 kB string or a stray NUL byte needs both;
@@ -43,7 +43,8 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import NON_FIELD_ERRORS
 from django.core.validators import ProhibitNullCharactersValidator
 
-from costapp.validation import free_text_problem, name_problem, shown
+from analytics.errors import shown
+from costapp.validation import free_text_problem, name_problem
 
 # What a checkbox sends (or a hidden boolean), on or off; anything else is junk.
 CHECKED = (None, True, False, "", "on", "1", "true", "True", "0", "false", "False")

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from costapp.env import env_int
 
 
@@ -77,8 +79,6 @@ def entry(name: str) -> Entry:
 
 def align_offset_s(entry: Entry) -> float:
     """Seconds past each multiple of the period an aligned entry runs at."""
-    from django.conf import settings
-
     return float(settings.COSTAPP_SETTLE_S + ALIGN_AFTER_SETTLE_S) % period_s(entry)
 
 

@@ -5,14 +5,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from costapp import access
-from costapp.economics import metrics
+from costapp.api import metrics
 from costapp.forms import LoginForm
 from costapp.views import health
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("readyz", health.readyz, name="readyz"),
-    # Prometheus scrapes /metrics; bearer token, no session (economics.metrics).
+    # Prometheus scrapes /metrics; bearer token, no session (api.metrics).
     path("metrics", metrics.metrics, name="metrics"),
     path(
         "login/",

@@ -1,9 +1,10 @@
 """One input layer for values that come from outside: forms, commands, files.
 
-Every check returns the clean value or raises ``InvalidInput(field, value,
-reason)``; the message names the field and the value (cut to 80 characters, so
-a 10 kB string never floods a page or a log). The limits are the ones the
-database and the pages can hold, with the reason beside each:
+Every check returns the clean value or raises the product's one input error,
+``analytics.errors.InvalidInput(field, value, reason)``; the message names the
+field and the value (cut to 80 characters, so a 10 kB string never floods a
+page or a log). The limits are the ones the database and the pages can hold,
+with the reason beside each:
 
 - numbers are finite (NaN, ±Infinity and ``1e309``, which a float reads as
   infinity, are refused) and amounts ``|x| < 10^15``: money columns are
@@ -38,9 +39,8 @@ from datetime import UTC, date, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from analytics.capacity.errors import InvalidInput as _EngineInvalidInput
+from analytics.errors import InvalidInput, shown
 
-SHOWN_CHARS = 80
 MAX_MAGNITUDE = Decimal(10) ** 15
 MAX_PLACES = 12
 # What "YYYY-MM-DD" means everywhere: ASCII digits (fromisoformat alone also
@@ -59,15 +59,6 @@ NON_FINITE = frozenset({"nan", "+nan", "-nan", "inf", "+inf", "-inf", "infinity"
                         "+infinity", "-infinity"})  # fmt: skip
 
 Primitive = str | int | float | bool | None
-
-
-def shown(value: Any) -> str:
-    """``repr(value)`` cut to 80 characters: what a message may quote (a date
-    as its ISO text, as a user typed it)."""
-    text = repr(value.isoformat() if isinstance(value, date) else value)
-    if len(text) > SHOWN_CHARS:
-        text = text[: SHOWN_CHARS - 1] + "…"
-    return text
 
 
 # What a name may not hold (a channel, rule, team or deployment name, any
@@ -111,21 +102,6 @@ def free_text_problem(value: str) -> str | None:
     """``name_problem`` for free text (a description, a comment, a list one
     item a line): tab, CR and LF are kept, and U+2028/U+2029."""
     return _control_problem(value, _NOT_IN_TEXT)
-
-
-class InvalidInput(_EngineInvalidInput):
-    """A value refused at the edge; ``str()`` is ``field=value: reason``.
-
-    A subclass of the capacity engine's ``InvalidInput`` so every handler that
-    already catches that one catches these too.
-    """
-
-    def __init__(self, field: str, value: Any, reason: str) -> None:
-        super().__init__(field, value, reason)
-        self.args = (f"{field}={shown(value)}: {reason}",)
-
-    def __str__(self) -> str:
-        return str(self.args[0])
 
 
 # -- numbers ------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The one reader for YAML files a user hands in (the fleet file).
+"""The one reader for YAML files a user hands in (the fleet file), and the one
+error for such a file refused whole (``FileProblems``).
 
 PyYAML's safe loader builds only plain objects, but bounds nothing: 575 bytes of
 anchors and aliases ("billion laughs") expand to 9^9 strings the moment
@@ -78,6 +79,37 @@ class YamlFileError(ValueError):
         if line is not None:
             where = f"line {line}, column {column}: " if column else f"line {line}: "
         super().__init__(f"{name}: {where}{reason}")
+
+
+# What a refusal lists: a file of 10,000 bad entries, or one naming a 100 kB
+# value, still prints as a screenful (``problems`` keeps them all).
+SHOWN_PROBLEMS = 100
+SHOWN_PROBLEM_CHARS = 500
+
+
+def _problem_line(problem: str) -> str:
+    if len(problem) <= SHOWN_PROBLEM_CHARS:
+        return problem
+    return problem[: SHOWN_PROBLEM_CHARS - 1] + "…"
+
+
+class FileProblems(ValueError):
+    """A file a user hands in, refused whole: ``problems`` is every mistake
+    found (entry, field, value), ``section`` the part of the file they are in
+    (``alerts:``), if not the whole. Nothing of the file was loaded."""
+
+    def __init__(self, path: str, problems: list[str], *, section: str = "") -> None:
+        self.path = path
+        self.problems = problems
+        self.section = section
+        lines = [_problem_line(p) for p in problems[:SHOWN_PROBLEMS]]
+        if len(problems) > SHOWN_PROBLEMS:
+            lines.append(f"... and {len(problems) - SHOWN_PROBLEMS} more")
+        where = f" in {section}" if section else ""
+        super().__init__(
+            f"{path}: {len(problems)} problem(s){where}, nothing was loaded:\n  "
+            + "\n  ".join(lines)
+        )
 
 
 class _Refused(yaml.MarkedYAMLError):

@@ -13,7 +13,7 @@ from analytics.capacity.engine import (
     evaluate_grid,
     step_model,
 )
-from analytics.capacity.errors import CapacityError, Infeasible, InvalidInput, Refused
+from analytics.capacity.errors import CapacityError, Infeasible, Refused
 from analytics.capacity.mig import (
     compare_mig_layouts,
     compare_shared_layouts,
@@ -27,7 +27,6 @@ __all__ = [
     "CapacityError",
     "Comparison",
     "Infeasible",
-    "InvalidInput",
     "Refused",
     "Result",
     "Scenario",

@@ -24,7 +24,8 @@ from typing import Any
 from analytics.capacity.calibration import load_calibration
 from analytics.capacity.catalog import model_from_hf_config
 from analytics.capacity.engine import Scenario, evaluate
-from analytics.capacity.errors import CapacityError, InvalidInput, Refused
+from analytics.capacity.errors import CapacityError, Refused
+from analytics.errors import InvalidInput
 
 EXIT_OK, EXIT_INVALID, EXIT_INFEASIBLE = 0, 2, 3
 

@@ -44,8 +44,8 @@ from analytics.capacity.calibration_types import (
     FitQuality,
 )
 from analytics.capacity.catalog import ModelSpec, get_gpu, get_model
-from analytics.capacity.errors import InvalidInput
 from analytics.capacity.latency import LatencyParams
+from analytics.errors import InvalidInput
 
 # ---------------------------------------------------------------------------
 # Fitting

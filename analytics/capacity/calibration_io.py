@@ -7,7 +7,6 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from analytics.capacity.calibration_types import (
@@ -18,8 +17,8 @@ from analytics.capacity.calibration_types import (
     FitQuality,
 )
 from analytics.capacity.catalog import get_gpu, get_model
-from analytics.capacity.errors import InvalidInput
 from analytics.capacity.latency import LatencyParams
+from analytics.errors import InvalidInput
 
 SCHEMA_VERSION = 1
 SUPPORTED_SCHEMA_VERSIONS = {1}
@@ -127,8 +126,9 @@ def _key_from(data: Mapping[str, Any], prefix: str = "key") -> CalibrationKey:
     )
 
 
-def calibration_from_dict(data: Mapping[str, Any]) -> Calibration:
-    """Validate a calibration document; refuses with the field path and value."""
+def calibration_kind(data: Any) -> str:
+    """The kind of a calibration document in a supported schema version;
+    refuses a non-object, another version or an unknown kind, in that order."""
     if not isinstance(data, Mapping):
         raise InvalidInput("<document>", type(data).__name__, "must be a JSON object")
     version = data.get("schema_version")
@@ -137,16 +137,20 @@ def calibration_from_dict(data: Mapping[str, Any]) -> Calibration:
             "schema_version", version, f"supported: {sorted(SUPPORTED_SCHEMA_VERSIONS)}"
         )
     kind = data.get("kind")
-    if kind == HARDWARE_CONSTANTS:
-        # The harness document carries its own fit (attention grid), so its reader
-        # lives with the fits; imported here because calibration_fit imports us.
-        from analytics.capacity.calibration_fit import hardware_constants_from_harness
-
-        return hardware_constants_from_harness(data)
-    if kind != ENGINE_MEASUREMENTS:
+    if kind not in (ENGINE_MEASUREMENTS, HARDWARE_CONSTANTS):
         raise InvalidInput(
             "kind", kind, f"must be '{ENGINE_MEASUREMENTS}' or '{HARDWARE_CONSTANTS}'"
         )
+    return str(kind)
+
+
+def engine_measurements_from_dict(data: Mapping[str, Any]) -> Calibration:
+    """Validate an engine-measurements document; refuses with the field path
+    and value. (The harness's hardware constants carry their own fit, so their
+    reader lives with the fits; ``calibration.calibration_from_dict`` picks.)"""
+    if calibration_kind(data) != ENGINE_MEASUREMENTS:
+        raise InvalidInput("kind", data.get("kind"), f"must be '{ENGINE_MEASUREMENTS}'")
+    version = data["schema_version"]
     key = _key_from(data)
     if key.model is None:
         raise InvalidInput("key.model", None, "engine measurements need the model")
@@ -219,13 +223,6 @@ def calibration_to_dict(cal: Calibration) -> dict[str, Any]:
         "source": cal.source,
         "points": list(cal.points),
     }
-
-
-def load_calibration(path: str | Path) -> Calibration:
-    """Read and validate one calibration file (either kind)."""
-    return calibration_from_dict(
-        calibration_json(Path(path).read_text(encoding="utf-8"), name=str(path))
-    )
 
 
 # ---------------------------------------------------------------------------

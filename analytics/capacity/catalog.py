@@ -10,7 +10,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,20 @@
-"""Errors the capacity engine raises; each names the field and the value at fault."""
+"""Errors the capacity engine raises; each names the field and the value at fault.
+
+A malformed input is the product's one ``analytics.errors.InvalidInput``;
+what is the engine's own is a well-formed scenario that cannot run
+(``Infeasible``) and one vLLM itself refuses (``Refused``, an input error too).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from analytics.errors import InvalidInput
+
 
 class CapacityError(Exception):
-    """Base class so callers (views, CLI) can catch the engine's own refusals."""
-
-
-class InvalidInput(CapacityError, ValueError):
-    def __init__(self, field: str, value: Any, reason: str) -> None:
-        self.field = field
-        self.value = value
-        self.reason = reason
-        super().__init__(f"{field}={value!r}: {reason}")
+    """Base class so callers (views, CLI) can catch the engine's own refusals;
+    they catch ``InvalidInput`` beside it for a malformed scenario."""
 
 
 class Infeasible(CapacityError):

@@ -42,6 +42,8 @@ def _timeit(fn: Callable[[], Any], sync: Callable[[], None], repeats: int) -> fl
 def measure(
     device: str = "cuda", *, tiny: bool = False, repeats: int = 5
 ) -> dict[str, Any]:
+    # lazy: torch is optional (requirements-harness.txt, GPU hosts only); the
+    # module imports without it.
     import torch
 
     if device == "cuda" and not torch.cuda.is_available():

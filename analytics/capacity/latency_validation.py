@@ -52,8 +52,8 @@ from analytics.capacity.calibration_io import CalibrationRefused
 from analytics.capacity.calibration_types import Calibration, CalibrationKey
 from analytics.capacity.catalog import get_model
 from analytics.capacity.engine import Scenario, StepModel, step_model
-from analytics.capacity.errors import InvalidInput
 from analytics.capacity.simulate import poisson_arrivals, simulate
+from analytics.errors import InvalidInput
 
 DATA_PATH = Path(__file__).parent / "data" / "latency_validation.json"
 METHODS = ("roofline", "transfer", "same_model")

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 GiB = 1024**3
 

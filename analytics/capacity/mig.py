@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from analytics.capacity.calibration_types import Calibration
 from analytics.capacity.catalog import GpuSpec, MigProfile, get_gpu
 from analytics.capacity.engine import Result, Scenario, evaluate
-from analytics.capacity.errors import Infeasible, InvalidInput, Refused
+from analytics.capacity.errors import Infeasible, Refused
+from analytics.errors import InvalidInput
 
 
 @dataclass(frozen=True)

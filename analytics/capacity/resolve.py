@@ -22,8 +22,8 @@ from analytics.capacity.calibration_types import (
     Calibration,
 )
 from analytics.capacity.catalog import GpuSpec, ModelSpec, get_gpu, get_model
-from analytics.capacity.errors import InvalidInput
 from analytics.capacity.scenario import ROOFLINE, Scenario
+from analytics.errors import InvalidInput
 
 _STATIC_KEYS = (
     "model", "gpu", "mig_profile", "tp", "weight_dtype", "kv_dtype",

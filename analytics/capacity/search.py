@@ -14,7 +14,7 @@ import pandas as pd
 
 from analytics.capacity.calibration_types import Calibration
 from analytics.capacity.engine import Scenario, evaluate_grid
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 
 def p95_latency_s(frame: pd.DataFrame) -> pd.Series:

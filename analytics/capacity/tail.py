@@ -45,9 +45,9 @@ from analytics.capacity.calibration_types import (
     CalibrationKey,
     FitQuality,
 )
-from analytics.capacity.errors import InvalidInput
 from analytics.capacity.latency import LatencyParams, StepModel
 from analytics.capacity.scenario import Scenario
+from analytics.errors import InvalidInput
 
 # The percentile the telemetry carries (HourObservation.itl_p95_ms).
 TELEMETRY_PERCENTILE = 0.95

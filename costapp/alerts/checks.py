@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core import checks
 from django.db import DatabaseError
 
+from analytics.errors import shown
 from costapp.alerts.secrets import ROTATION_STEPS, SecretError, keys, token_key
 from costapp.models import Channel
 
@@ -59,7 +60,7 @@ def secrets_state() -> SecretsState:
 
 def _names(names: list[str]) -> str:
     more = f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else ""
-    return ", ".join(repr(n) for n in names[:SHOWN_NAMES]) + more
+    return ", ".join(shown(n) for n in names[:SHOWN_NAMES]) + more
 
 
 def secrets_refusal(state: SecretsState) -> str | None:

@@ -19,12 +19,14 @@ from typing import Any
 
 from django.db import transaction
 
+from analytics.errors import shown
 from costapp.alerts.services import channel_upsert
 from costapp.alerts.validation import channel_problems, rule_problems
 from costapp.models import AlertRule, Channel
-from costapp.validation import name_problem, shown
-from costapp.yamlfile import YamlFileError, yaml_file_load
+from costapp.validation import name_problem
+from costapp.yamlfile import FileProblems, YamlFileError, yaml_file_load
 
+SECTION = "alerts:"  # where a refusal's problems are, in the fleet file
 # An environment variable's name (os.environ refuses one with a NUL byte).
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 CHANNEL_FIELDS = {"name", "kind", "to", "backend", "url", "url_env", "secret_env"}
@@ -47,16 +49,6 @@ RULE_FIELDS = {
     "enabled",
     "channels",
 }
-
-
-class AlertsFileError(ValueError):
-    def __init__(self, path: str, errors: list[str]) -> None:
-        self.path = path
-        self.errors = errors
-        super().__init__(
-            f"{path}: {len(errors)} problem(s) in alerts:, nothing was loaded:\n  "
-            + "\n  ".join(errors)
-        )
 
 
 @dataclass(frozen=True)
@@ -99,7 +91,9 @@ def _channel_config(
     if kind == "email":
         config["to"] = entry.get("to")
         if entry.get("backend", "smtp") not in ("smtp", "console"):
-            errors.append(f"{where}: backend={entry.get('backend')!r}: smtp or console")
+            errors.append(
+                f"{where}: backend={shown(entry.get('backend'))}: smtp or console"
+            )
         config["backend"] = entry.get("backend", "smtp")
     if kind == "slack" and "url" in entry:
         errors.append(f"{where}: url: a Slack URL is a secret; name it with url_env")
@@ -114,13 +108,13 @@ def _channel_config(
         if entry.get("url_env"):
             url = os.environ.get(str(entry["url_env"]))
             if not url:
-                errors.append(f"{where}: url_env={entry['url_env']!r}: not set")
+                errors.append(f"{where}: url_env={shown(entry['url_env'])}: not set")
                 return config
         config["url"] = url
     if kind == "webhook" and entry.get("secret_env"):
         secret = os.environ.get(str(entry["secret_env"]))
         if not secret:
-            errors.append(f"{where}: secret_env={entry['secret_env']!r}: not set")
+            errors.append(f"{where}: secret_env={shown(entry['secret_env'])}: not set")
         else:
             config["secret"] = secret
     for field_name, message in channel_problems(str(kind), config):
@@ -130,11 +124,11 @@ def _channel_config(
 
 def alerts_section(path: Path) -> Mapping[str, Any]:
     """The ``alerts:`` section, read by the one bounded YAML reader
-    (costapp/yamlfile.py); a refused file is an AlertsFileError."""
+    (costapp/yamlfile.py); a refused file is a FileProblems."""
     try:
         data = yaml_file_load(path, name=path.name) or {}
     except YamlFileError as exc:
-        raise AlertsFileError(str(path), [str(exc)]) from None
+        raise FileProblems(str(path), [str(exc)], section=SECTION) from None
     section = data.get("alerts") if isinstance(data, dict) else None
     return section or {}
 
@@ -148,7 +142,7 @@ def alert_rules_load(*, path: str | Path) -> AlertsLoadResult:
     section = alerts_section(path)
     errors: list[str] = []
     if not isinstance(section, Mapping):
-        raise AlertsFileError(str(path), ["alerts: must be a mapping"])
+        raise FileProblems(str(path), ["alerts: must be a mapping"], section=SECTION)
     channels = section.get("channels") or []
     rules = section.get("rules") or []
     for key in section:
@@ -158,7 +152,7 @@ def alert_rules_load(*, path: str | Path) -> AlertsLoadResult:
         if not isinstance(value, list):
             errors.append(f"alerts.{key}: must be a list, got {shown(value)}")
     if errors:
-        raise AlertsFileError(str(path), errors)
+        raise FileProblems(str(path), errors, section=SECTION)
     configs: dict[str, tuple[str, dict[str, Any]]] = {}
     for i, entry in enumerate(channels):
         where = _label("channels", i, entry)
@@ -197,7 +191,7 @@ def alert_rules_load(*, path: str | Path) -> AlertsLoadResult:
             if name not in known:
                 errors.append(f"{where}: channels: {shown(name)} is not a channel")
     if errors:
-        raise AlertsFileError(str(path), errors)
+        raise FileProblems(str(path), errors, section=SECTION)
 
     result = AlertsLoadResult()
     for name, (kind, config) in configs.items():

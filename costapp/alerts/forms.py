@@ -7,19 +7,15 @@ from typing import Any
 
 from django import forms
 
+from analytics.errors import InvalidInput
 from costapp.alerts.selectors import silenceable
 from costapp.alerts.validation import INT_BOUNDS, channel_problems, rule_problems
 from costapp.forms import NamedForm
 from costapp.models import AlertRule, Channel
 from costapp.models.alerts import METRICS, RULE_SCOPES
-from costapp.validation import InvalidInput, float_in, int_in
+from costapp.validation import float_in, int_in
 
 CHOICE_ERROR = {"invalid_choice": "is not one of the choices"}
-
-
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 100 else text[:90] + "…'"
 
 
 class _ChannelsField(forms.ModelMultipleChoiceField):

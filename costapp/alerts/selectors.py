@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 
 from django.db.models import QuerySet
 
 from analytics.alert_rules import transitions
 from costapp.alerts.evaluation import figures_of, rule_series, rule_spec
+from costapp.days import utc_midnight
 from costapp.models import AlertRule, Channel, Delivery, Deployment, Silence
 from costapp.models.alerts import STALENESS_METRICS
 
@@ -132,9 +133,9 @@ def notification_log(
     team or deployment name)."""
     rows = Delivery.objects.select_related("channel").prefetch_related("events__rule")
     if start is not None:
-        rows = rows.filter(created_at__gte=datetime.combine(start, time(), UTC))
+        rows = rows.filter(created_at__gte=utc_midnight(start))
     if end is not None:
-        rows = rows.filter(created_at__lt=datetime.combine(end, time(), UTC))
+        rows = rows.filter(created_at__lt=utc_midnight(end))
     if scope_names is not None:
         rows = rows.filter(events__scope_name__in=list(scope_names)).distinct()
     if channel_id:

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from analytics.errors import InvalidInput
 from costapp.alerts import secrets
 from costapp.alerts.delivery import SendOutcome, delivery_send
 from costapp.alerts.secrets import (
@@ -24,7 +25,6 @@ from costapp.alerts.secrets import (
 )
 from costapp.alerts.validation import channel_problems
 from costapp.models import AlertRule, Channel, Delivery, Silence
-from costapp.validation import InvalidInput
 
 TARGET_SHOWN_MAX = 300  # Channel.target_masked
 

@@ -13,9 +13,9 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
+from analytics.errors import shown
 from costapp.alerts.outbound import address_refusal
 from costapp.models.alerts import METRICS, RULE_SCOPES, STALENESS_METRICS
-from costapp.validation import shown
 
 Problems = list[tuple[str, str]]
 METRIC_NAMES = [m for m, _ in METRICS]
@@ -139,7 +139,7 @@ def channel_problems(kind: str, config: Mapping[str, Any]) -> Problems:
     elif kind in ("webhook", "slack"):
         url = config.get("url")
         if reason := url_refusal(url, slack=kind == "slack"):
-            problems.append(("url", f"{_shown(url)}: {reason}"))
+            problems.append(("url", f"{_masked_url(url)}: {reason}"))
     else:
         problems.append(("kind", f"{kind!r}: email, webhook or slack"))
     return problems
@@ -189,7 +189,8 @@ def _is_number(value: object) -> TypeGuard[float]:
     )
 
 
-def _shown(url: object) -> str:
-    # A Slack URL is a credential: never echo it whole into an error.
-    text = repr(url)
+def _masked_url(url: object) -> str:
+    """The URL quoted for an error, its tail hidden: a Slack URL is a
+    credential, never echoed whole."""
+    text = shown(url)
     return text if len(text) < 40 else text[:30] + "…'"

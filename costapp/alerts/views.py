@@ -11,12 +11,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 
+from analytics.errors import InvalidInput
 from costapp.access import requires
 from costapp.alerts import selectors, services
 from costapp.alerts.forms import AlertRuleForm, ChannelForm, SilenceForm
 from costapp.filters import filters_read
 from costapp.models import AlertRule, Channel, Delivery
-from costapp.validation import InvalidInput, int_in
+from costapp.validation import int_in
 
 
 def _needs(request: HttpRequest, permission: str) -> None:

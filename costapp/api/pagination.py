@@ -13,8 +13,9 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
+from analytics.errors import InvalidInput
 from costapp.api.query import InvalidQuery
-from costapp.validation import InvalidInput, int_in
+from costapp.validation import int_in
 
 PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000

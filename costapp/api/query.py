@@ -11,9 +11,10 @@ from django.utils import timezone
 from rest_framework import serializers
 from rest_framework.exceptions import APIException
 
+from analytics.errors import InvalidInput, shown
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
 from costapp.models.economics import GRAINS, SCOPES
-from costapp.validation import InvalidInput, date_in, shown
+from costapp.validation import date_in
 
 DEFAULT_DAYS = 30
 # Longest window per grain (days). Every stored grain has one: a grain added to

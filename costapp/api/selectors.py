@@ -16,8 +16,9 @@ from django.db.models import OuterRef, QuerySet, Subquery
 
 from analytics.allocation import IDLE, UNALLOCATED
 from costapp.costs.allocations import allocation_days, bill_days, reconciliation_rows
-from costapp.costs.selectors import Basis, utc_day_start
-from costapp.economics.forecasts import budget_statuses_read
+from costapp.costs.selectors import Basis
+from costapp.days import utc_midnight
+from costapp.economics.forecasts.selectors import budget_statuses_read
 from costapp.models import AlertEvent, AlertState, UnitCostFigure
 
 # The rate card is priced in US dollars (the bills area's reconciliation and
@@ -25,7 +26,7 @@ from costapp.models import AlertEvent, AlertState, UnitCostFigure
 PROVISIONAL_CURRENCY = "USD"
 
 
-def figures_list(
+def figures_read(
     *,
     scope: str,
     grain: str,
@@ -37,8 +38,8 @@ def figures_list(
     rows = UnitCostFigure.objects.filter(
         scope=scope,
         grain=grain,
-        period_start__gte=utc_day_start(start),
-        period_start__lt=utc_day_start(end),
+        period_start__gte=utc_midnight(start),
+        period_start__lt=utc_midnight(end),
     )
     if name is not None:
         rows = rows.filter(name=name)
@@ -47,12 +48,12 @@ def figures_list(
     return rows.order_by("name", "currency", "period_start", "pk")
 
 
-def pool_idle_list(
+def pool_idle_read(
     *, start: date, end: date, pool: str | None = None
 ) -> QuerySet[UnitCostFigure]:
     """Idle dollars per pool and UTC day as stored (the pool's ``__idle__``
     share of the bill; null before the day is billed)."""
-    return figures_list(scope="pool", grain="day", start=start, end=end, name=pool)
+    return figures_read(scope="pool", grain="day", start=start, end=end, name=pool)
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ class SpendRow:
     gpu_hours: Decimal | None
 
 
-def spend_days(
+def spend_days_read(
     *, start: date, end: date, basis: Basis, deployment: str | None = None
 ) -> list[SpendRow]:
     """Per UTC day and deployment: the allocated bill beside the provisional
@@ -144,7 +145,7 @@ class BudgetRow:
     runs_out_on: date | None
 
 
-def budgets_list(*, today: date) -> list[BudgetRow]:
+def budgets_read(*, today: date) -> list[BudgetRow]:
     out = []
     for s in budget_statuses_read(today=today):
         b, fc = s.budget, s.forecast
@@ -168,7 +169,7 @@ def budgets_list(*, today: date) -> list[BudgetRow]:
     return out
 
 
-def alert_events_list(
+def alert_events_read(
     *,
     start: date,
     end: date,
@@ -177,7 +178,7 @@ def alert_events_list(
     kind: str | None = None,
 ) -> QuerySet[AlertEvent]:
     events = AlertEvent.objects.select_related("rule").filter(
-        data_time__gte=utc_day_start(start), data_time__lt=utc_day_start(end)
+        data_time__gte=utc_midnight(start), data_time__lt=utc_midnight(end)
     )
     if rule is not None:
         events = events.filter(rule__name=rule)
@@ -191,7 +192,7 @@ def alert_events_list(
     return events.annotate(currency=Subquery(currency)).order_by("-data_time", "-pk")
 
 
-def active_alerts_list() -> QuerySet[AlertState]:
+def active_alerts_read() -> QuerySet[AlertState]:
     return (
         AlertState.objects.select_related("rule")
         .filter(state__in=AlertState.ACTIVE)

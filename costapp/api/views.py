@@ -73,7 +73,7 @@ class UnitCosts(ReadView):
         return super().get(request, *args, **kwargs)
 
     def rows(self, **params: Any) -> Any:
-        return selectors.figures_list(**params)
+        return selectors.figures_read(**params)
 
 
 class Baselines(UnitCosts):
@@ -98,7 +98,7 @@ class Spend(ReadView):
         return super().get(request, *args, **kwargs)
 
     def rows(self, **params: Any) -> Any:
-        return selectors.spend_days(**params)
+        return selectors.spend_days_read(**params)
 
 
 class Idle(ReadView):
@@ -113,7 +113,7 @@ class Idle(ReadView):
         return super().get(request, *args, **kwargs)
 
     def rows(self, **params: Any) -> Any:
-        return selectors.pool_idle_list(**params)
+        return selectors.pool_idle_read(**params)
 
 
 class NoQuery(serializers.Serializer):
@@ -132,7 +132,7 @@ class Budgets(ReadView):
         return super().get(request, *args, **kwargs)
 
     def rows(self, **params: Any) -> Any:
-        return selectors.budgets_list(today=display_today(timezone.now()))
+        return selectors.budgets_read(today=display_today(timezone.now()))
 
 
 class AlertEvents(ReadView):
@@ -147,7 +147,7 @@ class AlertEvents(ReadView):
         return super().get(request, *args, **kwargs)
 
     def rows(self, **params: Any) -> Any:
-        return selectors.alert_events_list(**params)
+        return selectors.alert_events_read(**params)
 
 
 class ActiveAlerts(ReadView):
@@ -162,7 +162,7 @@ class ActiveAlerts(ReadView):
         return super().get(request, *args, **kwargs)
 
     def rows(self, **params: Any) -> Any:
-        return selectors.active_alerts_list()
+        return selectors.active_alerts_read()
 
 
 class Schema(SpectacularJSONAPIView):

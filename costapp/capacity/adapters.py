@@ -22,7 +22,7 @@ from analytics.capacity.calibration_types import (
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.catalog import get_gpu, get_model, gpus, models
 from analytics.capacity.engine import Scenario
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 from costapp.models import Calibration
 
 logger = logging.getLogger(__name__)

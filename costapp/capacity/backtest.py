@@ -12,6 +12,7 @@ error is large (the write is ``services.calibration_fit_telemetry``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -28,9 +29,10 @@ from analytics.capacity.backtest import (
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.calibration_types import CalibrationKey
 from analytics.capacity.engine import Scenario, evaluate, step_model
-from analytics.capacity.errors import CapacityError, InvalidInput
+from analytics.capacity.errors import CapacityError
 from analytics.capacity.refusals import RejectedShare, rejected_share
 from analytics.capacity.tail import fit_telemetry
+from analytics.errors import InvalidInput
 from analytics.histograms import BucketMismatch, Buckets, bucket_quantile, buckets_sum
 from costapp.capacity import selectors
 from costapp.models import Deployment, DeploymentHour, HistogramHour
@@ -201,7 +203,7 @@ def deployment_backtest(
     cals = selectors.stored_calibrations() if calibrations is None else calibrations
     try:
         found = backtest_today(scenario, hours, calibrations=cals, circular=circular)
-    except CapacityError as exc:
+    except (CapacityError, InvalidInput) as exc:
         return DeploymentBacktest(
             deployment,
             scenario,
@@ -282,7 +284,6 @@ def telemetry_fit(
 
 def document(found: DeploymentBacktest) -> dict[str, Any]:
     """The command's ``--json`` document."""
-    import math
 
     def clean(value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):

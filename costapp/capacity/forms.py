@@ -7,10 +7,11 @@ from typing import Any
 
 from django import forms
 
+from analytics.errors import InvalidInput, shown
 from costapp.capacity import adapters
 from costapp.forms import NamedErrors, NamedForm
 from costapp.models import Deployment
-from costapp.validation import InvalidInput, json_in, shown
+from costapp.validation import json_in
 
 _VERSION = re.compile(r"^v?\d+\.\d+(\.\d+)?([.+-]?[\w.]*)?$")
 NONE = "none"  # "whole GPU" in the MIG select

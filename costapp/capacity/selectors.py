@@ -21,12 +21,11 @@ from django.utils import timezone
 
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.engine import Scenario
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 from costapp.capacity import adapters
 from costapp.costs.rates import rate_book
-from costapp.models import Calibration, Deployment, DeploymentHour
+from costapp.models import Calibration, Deployment, DeploymentHour, IngestRun
 from costapp.models import Scenario as SavedScenario
-from costapp.sources.demo.story import ENGINE_FIGURES
 
 DEFAULT_ITL_MS = 50.0
 DEFAULT_TTFT_MS = 2000.0
@@ -145,11 +144,13 @@ def _number(value: Any, kind: type) -> Any:
 
 def engine_figures(deployment: Deployment) -> frozenset[str]:
     """The figures of ``deployment``'s telemetry that were generated from the
-    capacity engine itself: those the demo declares, when the demo loaded it."""
-    from_demo = DeploymentHour.objects.filter(
-        deployment=deployment, run__source="demo"
-    ).exists()
-    return ENGINE_FIGURES if from_demo else frozenset()
+    capacity engine itself, as the runs that wrote its hours declare them
+    (``params["engine_figures"]``: the demo's runs do)."""
+    declared = IngestRun.objects.filter(
+        params__has_key="engine_figures",
+        pk__in=DeploymentHour.objects.filter(deployment=deployment).values("run"),
+    ).values_list("params", flat=True)
+    return frozenset(name for params in declared for name in params["engine_figures"])
 
 
 def _discovered(deployment: Deployment) -> dict[str, Any]:

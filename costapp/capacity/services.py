@@ -21,15 +21,16 @@ from analytics.capacity.calibration_types import (
     CalibrationKey,
 )
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
-from analytics.capacity.errors import CapacityError, InvalidInput
+from analytics.capacity.errors import CapacityError
 from analytics.capacity.memory import WEIGHT_DTYPES
+from analytics.errors import InvalidInput
 from costapp.capacity import adapters
 from costapp.capacity.backtest import WINDOW_DAYS, telemetry_fit
 from costapp.capacity.tables import METRICS, Cell, whatif_table
 from costapp.capacity.whatif import Column, WhatIf
 from costapp.csv_export import csv_text
 from costapp.models import Calibration, Deployment, Scenario
-from costapp.validation import int_in, shown
+from costapp.validation import int_in
 
 # What ``vllm bench latency`` was run with (its file does not say): the upload
 # form's bounds, for the command line too.
@@ -49,17 +50,6 @@ KEY_COLUMNS = {
     "kv_dtype": "kv_dtype",
     "engine_version": "engine_version",
 }
-
-
-class CalibrationImportError(ValueError):
-    """A calibration or bench file refused; names the field and the value."""
-
-    def __init__(self, field: str, value: Any, reason: str) -> None:
-        self.field = field
-        self.value = value
-        self.reason = reason
-        # The value cut to 80 characters, as every refusal shows it.
-        super().__init__(f"{field} = {shown(value)}: {reason}")
 
 
 def _json_clean(value: Any) -> Any:
@@ -94,7 +84,7 @@ def _detect(document: Any) -> str:
         if isinstance(document, Mapping)
         else type(document).__name__
     )
-    raise CalibrationImportError(
+    raise InvalidInput(
         "<document>",
         keys,
         "not a calibration file nor a vllm bench serve/latency result",
@@ -104,13 +94,13 @@ def _detect(document: Any) -> str:
 def _key(target: Mapping[str, Any]) -> CalibrationKey:
     gpu = target.get("gpu")
     if not gpu:
-        raise CalibrationImportError("gpu", gpu, "a bench result needs the target GPU")
+        raise InvalidInput("gpu", gpu, "a bench result needs the target GPU")
     model = target.get("model")
     if not model:
-        raise CalibrationImportError("model", model, "a bench result needs the model")
+        raise InvalidInput("model", model, "a bench result needs the model")
     weight_dtype = target.get("weight_dtype") or "bf16"
     if str(weight_dtype).lower() not in WEIGHT_DTYPES:
-        raise CalibrationImportError(
+        raise InvalidInput(
             "weight_dtype", weight_dtype, f"known: {', '.join(WEIGHT_DTYPES)}"
         )
     return CalibrationKey(
@@ -143,56 +133,53 @@ def calibration_import(
     """
     target = dict(target or {})
     if len(content) > adapters.MAX_CALIBRATION_BYTES:
-        raise CalibrationImportError("file", filename, "larger than 5 MiB")
+        raise InvalidInput("file", filename, "larger than 5 MiB")
     try:
         text = content.decode("utf-8") if isinstance(content, bytes) else content
     except UnicodeDecodeError as exc:
-        raise CalibrationImportError("file", filename, "not UTF-8 text") from exc
+        raise InvalidInput("file", filename, "not UTF-8 text") from exc
     try:
         # Numbers bounded in digits before any conversion, at most 20 deep.
         document = calibration_json(text)
     except InvalidInput as exc:
-        field = "file" if exc.field == "<file>" else exc.field
-        value = filename if exc.field == "<file>" else exc.value
-        raise CalibrationImportError(field, value, exc.reason) from exc
+        if exc.field != "<file>":
+            raise
+        raise InvalidInput("file", filename, exc.reason) from exc
     kind = _detect(document)
-    try:
-        if kind == "calibration":
-            cal = calibration_from_dict(document)
-            # The harness document is what the loader reads back; keep it as is.
-            payload = (
-                dict(document)
-                if cal.kind == HARDWARE_CONSTANTS
-                else calibration_to_dict(cal)
-            )
-        elif kind == "bench_serve":
-            cal = import_vllm_bench_serve(
-                document, key=_key(target), source=filename or "vllm bench serve"
-            )
-            payload = calibration_to_dict(cal)
-        else:
-            shape: dict[str, int] = {}
-            for name, most in BENCH_LATENCY_SHAPE.items():
-                value = target.get(name)
-                if not value:
-                    raise CalibrationImportError(
-                        name,
-                        value,
-                        "vllm bench latency files do not record it: "
-                        "give the value used on the command line",
-                    )
-                shape[name] = int_in(value, field=name, minimum=1, maximum=most)
-            cal = import_vllm_bench_latency(
-                document,
-                key=_key(target),
-                source=filename or "vllm bench latency",
-                batch_size=shape["batch_size"],
-                input_len=shape["input_len"],
-                output_len=shape["output_len"],
-            )
-            payload = calibration_to_dict(cal)
-    except InvalidInput as exc:
-        raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
+    if kind == "calibration":
+        cal = calibration_from_dict(document)
+        # The harness document is what the loader reads back; keep it as is.
+        payload = (
+            dict(document)
+            if cal.kind == HARDWARE_CONSTANTS
+            else calibration_to_dict(cal)
+        )
+    elif kind == "bench_serve":
+        cal = import_vllm_bench_serve(
+            document, key=_key(target), source=filename or "vllm bench serve"
+        )
+        payload = calibration_to_dict(cal)
+    else:
+        shape: dict[str, int] = {}
+        for name, most in BENCH_LATENCY_SHAPE.items():
+            value = target.get(name)
+            if not value:
+                raise InvalidInput(
+                    name,
+                    value,
+                    "vllm bench latency files do not record it: "
+                    "give the value used on the command line",
+                )
+            shape[name] = int_in(value, field=name, minimum=1, maximum=most)
+        cal = import_vllm_bench_latency(
+            document,
+            key=_key(target),
+            source=filename or "vllm bench latency",
+            batch_size=shape["batch_size"],
+            input_len=shape["input_len"],
+            output_len=shape["output_len"],
+        )
+        payload = calibration_to_dict(cal)
     return _calibration_store(cal, payload, source=cal.source or filename)
 
 
@@ -200,10 +187,7 @@ def _calibration_store(
     cal: EngineCalibration, payload: Mapping[str, Any], *, source: str
 ) -> Calibration:
     payload = _json_clean(payload)
-    try:
-        calibration_from_dict(payload)  # what is stored must load back
-    except InvalidInput as exc:
-        raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
+    calibration_from_dict(payload)  # what is stored must load back
     key = cal.key
     for name, value in (
         ("gpu", key.gpu),
@@ -218,9 +202,7 @@ def _calibration_store(
             or 0
         )
         if value and len(value) > most:
-            raise CalibrationImportError(
-                f"key.{name}", value, f"longer than {most} characters"
-            )
+            raise InvalidInput(f"key.{name}", value, f"longer than {most} characters")
     return Calibration.objects.create(
         kind=_table_kind(cal),
         gpu_type=key.gpu,
@@ -248,10 +230,8 @@ def calibration_fit_telemetry(
     """
     try:
         cal = telemetry_fit(deployment, days=days)
-    except InvalidInput as exc:
-        raise CalibrationImportError(exc.field, exc.value, exc.reason) from exc
     except CapacityError as exc:
-        raise CalibrationImportError("deployment", deployment.name, str(exc)) from exc
+        raise InvalidInput("deployment", deployment.name, str(exc)) from exc
     return _calibration_store(
         cal,
         calibration_to_dict(cal),

@@ -11,6 +11,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from analytics.capacity.backtest import LARGE_ERROR
+from analytics.errors import InvalidInput
 from costapp.access import requires
 from costapp.capacity import charts, selectors, services, tables
 from costapp.capacity.forms import (
@@ -31,7 +32,6 @@ from costapp.capacity.whatif import (
 from costapp.formatting import MISSING, money
 from costapp.models import Calibration, Deployment
 from costapp.models import Scenario as SavedScenario
-from costapp.validation import shown
 
 # Rows of the input grid, in the order a tech lead thinks about them.
 PARAMETERS = (
@@ -67,7 +67,7 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
         simulation = (
             simulate_column(chosen[0], page.calibrations)
             if chosen
-            else f"simulate = {shown(wanted)}: no such column on this page"
+            else str(InvalidInput("simulate", wanted, "no such column on this page"))
         )
     rows = [
         (
@@ -171,7 +171,7 @@ def calibration_fit(request: HttpRequest, deployment: str) -> HttpResponse:
         return redirect(back)
     try:
         row = services.calibration_fit_telemetry(deployment=dep)
-    except services.CalibrationImportError as exc:
+    except InvalidInput as exc:
         messages.error(request, f"Fit from telemetry refused: {exc}")
     else:
         error = MISSING if row.fit_error is None else f"{row.fit_error:.1%} MAPE"
@@ -317,7 +317,7 @@ def calibrations(request: HttpRequest) -> HttpResponse:
                 row = services.calibration_import(
                     content=upload.read(), filename=upload.name, target=target
                 )
-            except services.CalibrationImportError as exc:
+            except InvalidInput as exc:
                 form.add_error(None, f"{upload.name}: {exc}")
             else:
                 messages.success(request, f"Imported {row}.")

@@ -13,14 +13,19 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from django.http import QueryDict
 from django.utils import timezone
 
 from analytics.capacity import engine as capacity_engine
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.engine import Result, Scenario
-from analytics.capacity.errors import CapacityError, InvalidInput
+from analytics.capacity.errors import CapacityError
+from analytics.capacity.mig import compare_mig_layouts
 from analytics.capacity.refusals import RejectedShare
+from analytics.capacity.search import pareto_front, search
+from analytics.capacity.simulate import poisson_arrivals, simulate
+from analytics.errors import InvalidInput
 from costapp.capacity import adapters
 from costapp.capacity.backtest import (
     WINDOW_DAYS,
@@ -74,7 +79,7 @@ def _evaluate(
 ) -> tuple[Result | None, str | None]:
     try:
         return capacity_engine.evaluate(scenario, calibrations=calibrations), None
-    except CapacityError as exc:
+    except (CapacityError, InvalidInput) as exc:
         return None, str(exc)
 
 
@@ -183,7 +188,7 @@ def throughput_curve(
     ]
     try:
         grid = capacity_engine.evaluate_grid(rows, calibrations=calibrations)
-    except CapacityError:
+    except (CapacityError, InvalidInput):
         return None
     return Curve(
         label=label,
@@ -244,8 +249,6 @@ def simulate_column(
     The duration is bounded (at most ~1,500 requests, 120 s simulated) so the
     page answers in seconds; without a target it runs at 80% of capacity.
     """
-    from analytics.capacity.simulate import poisson_arrivals, simulate
-
     scenario, result = column.scenario, column.result
     if scenario is None or result is None:
         return column.error or "this column has no scenario"
@@ -268,7 +271,7 @@ def simulate_column(
             output_tokens=int(scenario.output_tokens),
             max_time_s=duration * 3,
         )
-    except CapacityError as exc:
+    except (CapacityError, InvalidInput) as exc:
         return str(exc)
     return Simulation(column.key, rate, duration, outcome)
 
@@ -297,8 +300,6 @@ def mig_comparison(
 ) -> MigComparison:
     """Each deployment on each layout of ``gpu``: one replica per instance,
     the whole GPU paid for (idle slices are cost)."""
-    from analytics.capacity.mig import compare_mig_layouts
-
     found: list[MigLayouts] = []
     problems: list[str] = []
     price = gpu_hour_price(gpu_type=gpu, day=(now or timezone.now()).date())
@@ -320,7 +321,7 @@ def mig_comparison(
         )
         try:
             reports = compare_mig_layouts(gpu, [list(x) for x in layouts], base)
-        except CapacityError as exc:
+        except (CapacityError, InvalidInput) as exc:
             problems.append(f"{deployment.name}: {exc}")
             continue
         costs = [r.cost_per_1k_requests for r in reports if r.cost_per_1k_requests]
@@ -354,10 +355,6 @@ def capacity_search(
     space that spans GPU types is searched once per GPU with that GPU's rate
     card and the results merged (ranked again, Pareto front recomputed).
     """
-    import pandas as pd
-
-    from analytics.capacity.search import pareto_front, search
-
     state = deployment_today(deployment, now=now)
     problems = list(state.problems)
     empty = pd.DataFrame()
@@ -392,7 +389,7 @@ def capacity_search(
                 base=base,
                 calibrations=cals,
             )
-        except CapacityError as exc:
+        except (CapacityError, InvalidInput) as exc:
             problems.append(str(exc))
             continue
         if len(found.ranked):

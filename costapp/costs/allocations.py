@@ -38,14 +38,14 @@ from costapp.costs.selectors import (
     Basis,
     Rules,
     UsageDay,
-    _lines,
-    _nominal_gpu_seconds,
-    allocation_rules,
-    deployments_in_scope,
+    allocation_rules_read,
+    cost_lines_read,
+    deployments_in_scope_read,
     line_amount,
-    usage_days,
-    utc_day_start,
+    nominal_gpu_seconds_read,
+    usage_days_read,
 )
+from costapp.days import utc_midnight
 from costapp.models import CostLine, CostShare, CostShareDay, Deployment, IngestRun
 
 # -- allocation ---------------------------------------------------------------
@@ -102,7 +102,7 @@ def _pool_usages(rules: Rules) -> list[PoolUsage]:
 def day_usages(
     usage: Mapping[tuple[str, date], UsageDay],
 ) -> dict[date, DayUsage]:
-    """``usage_days`` regrouped as the allocation's input, per day."""
+    """``usage_days_read`` regrouped as the allocation's input, per day."""
     gpu_hours: dict[date, dict[str, Decimal]] = defaultdict(dict)
     finished: dict[date, dict[str, Decimal]] = defaultdict(dict)
     for (name, day), u in usage.items():
@@ -126,10 +126,10 @@ def allocations_compute(
     """Allocate the bill of ``start``..``end`` (exclusive) from the lines,
     the rules and telemetry as they are now, in each basis; ``days`` keeps
     those days only. This is the reference the stored shares must equal."""
-    rules = rules if rules is not None else allocation_rules()
-    usage = usage if usage is not None else usage_days(start, end)
+    rules = rules if rules is not None else allocation_rules_read()
+    usage = usage if usage is not None else usage_days_read(start, end)
     grouped: dict[tuple[str, date, str], list[CostLine]] = defaultdict(list)
-    for line in _lines(start, end):
+    for line in cost_lines_read(start, end):
         day = line.period_start.date()
         if days is None or day in days:
             grouped[(line.account_id, day, line.currency)].append(line)
@@ -164,7 +164,7 @@ def stored_days(start: date, end: date, *, digest: str | None = None) -> set[dat
     rebuilds.
     """
     if digest is None:
-        digest = allocation_digest(allocation_rules(), _nominal_gpu_seconds())
+        digest = allocation_digest(allocation_rules_read(), nominal_gpu_seconds_read())
     marks = dict(
         CostShareDay.objects.filter(
             day__gte=start, day__lt=end, rules_digest=digest
@@ -174,8 +174,8 @@ def stored_days(start: date, end: date, *, digest: str | None = None) -> set[dat
         return set()
     oldest = min(marks.values())
     runs = IngestRun.objects.filter(
-        window_start__lt=utc_day_start(max(marks) + timedelta(days=1)),
-        window_end__gt=utc_day_start(min(marks)),
+        window_start__lt=utc_midnight(max(marks) + timedelta(days=1)),
+        window_end__gt=utc_midnight(min(marks)),
     ).filter(
         Q(status=IngestRun.RUNNING)
         | Q(finished_at__gt=oldest)
@@ -239,7 +239,7 @@ def allocation_days(
             )
     days = {start + timedelta(days=i) for i in range((end - start).days)} - stored
     if days:
-        rules = allocation_rules()
+        rules = allocation_rules_read()
         for a, b in _day_ranges(days):
             out.update(allocations_compute(a, b, [basis], rules=rules)[basis])
     return out
@@ -292,7 +292,7 @@ def bill_days(
     """Per UTC day, account and currency: the bill total and whether any of
     its lines is still estimated. With ``team``/``deployments``, ``selected``
     is the part of the day's bill allocated to those deployments."""
-    scope = deployments_in_scope(team=team, deployments=deployments)
+    scope = deployments_in_scope_read(team=team, deployments=deployments)
     shares: dict[tuple[date, str, str], Decimal] = {}
     if scope is not None:
         for (account, day, cur), allocation in allocation_days(
@@ -303,7 +303,7 @@ def bill_days(
                 Decimal(0),
             )
     acc: dict[tuple[date, str, str], dict[str, Any]] = {}
-    for line in _lines(start, end):
+    for line in cost_lines_read(start, end):
         key = (line.period_start.date(), line.account_id, line.currency)
         slot = acc.setdefault(
             key,
@@ -385,8 +385,8 @@ def reconciliation_rows(
     that day; pool deployments priced at their pool's node type) beside the
     bill's allocated cost and the difference. Days without a bill carry the
     provisional figure only. ``team``/``deployments`` keep those rows only."""
-    scope = deployments_in_scope(team=team, deployments=deployments)
-    usage = usage_days(start, end)
+    scope = deployments_in_scope_read(team=team, deployments=deployments)
+    usage = usage_days_read(start, end)
     billed = billed_deployment_days(start, end, basis)
     bill_dates = {b.day for b in bill_days(start, end, basis)}
     book = rate_book()

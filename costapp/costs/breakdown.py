@@ -12,22 +12,22 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
 from analytics.allocation import IDLE, UNALLOCATED
 from costapp.costs.allocations import allocation_days
-from costapp.costs.export_rows import ESTIMATED, FINAL, PROVISIONAL
-from costapp.costs.exports import Export, ExportSpec
+from costapp.costs.export.build import Export, ExportSpec
+from costapp.costs.export.rows import ESTIMATED, FINAL, PROVISIONAL
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import (
     Basis,
-    _lines,
-    deployments_in_scope,
+    cost_lines_read,
+    deployments_in_scope_read,
     line_amount,
-    usage_days,
+    usage_days_read,
 )
 from costapp.formatting import MISSING, money, percent
 from costapp.models import CostLine, Deployment
@@ -142,6 +142,30 @@ def _add_line(
     sums["tag"][(c, tag)] += amount
 
 
+Sums = dict[str, dict[tuple[str, str], Decimal]]
+DayKey = tuple[date, str]  # a UTC day and a currency
+
+
+@dataclass
+class _Tally:
+    """What the breakdown adds up as it reads: the bill per currency, per
+    slice of each dimension, and per day and currency with the day's status."""
+
+    totals: dict[str, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    sums: Sums = field(
+        default_factory=lambda: {k: defaultdict(Decimal) for k in DIMENSIONS}
+    )
+    day_bill: dict[DayKey, Decimal] = field(
+        default_factory=lambda: defaultdict(Decimal)
+    )
+    day_allocated: dict[DayKey, Decimal] = field(
+        default_factory=lambda: defaultdict(Decimal)
+    )
+    status: dict[DayKey, str] = field(default_factory=dict)
+    estimated: set[date] = field(default_factory=set)
+    provisional_days: set[date] = field(default_factory=set)
+
+
 def breakdown_read(
     *,
     start: date,
@@ -155,95 +179,115 @@ def breakdown_read(
     the part of the bill allocated to those deployments (each bill line's
     share of it by service, usage type and tag); idle and unallocated are
     nobody's and drop out."""
-    scope = deployments_in_scope(team=team, deployments=deployments)
-    totals: dict[str, Decimal] = defaultdict(Decimal)
-    sums: dict[str, dict[tuple[str, str], Decimal]] = {
-        k: defaultdict(Decimal) for k in DIMENSIONS
-    }
-    if scope is None:
-        for line in _lines(start, end):
-            amount = line_amount(line, basis)
-            totals[line.currency] += amount
-            _add_line(sums, line, amount)
-    else:
-        lines = {str(x.pk): x for x in _lines(start, end)}
-        for allocation in allocation_days(start, end, basis).values():
-            for share in allocation.shares:
-                if share.target in scope:
-                    line = lines[share.line_key]
-                    totals[line.currency] += share.amount
-                    _add_line(sums, line, share.amount)
-    teams = dict(Deployment.objects.values_list("name", "team"))
-    day_bill: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
-    day_allocated: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
-    status: dict[tuple[date, str], str] = {}
-    estimated: set[date] = set()
-    provisional_days: set[date] = set()
-    export = Export(ExportSpec(start=start, end=end, basis=basis))
-    for r in export.records():
-        day, c, target, amount = (
-            r["period_start"],
-            r["currency"],
-            r["target"],
-            r["bill_amount"],
-        )
-        if r["status"] == ESTIMATED:
-            estimated.add(day)
-        if r["status"] == PROVISIONAL:
-            provisional_days.add(day)
-            status.setdefault((day, c), PROVISIONAL)
-            continue
-        if status.get((day, c)) != ESTIMATED:
-            status[(day, c)] = r["status"]
-        if amount is None:
-            continue
-        if scope is not None and target not in scope:
-            day_bill.setdefault((day, c), Decimal(0))
-            continue
-        day_bill[(day, c)] += amount
-        if target == IDLE:
-            sums["pool"][(c, f"{r['pool']}/{IDLE}")] += amount
-            sums["deployment"][(c, IDLE)] += amount
-            sums["team"][(c, IDLE)] += amount
-            continue
-        if target == UNALLOCATED:
-            for dim in ("pool", "deployment", "team"):
-                sums[dim][(c, UNALLOCATED)] += amount
-            continue
-        day_allocated[(day, c)] += amount
-        sums["deployment"][(c, target)] += amount
-        sums["team"][(c, teams.get(target) or NO_TEAM)] += amount
-        sums["pool"][(c, r["pool"] or NO_POOL)] += amount
-    provisional = _provisional_by_day(start, end, scope)
-    days = []
-    for key in sorted(set(status) | set(provisional), reverse=True):
-        day, c = key
-        bill = day_bill.get(key) if status.get(key) != PROVISIONAL else None
-        allocated = day_allocated.get(key) if bill is not None else None
-        prov = provisional.get(key)
-        diff = allocated - prov if allocated is not None and prov is not None else None
-        days.append(
-            BreakdownDay(
-                day, c, status.get(key, PROVISIONAL), bill, allocated, prov, diff
-            )
-        )
-    all_slices = {dim: _slices(s, totals) for dim, s in sums.items()}
+    scope = deployments_in_scope_read(team=team, deployments=deployments)
+    tally = _Tally()
+    _bill_by_line_read(tally, start=start, end=end, basis=basis, scope=scope)
+    _bill_by_target_read(tally, start=start, end=end, basis=basis, scope=scope)
+    provisional = _provisional_by_day_read(start, end, scope)
+    all_slices = {dim: _slices(s, tally.totals) for dim, s in tally.sums.items()}
     return Breakdown(
         start=start,
         end=end,
         basis=basis,
-        totals=dict(totals),
+        totals=dict(tally.totals),
         dimensions=all_slices,
-        days=days,
-        estimated_days=sorted(estimated),
-        provisional_days=sorted(provisional_days),
+        days=_breakdown_days(tally, provisional),
+        estimated_days=sorted(tally.estimated),
+        provisional_days=sorted(tally.provisional_days),
         idle=[s for s in all_slices["pool"] if s.name.endswith(f"/{IDLE}")],
         unallocated=[s for s in all_slices["deployment"] if s.name == UNALLOCATED],
         scoped=scope is not None,
     )
 
 
-def _provisional_by_day(
+def _bill_by_line_read(
+    tally: _Tally, *, start: date, end: date, basis: Basis, scope: set[str] | None
+) -> None:
+    """The bill per currency and by service, usage type and tag, from the
+    lines themselves, or from the shares of them allocated to ``scope``."""
+    if scope is None:
+        for line in cost_lines_read(start, end):
+            amount = line_amount(line, basis)
+            tally.totals[line.currency] += amount
+            _add_line(tally.sums, line, amount)
+        return
+    lines = {str(x.pk): x for x in cost_lines_read(start, end)}
+    for allocation in allocation_days(start, end, basis).values():
+        for share in allocation.shares:
+            if share.target in scope:
+                line = lines[share.line_key]
+                tally.totals[line.currency] += share.amount
+                _add_line(tally.sums, line, share.amount)
+
+
+def _bill_by_target_read(
+    tally: _Tally, *, start: date, end: date, basis: Basis, scope: set[str] | None
+) -> None:
+    """The bill by deployment, team and pool and per day, from the finance
+    export's rows by day (the same pass, so the page and the file agree)."""
+    teams = dict(Deployment.objects.values_list("name", "team"))
+    export = Export(ExportSpec(start=start, end=end, basis=basis))
+    for row in export.records():
+        _add_export_row(tally, row, scope, teams)
+
+
+def _add_export_row(
+    tally: _Tally, r: dict[str, Any], scope: set[str] | None, teams: dict[str, str]
+) -> None:
+    sums = tally.sums
+    day, c, target, amount = (
+        r["period_start"],
+        r["currency"],
+        r["target"],
+        r["bill_amount"],
+    )
+    if r["status"] == ESTIMATED:
+        tally.estimated.add(day)
+    if r["status"] == PROVISIONAL:
+        tally.provisional_days.add(day)
+        tally.status.setdefault((day, c), PROVISIONAL)
+        return
+    if tally.status.get((day, c)) != ESTIMATED:
+        tally.status[(day, c)] = r["status"]
+    if amount is None:
+        return
+    if scope is not None and target not in scope:
+        tally.day_bill.setdefault((day, c), Decimal(0))
+        return
+    tally.day_bill[(day, c)] += amount
+    if target == IDLE:
+        sums["pool"][(c, f"{r['pool']}/{IDLE}")] += amount
+        sums["deployment"][(c, IDLE)] += amount
+        sums["team"][(c, IDLE)] += amount
+        return
+    if target == UNALLOCATED:
+        for dim in ("pool", "deployment", "team"):
+            sums[dim][(c, UNALLOCATED)] += amount
+        return
+    tally.day_allocated[(day, c)] += amount
+    sums["deployment"][(c, target)] += amount
+    sums["team"][(c, teams.get(target) or NO_TEAM)] += amount
+    sums["pool"][(c, r["pool"] or NO_POOL)] += amount
+
+
+def _breakdown_days(
+    tally: _Tally, provisional: dict[DayKey, Decimal]
+) -> list[BreakdownDay]:
+    """Each day and currency, latest first: the bill (none while the day is
+    provisional), its allocated part, the rate card's cost beside it."""
+    days = []
+    for key in sorted(set(tally.status) | set(provisional), reverse=True):
+        day, c = key
+        status = tally.status.get(key, PROVISIONAL)
+        bill = tally.day_bill.get(key) if status != PROVISIONAL else None
+        allocated = tally.day_allocated.get(key) if bill is not None else None
+        prov = provisional.get(key)
+        diff = allocated - prov if allocated is not None and prov is not None else None
+        days.append(BreakdownDay(day, c, status, bill, allocated, prov, diff))
+    return days
+
+
+def _provisional_by_day_read(
     start: date, end: date, scope: set[str] | None = None
 ) -> dict[tuple[date, str], Decimal]:
     """Rate card x measured GPU-hours per UTC day, deployments with a card
@@ -251,7 +295,7 @@ def _provisional_by_day(
     book = rate_book()
     fleet = {d.name: d for d in Deployment.objects.select_related("pool")}
     out: dict[tuple[date, str], Decimal] = defaultdict(Decimal)
-    for (name, day), use in usage_days(start, end).items():
+    for (name, day), use in usage_days_read(start, end).items():
         if scope is not None and name not in scope:
             continue
         dep = fleet.get(name)
@@ -271,9 +315,9 @@ class BillLineRow:
         return money(self.amount, self.line.currency, places=4)
 
 
-def bill_lines_iter(*, day: date, account: str = "") -> Iterator[CostLine]:
+def day_lines_read(*, day: date, account: str = "") -> Iterator[CostLine]:
     """The bill lines of one UTC day as stored (an account's, if given)."""
-    for line in _lines(day, day + timedelta(days=1)):
+    for line in cost_lines_read(day, day + timedelta(days=1)):
         if not account or line.account_id == account:
             yield line
 
@@ -285,7 +329,7 @@ def bill_lines_read(
     many there are in all."""
     rows = [
         BillLineRow(line, line_amount(line, basis))
-        for line in bill_lines_iter(day=day, account=account)
+        for line in day_lines_read(day=day, account=account)
     ]
     rows.sort(key=lambda r: (-abs(r.amount), r.line.pk))
     return rows[:limit], len(rows)

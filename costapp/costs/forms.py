@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from analytics.errors import InvalidInput, shown
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
 from costapp.costs.services import BillsError, focus_name_check, focus_uri_check
 from costapp.filters import (
@@ -18,7 +19,7 @@ from costapp.filters import (
     preset_window,
 )
 from costapp.forms import NamedForm
-from costapp.validation import InvalidInput, account_id_in, date_in, shown, text_in
+from costapp.validation import account_id_in, date_in, text_in
 
 __all__ = [
     "DEFAULT_PRESET",

@@ -10,7 +10,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Literal
 
@@ -18,14 +18,16 @@ from django.db.models import Count, F, Q, Sum
 from django.db.models.functions import TruncDate
 
 from analytics.allocation import Overhead, Rule
+from costapp.days import utc_midnight
 from costapp.models import (
-    BillingPeriodSource,
     CostLine,
     Deployment,
     DeploymentHour,
     IngestRun,
     Pool,
 )
+from costapp.sources.base import Window
+from costapp.sources.cost_explorer import month_chunks
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ def line_amount(line: CostLine, basis: Basis) -> Decimal:
     return value if value is not None else Decimal(0)
 
 
-def deployments_in_scope(
+def deployments_in_scope_read(
     *, team: str = "", deployments: Collection[str] | None = None
 ) -> set[str] | None:
     """The deployments a reader's ``team=``/``deployments=`` leave in scope;
@@ -75,16 +77,12 @@ def deployments_in_scope(
     return set(qs.values_list("name", flat=True))
 
 
-def utc_day_start(day: date) -> datetime:
-    return datetime.combine(day, time(), tzinfo=UTC)
-
-
-def _lines(start: date, end: date) -> Iterator[CostLine]:
+def cost_lines_read(start: date, end: date) -> Iterator[CostLine]:
     """Lines of UTC days ``start``..``end`` (exclusive). Where an account-day
     has daily lines, its hourly lines (the 14-day hourly pull) are left out so
     the day is never counted twice."""
     qs = CostLine.objects.filter(
-        period_start__gte=utc_day_start(start), period_start__lt=utc_day_start(end)
+        period_start__gte=utc_midnight(start), period_start__lt=utc_midnight(end)
     ).order_by("period_start", "account_id", "id")
     daily: set[tuple[str, date]] = set(
         (a, p.date())
@@ -141,7 +139,7 @@ class Rules:
         return list(dict.fromkeys(keys))
 
 
-def allocation_rules() -> Rules:
+def allocation_rules_read() -> Rules:
     """Rules from Deployment.cost_rules and Pool.cost_rules (see docs/costs.md).
 
     A pool's cost_rules may also declare shared overheads:
@@ -216,7 +214,7 @@ class UsageDay:
 NOMINAL_LABEL = "GPU-hours unknown for {n} h: nominal GPUs used"
 
 
-def _nominal_gpu_seconds() -> dict[str, float]:
+def nominal_gpu_seconds_read() -> dict[str, float]:
     """GPU-seconds one hour of each deployment would use at its nominal size."""
     out = {}
     for dep in Deployment.objects.all():
@@ -225,16 +223,16 @@ def _nominal_gpu_seconds() -> dict[str, float]:
     return out
 
 
-def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
+def usage_days_read(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     """Measured GPU-hours (MIG already weighted) and finished requests per
     deployment and UTC day, from DeploymentHour. An hour with unknown
     GPU-seconds counts at the deployment's nominal GPUs (``nominal_hours``)."""
     # Summed per day in the database: a year of hours for a fleet is ~10^5
     # rows that Python would otherwise parse one timestamp at a time.
-    nominal = _nominal_gpu_seconds()
+    nominal = nominal_gpu_seconds_read()
     rows = (
         DeploymentHour.objects.filter(
-            hour__gte=utc_day_start(start), hour__lt=utc_day_start(end)
+            hour__gte=utc_midnight(start), hour__lt=utc_midnight(end)
         )
         .annotate(day=TruncDate("hour", tzinfo=UTC))
         .values("deployment__name", "day")
@@ -260,11 +258,13 @@ def usage_days(start: date, end: date) -> dict[tuple[str, date], UsageDay]:
     }
 
 
-def token_days(start: date, end: date) -> dict[tuple[str, date], tuple[float, float]]:
+def token_days_read(
+    start: date, end: date
+) -> dict[tuple[str, date], tuple[float, float]]:
     """(deployment, UTC day) -> (prompt, generation) tokens, summed in SQL."""
     rows = (
         DeploymentHour.objects.filter(
-            hour__gte=utc_day_start(start), hour__lt=utc_day_start(end)
+            hour__gte=utc_midnight(start), hour__lt=utc_midnight(end)
         )
         .annotate(day=TruncDate("hour", tzinfo=UTC))
         .values_list("deployment__name", "day")
@@ -294,9 +294,6 @@ def run_progress(run: IngestRun) -> RunProgress:
     if run.source != "cost_explorer" or not run.steps_total:
         done = days_total if run.status == IngestRun.SUCCEEDED else 0
         return RunProgress(run, days_total, done, 100 if done else 0)
-    from costapp.sources.base import Window
-    from costapp.sources.cost_explorer import month_chunks
-
     # Stored at create time (costs.services.BackfillPlan.params).
     families = (run.params or {}).get("families")
     per_chunk = families if isinstance(families, int) and families > 0 else 1
@@ -313,28 +310,22 @@ def run_progress(run: IngestRun) -> RunProgress:
     return RunProgress(run, total, done_days, int(100 * done_days / total))
 
 
-def period_owner(account_id: str, month: date) -> BillingPeriodSource | None:
-    return BillingPeriodSource.objects.filter(
-        account_id=account_id, billing_period=month.replace(day=1)
-    ).first()
-
-
-def recent_runs(limit: int = 20) -> list[IngestRun]:
+def recent_runs_read(limit: int = 20) -> list[IngestRun]:
     return list(IngestRun.objects.filter(source__in=["cost_explorer", "focus"])[:limit])
 
 
-def previous_month_estimated(today: date) -> bool:
+def previous_month_estimated_read(today: date) -> bool:
     first = today.replace(day=1)
     prev = (first - timedelta(days=1)).replace(day=1)
     return CostLine.objects.filter(
         source="cost_explorer",
-        period_start__gte=utc_day_start(prev),
-        period_start__lt=utc_day_start(first),
+        period_start__gte=utc_midnight(prev),
+        period_start__lt=utc_midnight(first),
         estimated=True,
     ).exists()
 
 
-def latest_bill_day() -> date:
+def latest_bill_day_read() -> date:
     """The latest UTC day with a bill line; today when there is none."""
     latest = CostLine.objects.order_by("-period_start").values_list(
         "period_start", flat=True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -24,20 +24,16 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from costapp.costs.selectors import allocation_rules, previous_month_estimated
+from analytics.errors import InvalidInput
+from costapp.costs.selectors import allocation_rules_read, previous_month_estimated_read
+from costapp.days import utc_midnight
 from costapp.ingest import CE_REQUEST_PRICE, batch_write, ingest_run_create
 from costapp.models import BillingPeriodSource, CostLine, IngestRun
 from costapp.models.costs import SOURCES
 from costapp.sources.base import SourceError, Window
 from costapp.sources.cost_explorer import CostExplorerSource, month_chunks
 from costapp.sources.focus import FocusSource, period_batch
-from costapp.validation import (
-    InvalidInput,
-    account_id_in,
-    date_in,
-    filename_in,
-    text_in,
-)
+from costapp.validation import account_id_in, date_in, filename_in, text_in
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +109,8 @@ def _window(start: date, end: date) -> Window:
     if end <= start:
         raise BillsError(f"end={end.isoformat()!r}: must be after start {start}")
     return Window(
-        datetime.combine(start, datetime.min.time(), tzinfo=UTC),
-        datetime.combine(end, datetime.min.time(), tzinfo=UTC),
+        utc_midnight(start),
+        utc_midnight(end),
     )
 
 
@@ -264,7 +260,7 @@ def bills_claims_release(*, run: IngestRun) -> int:
         for account in accounts:
             for chunk in month_chunks(Window(run.window_start, run.window_end)):
                 month = chunk.start.date().replace(day=1)
-                first = datetime.combine(month, datetime.min.time(), tzinfo=UTC)
+                first = utc_midnight(month)
                 following = (first + timedelta(days=32)).replace(day=1)
                 stored = CostLine.objects.filter(
                     source="cost_explorer",
@@ -291,11 +287,11 @@ def bills_refresh_create(*, today: date | None = None) -> list[IngestRun]:
     today = today or timezone.now().date()
     first = today.replace(day=1)
     start = first
-    if previous_month_estimated(today) or today.day <= 3:
+    if previous_month_estimated_read(today) or today.day <= 3:
         # Early in a month last month's final figures are still arriving.
         start = (first - timedelta(days=1)).replace(day=1)
     runs: list[IngestRun] = []
-    tag_keys = allocation_rules().tag_keys
+    tag_keys = allocation_rules_read().tag_keys
     for account in settings.COST_EXPLORER_ACCOUNTS:
         try:
             runs += bills_backfill_create(
@@ -427,7 +423,7 @@ def focus_import_execute(
         uri = params.get("upload") or params.get("uri") or run.target
         source = FocusSource(
             uri=uri,
-            tag_keys=params.get("tag_keys") or allocation_rules().tag_keys,
+            tag_keys=params.get("tag_keys") or allocation_rules_read().tag_keys,
             display_name=params.get("name") or None,
             max_bytes=settings.COSTAPP_FOCUS_MAX_DECOMPRESSED_BYTES,
             max_inflation=settings.COSTAPP_FOCUS_MAX_INFLATION,

@@ -11,7 +11,7 @@ lines or hours deletes the stamp (database triggers), and a run that finished
 after it or a rule change makes it stale too: the day is read on the fly
 until it is recomputed.
 
-Who recomputes: ``economics.services.unit_costs_recompute`` calls
+Who recomputes: ``economics.unit_costs.services.unit_costs_recompute`` calls
 ``cost_shares_rebuild`` for the stale days first, before it reads the
 allocation; it runs after every Cost Explorer, FOCUS, demo or telemetry run
 (``unit_costs_recompute_task``), nightly in full, and in the ``demo`` and
@@ -43,21 +43,21 @@ from costapp.costs.allocations import (
     allocations_compute,
     stored_days,
 )
-from costapp.costs.export_days import DayRows
-from costapp.costs.export_reads import (
+from costapp.costs.export.day_rows import DayRows
+from costapp.costs.export.reads import (
     coverage_read,
-    export_digest_days,
+    export_digest_days_read,
     stored_shares_read,
     stored_usage_read,
 )
-from costapp.costs.export_rows import ROW_ORDER, STORED_COLUMNS, row_values, stored_of
+from costapp.costs.export.rows import ROW_ORDER, STORED_COLUMNS, row_values, stored_of
 from costapp.costs.selectors import (
     BASES,
     Basis,
-    _nominal_gpu_seconds,
-    allocation_rules,
-    token_days,
-    usage_days,
+    allocation_rules_read,
+    nominal_gpu_seconds_read,
+    token_days_read,
+    usage_days_read,
 )
 from costapp.models import (
     CostExportDay,
@@ -100,10 +100,10 @@ def cost_shares_compute(*, days: Collection[date]) -> SharesResult:
     n_days = n_shares = n_usage = 0
     for a, b, chunk in _chunks(days):
         computed_at = timezone.now()  # before reading: a later run makes it stale
-        rules = allocation_rules()
-        digest = allocation_digest(rules, _nominal_gpu_seconds())
-        usage = usage_days(a, b)
-        tokens = token_days(a, b)
+        rules = allocation_rules_read()
+        digest = allocation_digest(rules, nominal_gpu_seconds_read())
+        usage = usage_days_read(a, b)
+        tokens = token_days_read(a, b)
         allocations = allocations_compute(a, b, ALL_BASES, rules=rules, usage=usage)
         per_day: dict[date, list[CostShare]] = defaultdict(list)
         for basis, by_key in allocations.items():
@@ -228,6 +228,6 @@ def cost_shares_rebuild(
         if connection.vendor == "postgresql":
             # A day whose export rows were built under another fleet or rate
             # card is stale too (the export rebuilds it from its shares).
-            fresh = export_digest_days(fresh, DayRows().digest())
+            fresh = export_digest_days_read(fresh, DayRows().digest())
         days -= fresh
     return cost_shares_compute(days=days)

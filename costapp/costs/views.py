@@ -17,20 +17,21 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from analytics.errors import shown
 from costapp import pagecache
 from costapp.access import requires
 from costapp.costs import allocations, selectors, services
 from costapp.costs.breakdown import (
     DIMENSIONS,
-    bill_lines_iter,
     bill_lines_read,
     breakdown_read,
     day_chart,
+    day_lines_read,
 )
-from costapp.costs.export_files import csv_rows, summary_csv, zip_stream
-from costapp.costs.export_reads import coverage_read, in_one_snapshot, one_snapshot
-from costapp.costs.export_rows import QUANTUM
-from costapp.costs.exports import Export, ExportSpec, file_stem
+from costapp.costs.export.build import Export, ExportSpec, file_stem
+from costapp.costs.export.files import csv_rows, summary_csv, zip_stream
+from costapp.costs.export.reads import coverage_read, in_one_snapshot, one_snapshot
+from costapp.costs.export.rows import QUANTUM
 from costapp.costs.forms import (
     PRESETS,
     BackfillForm,
@@ -46,7 +47,6 @@ from costapp.filters import Filters, filters_read
 from costapp.formatting import money
 from costapp.models import IngestRun
 from costapp.tasks import ingest_runs_queue
-from costapp.validation import shown
 
 RECONCILIATION_COLUMNS = [
     "date",
@@ -143,7 +143,7 @@ def _bills_context(f: Filters) -> dict[str, Any]:
         "totals": totals,
         "totals_text": [(c, money(v, c)) for c, v in sorted(totals.items())],
         "selected_text": [(c, money(v, c)) for c, v in sorted(selected.items())],
-        "runs": selectors.recent_runs(),
+        "runs": selectors.recent_runs_read(),
         "exports": _export_links(w),
     }
 
@@ -199,7 +199,7 @@ def _export_streamed(
 ) -> HttpResponseBase:
     """An export streamed from one read-only snapshot: its coverage, rows
     and summary see the same bills, however long the download takes
-    (``export_reads.in_one_snapshot``). The response's file name comes from
+    (``export.reads.in_one_snapshot``). The response's file name comes from
     a coverage read just before the stream opens its snapshot; where a bill
     lands in between, the names inside the ZIP and its summary are the ones
     that match the data."""
@@ -292,7 +292,7 @@ def bill_lines_csv(request: HttpRequest) -> HttpResponseBase:
     ``day``: the latest day that has a bill."""
     query = request.GET.copy()
     if "day" not in query:
-        query["day"] = selectors.latest_bill_day().isoformat()
+        query["day"] = selectors.latest_bill_day_read().isoformat()
     form = BillLinesForm(query)
     if not form.is_valid():
         return HttpResponse(
@@ -319,7 +319,7 @@ def bill_lines_csv(request: HttpRequest) -> HttpResponseBase:
                 selectors.line_amount(x, basis).quantize(QUANTUM),
                 "estimated" if x.estimated else "final",
             ]
-            for x in bill_lines_iter(day=d["day"], account=d["account"])
+            for x in day_lines_read(day=d["day"], account=d["account"])
         ),
     )
     response = StreamingHttpResponse(lines, content_type="text/csv")

@@ -1,14 +1,19 @@
-"""Reads of the stored unit-cost figures, and the pages built on them:
-scope windows, flagged periods, explanations, pool idle and budgets (the
-month-end forecast is in ``economics.forecasts``). Figures are read, never
-recomputed here."""
+"""Reads of the stored unit-cost figures, one series at a time, of any scope
+(fleet, team, pool, deployment) and grain: the rows, a window's totals, the
+flagged periods, a flag's explanation, pool idle, a deployment's card, and the
+budgets and names they refer to. Figures are read, never recomputed here.
+
+Reads of the fleet by deployment and UTC day (the overview's table, cost per
+deployment-day from the hours) are in ``economics.selectors``; the month-end
+forecast is in ``economics.forecasts``; ``economics.present`` turns these rows
+into strings."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pandas as pd
@@ -17,6 +22,7 @@ from django.db.models import Count, Q, Sum
 from analytics.unit_costs import (
     window_totals,
 )
+from costapp.days import utc_midnight
 from costapp.models import (
     Budget,
     Deployment,
@@ -25,10 +31,6 @@ from costapp.models import (
 from costapp.models.economics import FLEET
 
 # --- stored figures ----------------------------------------------------------------
-
-
-def utc_midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,7 @@ def figures_read(
     return [figure_row(f) for f in qs.order_by("name", "period_start")]
 
 
-def figure_get(pk: int) -> FigureRow | None:
+def figure_read(pk: int) -> FigureRow | None:
     found = UnitCostFigure.objects.filter(pk=pk).first()
     return figure_row(found) if found is not None else None
 
@@ -192,7 +194,7 @@ def budgets_read() -> list[Budget]:
     return list(Budget.objects.order_by("scope", "name", "currency"))
 
 
-def scope_names() -> dict[str, list[str]]:
+def scope_names_read() -> dict[str, list[str]]:
     """The names a budget or a figure page may refer to, per scope."""
     deployments = list(Deployment.objects.order_by("name").values_list("name", "team"))
     teams = sorted({team for _, team in deployments if team})
@@ -203,7 +205,7 @@ def scope_names() -> dict[str, list[str]]:
     }
 
 
-# --- pages -------------------------------------------------------------------------
+# --- what the pages read: windows, pool idle, explanations -------------------------
 
 
 @dataclass(frozen=True)
@@ -225,7 +227,9 @@ class ScopeWindow:
     clocks: tuple[str, ...]
 
 
-def _window(rows: list[FigureRow], scope: str, name: str, currency: str) -> ScopeWindow:
+def _scope_window(
+    rows: list[FigureRow], scope: str, name: str, currency: str
+) -> ScopeWindow:
     frame = figures_frame(rows)
     totals = window_totals(frame.fillna({"cost": 0.0, "requests": 0.0, "tokens": 0.0}))
     idle = frame["idle_cost"].sum(min_count=1) if len(frame) else float("nan")
@@ -265,7 +269,7 @@ def scope_windows_read(
     for r in rows:
         groups.setdefault((r.name, r.currency), []).append(r)
     return [
-        _window(items, scope, name, currency)
+        _scope_window(items, scope, name, currency)
         for (name, currency), items in sorted(groups.items())
     ]
 
@@ -356,7 +360,7 @@ PART_LABELS = (
 
 
 def explanation_read(pk: int) -> Explanation | None:
-    figure = figure_get(pk)
+    figure = figure_read(pk)
     if figure is None:
         return None
     parts = [
@@ -430,7 +434,7 @@ def deployment_economics_read(
     for r in rows:
         groups.setdefault(r.currency, []).append(r)
     windows = [
-        _window(items, "deployment", deployment.name, currency)
+        _scope_window(items, "deployment", deployment.name, currency)
         for currency, items in sorted(groups.items())
     ]
     pool = None

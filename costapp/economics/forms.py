@@ -10,7 +10,8 @@ from typing import Any
 
 from django import forms
 
-from costapp.economics.figures import scope_names
+from analytics.errors import shown
+from costapp.economics.figures import scope_names_read
 from costapp.filters import BoundedDateField
 from costapp.forms import NamedForm
 
@@ -25,10 +26,6 @@ CLOCK_CHOICES = [
 ]
 SCOPE_CHOICES = [("fleet", "fleet"), ("team", "team"), ("deployment", "deployment")]
 MAX_BUDGET = Decimal("1e12")
-
-
-def _shown(value: object) -> str:
-    return repr(str(value)[:80])
 
 
 def _choice(choices: list[tuple[str, str]], **kwargs: Any) -> forms.ChoiceField:
@@ -148,24 +145,24 @@ class BudgetForm(NamedForm):
     def clean_monthly_amount(self) -> Decimal:
         raw = self.cleaned_data["monthly_amount"]
         if not raw.isascii():  # Decimal reads full-width digits; people do not
-            raise forms.ValidationError(f"{_shown(raw)} is not a number")
+            raise forms.ValidationError(f"{shown(raw)} is not a number")
         try:
             amount = Decimal(raw.strip())
         except (InvalidOperation, AttributeError) as exc:
-            raise forms.ValidationError(f"{_shown(raw)} is not a number") from exc
+            raise forms.ValidationError(f"{shown(raw)} is not a number") from exc
         if not amount.is_finite() or amount <= 0 or amount >= MAX_BUDGET:
             raise forms.ValidationError(
-                f"{_shown(raw)} must be a positive amount below {MAX_BUDGET:,.0f}"
+                f"{shown(raw)} must be a positive amount below {MAX_BUDGET:,.0f}"
             )
         if amount != amount.quantize(Decimal("0.01")):
-            raise forms.ValidationError(f"{_shown(raw)}: at most 2 decimal places")
+            raise forms.ValidationError(f"{shown(raw)}: at most 2 decimal places")
         return amount
 
     def clean_currency(self) -> str:
         raw = self.cleaned_data["currency"]
         code = raw.strip().upper()
         if not (len(code) == 3 and code.isascii() and code.isalpha()):
-            raise forms.ValidationError(f"{_shown(raw)} is not a currency code")
+            raise forms.ValidationError(f"{shown(raw)} is not a currency code")
         return code
 
     def clean(self) -> dict[str, Any]:
@@ -177,11 +174,11 @@ class BudgetForm(NamedForm):
         if scope == "fleet":
             data["name"] = "fleet"
             return data
-        known = scope_names()[scope]
+        known = scope_names_read()[scope]
         if name not in known:
             self.add_error(
                 "name",
-                f"{_shown(name)} is not a {scope} (known: {', '.join(known) or 'none'})",
+                f"{shown(name)} is not a {scope} (known: {', '.join(known) or 'none'})",
             )
         data["name"] = name
         return data

@@ -1,51 +1,51 @@
-"""Selector results as strings for templates (templates only print strings).
+"""Read results as strings for templates (templates only print strings): each
+economics page's context, built from what its view read.
 
-Shared by the economics pages and the deployment page (fleet), so a figure
-reads the same everywhere.
+The rows and cards are shared by the economics pages and the deployment page
+(fleet), so a figure reads the same everywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
+from analytics.forecast import MonthForecast
 from costapp import formatting as fmt
+from costapp.days import period_label
+from costapp.economics import charts
 from costapp.economics.figures import (
     DeploymentEconomics,
+    Explanation,
     FigureRow,
     PoolIdle,
     ScopeWindow,
 )
+from costapp.economics.forecasts.selectors import BudgetStatus
+from costapp.economics.forms import BudgetForm, EconomicsWindowForm
+from costapp.economics.idle.present import idle_page_rows
+from costapp.economics.idle.selectors import IdleRow
+from costapp.economics.selectors import DeploymentSummary, Kpi, Overview
+from costapp.filters import Filters
+from costapp.models.economics import CLOCK_LABELS
 
-CLOCK_LABELS = {
-    "final": "final bill",
-    "estimated": "estimated bill",
-    "provisional": "provisional",
-}
 FLAG_LABELS = {
     "anomaly": "cost anomaly",
     "traffic": "traffic change (not an anomaly)",
     "size": "request size change",
 }
-
-
-def _f(value: object) -> float | None:
-    return None if value is None else float(value)  # type: ignore[arg-type]
-
-
 PARTIAL = "partial, not closed"
+
+
+# --- rows and cards ----------------------------------------------------------------
 
 
 def period(row: FigureRow) -> str:
     """The period's name; one still in progress (or read before it closed)
     says so: its figure will move, and it is not judged."""
-    if row.grain == "hour":
-        text = row.period_start.strftime("%Y-%m-%d %H:00 UTC")
-    elif row.grain == "week":
-        text = row.period_start.strftime("week of %Y-%m-%d")
-    elif row.grain == "month":
-        text = row.period_start.strftime("%Y-%m")
-    else:
-        text = row.period_start.strftime("%Y-%m-%d")
+    text = period_label(row.period_start, row.grain)
     return text if row.complete else f"{text} \N{MIDDLE DOT} {PARTIAL}"
 
 
@@ -124,4 +124,240 @@ def deployment_context(econ: DeploymentEconomics) -> dict[str, Any]:
         "window": window_card(econ.window) if econ.window else None,
         "pool": pool_row(econ.pool) if econ.pool else None,
         "flags": [flag_row(r) for r in econ.flagged],
+    }
+
+
+# --- the overview ------------------------------------------------------------------
+
+KPI_TEXT: dict[str, Callable[[float, str], str]] = {
+    "money": fmt.money,
+    "money_unit": fmt.money_unit,
+    "count": lambda value, _currency: fmt.count_short(value),
+}
+# The charted series' two unit costs, each against its baseline and band:
+# (chart key suffix, unit in the title, figure field).
+BANDS = (
+    ("", "1k requests", "cost_per_1k_requests"),
+    ("-tokens", "1M tokens", "cost_per_1m_tokens"),
+)
+
+
+@dataclass(frozen=True)
+class OverviewPage:
+    """What the overview's body shows, as its view read it."""
+
+    form: EconomicsWindowForm
+    filters: Filters
+    grain: str
+    scope: str  # of the charted series: fleet, team or deployment
+    series: str  # the charted series' label
+    overview: Overview
+    windows: list[ScopeWindow]  # the charted series, one per currency
+    flags: list[FigureRow]
+    pools: list[PoolIdle]
+    idle_cards: list[dict[str, Any]]
+    month: dict[str, Any]  # the month card as strings (forecasts.present)
+
+
+def overview_context(page: OverviewPage) -> dict[str, object]:
+    data = page.overview
+    return {
+        **page.month,
+        "form": page.form,
+        "filters": page.filters,
+        "series": page.series,
+        "start": page.filters.start,
+        "end": page.filters.end,
+        "grain": page.grain,
+        "kpis": [kpi_card(k, data.currency) for k in data.kpis],
+        "rows": [deployment_row(s, data.currency) for s in data.deployments],
+        "fleet": [window_card(w) for w in page.windows],
+        "fleet_figures": band_figures(page),
+        "fleet_keys": [
+            f"{w.name}-{w.currency}{key}" for w in page.windows for key, _, _ in BANDS
+        ],
+        "pools": [pool_row(p) for p in page.pools],
+        "idle_cards": page.idle_cards,
+        "flags": [flag_row(r) for r in page.flags],
+        "figure": charts.cost_per_1k_daily(data.days),
+        "provisional": "provisional" in data.basis,
+        "billed": "billed" in data.basis,
+        "has_data": not data.days.empty,
+    }
+
+
+def kpi_card(k: Kpi, currency: str) -> dict[str, str]:
+    text = KPI_TEXT[k.unit]
+    return {
+        "label": k.label,
+        "value": text(k.value, currency),
+        "previous": text(k.previous, currency),
+        "change": fmt.percent(k.change, signed=True),
+        # More requests is good news; a higher cost is not.
+        "trend": fmt.trend_class(
+            -k.change if k.unit == "count" else k.change, threshold=0.05
+        ),
+    }
+
+
+def deployment_row(s: DeploymentSummary, currency: str) -> dict[str, Any]:
+    """A deployment's last 7 days; the ``_raw`` values sort the table."""
+    return {
+        "name": s.name,
+        "team": s.team,
+        "gpu": s.gpu,
+        "requests": fmt.count_short(s.requests_7d),
+        "requests_raw": repr(s.requests_7d),
+        "cost": fmt.money(s.cost_7d, currency),
+        "cost_raw": repr(s.cost_7d),
+        "per_1k": fmt.money_unit(s.cost_per_1k_7d, currency),
+        "per_1k_raw": repr(s.cost_per_1k_7d),
+        "last": last_row(s.last, currency),
+        "flags": s.flags,
+        "per_1m": fmt.money_unit(s.cost_per_1m_tokens_7d, currency),
+        "per_1m_raw": repr(s.cost_per_1m_tokens_7d),
+        "gpu_hours": fmt.number(s.gpu_hours_7d),
+        "gpu_hours_raw": repr(s.gpu_hours_7d),
+        "truncation": fmt.percent(s.truncation_share),
+        "truncation_raw": repr(s.truncation_share),
+    }
+
+
+def band_figures(page: OverviewPage) -> dict[str, dict[str, Any]]:
+    """Each charted series' unit costs against their baselines, by key."""
+    # A team's or the fleet's figures carry idle and unallocated dollars too.
+    pooled = page.scope != "deployment"
+    return {
+        f"{w.name}-{w.currency}{key}": charts.baseline_band(
+            w.figures,
+            title=f"{page.series if pooled else w.name} {w.currency} per {unit}"
+            f"{' (fully loaded)' if pooled else ''}, "
+            f"by {page.grain}, against its baseline",
+            currency=w.currency,
+            field=field,
+        )
+        for w in page.windows
+        for key, unit, field in BANDS
+    }
+
+
+# --- the explanation, budgets and idle pages ---------------------------------------
+
+
+def explanation_context(found: Explanation, filters: Filters) -> dict[str, Any]:
+    f, cur = found.figure, found.figure.currency
+    # The filter bar sends to the overview; here it narrows the members.
+    members = [
+        m
+        for m in found.members
+        if filters.deployments is None or m.name in filters.deployments
+    ]
+    return {
+        "filters": filters,
+        "f": flag_row(f),
+        "figure": f,
+        "parts": [
+            {"key": k, "label": label, "value": fmt.money_unit(v, cur), "raw": repr(v)}
+            for k, label, v in found.parts
+        ],
+        "total": fmt.money_unit(found.total, cur),
+        "total_raw": repr(found.total),
+        "delta": fmt.money_unit(found.delta, cur),
+        "delta_raw": repr(found.delta),
+        "efficiency": fmt.money_unit(found.efficiency, cur)
+        if found.efficiency is not None
+        else None,
+        "cost": fmt.money(f.cost, cur),
+        "gpu_hours": fmt.number(f.gpu_hours),
+        "requests": fmt.count_short(f.requests),
+        "tokens": fmt.count_short(f.tokens),
+        "replicas": fmt.number(f.replicas),
+        "idle": fmt.money(f.idle_cost, cur),
+        "members": [flag_row(m) | {"cost": fmt.money(m.cost, cur)} for m in members],
+        "deployment_page": f.scope == "deployment",
+    }
+
+
+def budgets_context(
+    *,
+    form: BudgetForm,
+    filters: Filters,
+    series: str,
+    as_of: date,
+    statuses: list[BudgetStatus],
+    forecast: MonthForecast | None,
+    currency: str,
+    can_write: bool,
+) -> dict[str, Any]:
+    """The budgets page: the filter's budgets and the charted series' month
+    forecast (``forecast``, in ``currency``)."""
+    return {
+        "form": form,
+        "filters": filters,
+        "series": series,
+        "as_of": as_of,
+        "rows": [budget_row(s) for s in statuses if _kept(s, filters)],
+        "fleet": forecast_card(forecast, currency) if forecast else None,
+        "can_write": can_write,
+    }
+
+
+def _kept(status: BudgetStatus, filters: Filters) -> bool:
+    """Whether the filter keeps a budget: a chosen team's or deployment's."""
+    b = status.budget
+    return filters.deployments is None or (
+        (b.scope == "team" and b.name == filters.team)
+        or (b.scope == "deployment" and b.name in filters.deployments)
+    )
+
+
+def budget_row(status: BudgetStatus) -> dict[str, Any]:
+    b, fc, cur = status.budget, status.forecast, status.budget.currency
+    return {
+        "scope": b.scope,
+        "name": b.name,
+        "amount": fmt.money(b.monthly_amount, cur),
+        "to_date": fmt.money(fc.to_date, cur) if fc else fmt.MISSING,
+        "spent": fmt.percent(status.spent_share),
+        "burn_rate": fmt.money(fc.burn_rate, cur) if fc else fmt.MISSING,
+        "point": fmt.money(fc.point, cur) if fc else fmt.MISSING,
+        "interval": f"{fmt.money(fc.lower, cur)} \N{EN DASH} {fmt.money(fc.upper, cur)}"
+        if fc
+        else fmt.MISSING,
+        "share": fmt.percent(fc.budget_share) if fc else fmt.MISSING,
+        "runs_out": fc.budget_burn_date.strftime("%Y-%m-%d")
+        if fc and fc.budget_burn_date is not None
+        else "not this month",
+        "over": bool(fc and fc.budget_share and fc.budget_share > 1),
+        "method": fc.method if fc else "",
+    }
+
+
+def forecast_card(forecast: MonthForecast, currency: str) -> dict[str, Any]:
+    return {
+        "month": forecast.month.strftime("%B %Y"),
+        "as_of": forecast.as_of.strftime("%Y-%m-%d"),
+        "to_date": fmt.money(forecast.to_date, currency),
+        "point": fmt.money(forecast.point, currency),
+        "lower": fmt.money(forecast.lower, currency),
+        "upper": fmt.money(forecast.upper, currency),
+        "remaining": forecast.remaining_days,
+        "method": forecast.method,
+    }
+
+
+def idle_context(
+    *,
+    form: EconomicsWindowForm,
+    filters: Filters,
+    rows: list[IdleRow],
+    idle_cards: list[dict[str, Any]],
+) -> dict[str, object]:
+    return {
+        "form": form,
+        "filters": filters,
+        "start": filters.start,
+        "end": filters.end,
+        "rows": idle_page_rows(rows),
+        "idle_cards": idle_cards,
     }

@@ -1,4 +1,10 @@
-"""Reads of unit economics: cost and traffic per deployment-day, the overview.
+"""Reads of the fleet by deployment and UTC day: the deployment page's usage
+bars from the hours (``deployment_usage_days_read``), cost and traffic per
+deployment-day priced from the hours (``deployment_days_read``: the demo's
+story and the unknown-GPU-hours rule are tested on it), and the overview's
+table (``overview_read``), each deployment's stored daily figures summed in
+SQL. Reads of one series' stored figures, of any scope and grain, are in
+``economics.figures``.
 
 Cost per deployment-day has two clocks (PRODUCT.md). Until the bill for a day
 arrives the cost is *provisional*: measured GPU-hours (``gpu_seconds / 3600``,
@@ -40,9 +46,10 @@ from analytics.unit_costs import (
     relative_change,
     truncation_share,
 )
-from costapp.costs.rates import rate_book
-from costapp.costs.selectors import deployments_in_scope
-from costapp.economics.figures import FigureRow, figure_row, utc_midnight
+from costapp.costs.rates import RateBook, rate_book
+from costapp.costs.selectors import deployments_in_scope_read
+from costapp.days import utc_midnight
+from costapp.economics.figures import FigureRow, figure_row
 from costapp.models import (
     Deployment,
     DeploymentHour,
@@ -97,12 +104,27 @@ def deployment_days_read(
     Days without telemetry have no row (missing is not zero). ``billed`` maps
     (deployment, day) to the allocated bill; those days get basis 'billed'.
     """
+    sums = _day_sums_read(start=start, end=end, deployments=deployments)
+    fleet = {
+        d.name: d for d in Deployment.objects.select_related("pool").order_by("name")
+    }
+    book = rate_book()
+    return [
+        _deployment_day(day, fleet[day["deployment__name"]], book, billed or {})
+        for day in sums
+    ]
+
+
+def _day_sums_read(
+    *, start: date, end: date, deployments: Iterable[str] | None
+) -> Iterable[Mapping[str, Any]]:
+    """The hours summed by the database per deployment and UTC day."""
     hours = DeploymentHour.objects.filter(
         hour__gte=utc_midnight(start), hour__lt=utc_midnight(end)
     )
     if deployments is not None:
         hours = hours.filter(deployment__name__in=list(deployments))
-    grouped = (
+    return (
         hours.annotate(day=TruncDate("hour", tzinfo=UTC))
         .values("deployment__name", "day")
         .annotate(
@@ -119,60 +141,57 @@ def deployment_days_read(
         )
         .order_by("deployment__name", "day")
     )
-    fleet = {
-        d.name: d for d in Deployment.objects.select_related("pool").order_by("name")
-    }
-    book = rate_book()
-    billed = billed or {}
-    out: list[DeploymentDay] = []
-    for g in grouped:
-        name = g["deployment__name"]
-        day = g["day"]
-        dep = fleet[name]
-        unknown = int(g["gpu_unknown"])
-        # Unknown hours make the day's GPU-hours unknown: a partial sum would
-        # look like an efficiency gain.
-        gpu_hours = math.nan if unknown else float(g["gpu_seconds"] or 0.0) / 3600.0
-        basis: Basis = "provisional"
-        currency = "USD"
-        missing = ""
-        cost: Decimal | None
-        if (name, day) in billed:
-            cost, basis = billed[(name, day)], "billed"
-        elif unknown:
-            cost = None
-            missing = f"GPU-hours unknown for {unknown} of {int(g['n'])} hours"
-        else:
-            rate = book.for_deployment(dep, day)
-            if rate is None:
-                cost = None
-                missing = "no rate card in force"
-            else:
-                seconds = Decimal(repr(float(g["gpu_seconds"] or 0.0)))
-                cost = (seconds / Decimal(3600) * rate[0]).quantize(QUANTUM)
-                currency = rate[1]
-        out.append(
-            DeploymentDay(
-                deployment=name,
-                day=day,
-                requests_stop=float(g["stop"] or 0.0),
-                requests_length=float(g["length"] or 0.0),
-                requests_aborted=float(g["aborted"] or 0.0),
-                prompt_tokens=float(g["prompt"] or 0.0),
-                generation_tokens=float(g["generation"] or 0.0),
-                gpu_hours=gpu_hours,
-                replicas_mean=None if g["replicas"] is None else float(g["replicas"]),
-                hours=int(g["n"]),
-                cost=cost,
-                basis=basis,
-                currency=currency,
-                missing=missing,
-            )
-        )
-    return out
 
 
-def deployment_usage_days(
+def _deployment_day(
+    sums: Mapping[str, Any], dep: Deployment, book: RateBook, billed: BilledCosts
+) -> DeploymentDay:
+    """One deployment-day from the database's sums of its hours."""
+    cost, basis, currency, missing = _day_cost(sums, dep, book, billed)
+    # Unknown hours make the day's GPU-hours unknown: a partial sum would
+    # look like an efficiency gain.
+    unknown = int(sums["gpu_unknown"])
+    replicas = sums["replicas"]
+    return DeploymentDay(
+        deployment=sums["deployment__name"],
+        day=sums["day"],
+        requests_stop=float(sums["stop"] or 0.0),
+        requests_length=float(sums["length"] or 0.0),
+        requests_aborted=float(sums["aborted"] or 0.0),
+        prompt_tokens=float(sums["prompt"] or 0.0),
+        generation_tokens=float(sums["generation"] or 0.0),
+        gpu_hours=math.nan if unknown else float(sums["gpu_seconds"] or 0.0) / 3600.0,
+        replicas_mean=None if replicas is None else float(replicas),
+        hours=int(sums["n"]),
+        cost=cost,
+        basis=basis,
+        currency=currency,
+        missing=missing,
+    )
+
+
+def _day_cost(
+    sums: Mapping[str, Any], dep: Deployment, book: RateBook, billed: BilledCosts
+) -> tuple[Decimal | None, Basis, str, str]:
+    """(cost, basis, currency, why missing) of one deployment-day: its
+    allocated bill where one arrived, else its measured GPU-hours at the rate
+    card in force; never a provisional cost on unknown GPU-hours."""
+    key = (sums["deployment__name"], sums["day"])
+    if key in billed:
+        return billed[key], "billed", "USD", ""
+    unknown = int(sums["gpu_unknown"])
+    if unknown:
+        why = f"GPU-hours unknown for {unknown} of {int(sums['n'])} hours"
+        return None, "provisional", "USD", why
+    rate = book.for_deployment(dep, key[1])
+    if rate is None:
+        return None, "provisional", "USD", "no rate card in force"
+    seconds = Decimal(repr(float(sums["gpu_seconds"] or 0.0)))
+    cost = (seconds / Decimal(3600) * rate[0]).quantize(QUANTUM)
+    return cost, "provisional", rate[1], ""
+
+
+def deployment_usage_days_read(
     deployment: Deployment, *, start: date, end: date
 ) -> pd.DataFrame:
     """Finished requests by reason, GPU-hours and replicas per UTC day in
@@ -252,7 +271,7 @@ class Kpi:
     value: float
     previous: float
     change: float  # relative, NaN when not comparable
-    unit: Literal["usd", "usd_unit", "count"]
+    unit: Literal["money", "money_unit", "count"]  # money in the overview's currency
 
 
 @dataclass(frozen=True)
@@ -263,8 +282,6 @@ class DeploymentSummary:
     requests_7d: float
     cost_7d: float
     cost_per_1k_7d: float
-    cost_per_1k_baseline: float  # the 28 days before the last 7
-    cost_per_1k_change: float
     cost_per_1m_tokens_7d: float
     gpu_hours_7d: float
     truncation_share: float
@@ -282,6 +299,12 @@ class Overview:
     kpis: list[Kpi]
     deployments: list[DeploymentSummary]
     basis: set[str]
+    currency: str  # every amount's: the overview reads one currency
+
+
+# The overview adds deployments up, and amounts in two currencies never add:
+# it reads the figures in the rate card's currency.
+OVERVIEW_CURRENCY = "USD"
 
 
 def _since(end: date, days: int) -> Q:
@@ -310,13 +333,33 @@ def overview_read(
     """
     end = today
     start = end - timedelta(days=days)
-    scope = deployments_in_scope(
+    scope = deployments_in_scope_read(
         team=team, deployments=None if deployments is None else list(deployments)
     )
+    figures = _overview_figures(start=start, end=end, scope=scope)
+    frame, clocks = _daily_unit_costs_read(figures)
+    sums = _week_sums_read(figures, end=end)
+    last = _last_figures_read(figures, {n: r["last_at"] for n, r in sums.items()})
+    return Overview(
+        start=start,
+        end=end,
+        days=frame,
+        kpis=_kpis(list(sums.values())),
+        deployments=_summaries_read(sums, last, scope),
+        basis={"provisional" if c == "provisional" else "billed" for c in clocks},
+        currency=OVERVIEW_CURRENCY,
+    )
+
+
+def _overview_figures(
+    *, start: date, end: date, scope: set[str] | None
+) -> QuerySet[UnitCostFigure]:
+    """The window's daily deployment figures (a query, not yet run), each
+    with the cost the overview shows as ``shown``."""
     figures = UnitCostFigure.objects.filter(
         scope="deployment",
         grain="day",
-        currency="USD",
+        currency=OVERVIEW_CURRENCY,
         period_start__gte=utc_midnight(start),
         period_start__lt=utc_midnight(end),
     )
@@ -324,13 +367,20 @@ def overview_read(
         figures = figures.filter(name__in=scope)
     # The overview's clock: the allocated bill where it arrived, else the
     # measured GPU-hours at the rate card in force (the stored list cost).
-    figures = figures.annotate(
+    return figures.annotate(
         shown=Case(
             When(clock="provisional", then=F("list_cost")),
             default=F("cost"),
             output_field=money_field(),
         )
     )
+
+
+def _daily_unit_costs_read(
+    figures: QuerySet[UnitCostFigure],
+) -> tuple[pd.DataFrame, set[str]]:
+    """The overview chart's $ per 1k requests per deployment and day, and the
+    clocks its figures are on."""
     # Epoch seconds and floats from the database: 4,500 timestamps and
     # Decimals parsed per request were a sixth of the page.
     daily = list(
@@ -357,11 +407,19 @@ def overview_read(
             columns=["deployment", "day", "cost", "requests", "tokens"],
         )
     )
+    return frame, {clock for *_, clock in daily}
+
+
+def _week_sums_read(
+    figures: QuerySet[UnitCostFigure], *, end: date
+) -> dict[str, dict[str, Any]]:
+    """Per deployment, summed by the database: the last 7 days, the 7 before
+    them (the KPIs' comparison), the window's flags and its last day with a
+    unit cost."""
     last7 = _since(end, 7)
     prev7 = _since(end, 14) & ~last7
-    base28 = _since(end, 35) & ~last7
     tokens = F("prompt_tokens") + F("generation_tokens")
-    sums: dict[str, dict[str, Any]] = {
+    return {
         row["name"]: dict(row)
         for row in figures.values("name")
         .annotate(
@@ -374,87 +432,34 @@ def overview_read(
             prev_cost=Sum("shown", filter=prev7),
             prev_requests=Sum("requests", filter=prev7),
             prev_tokens=Sum(tokens, filter=prev7),
-            base_cost=Sum("shown", filter=base28),
-            base_requests=Sum("requests", filter=base28),
-            any28=Count("pk", filter=base28),
             flagged=Count("pk", filter=~Q(flag="")),
             last_at=Max("period_start", filter=Q(cost_per_1k_requests__isnull=False)),
         )
         .order_by()
     }
-    last = _last_figures(figures, {n: r["last_at"] for n, r in sums.items()})
+
+
+def _kpis(sums: list[dict[str, Any]]) -> list[Kpi]:
+    """The fleet's last 7 days against the 7 before them."""
 
     def total(key: str) -> float:
-        return math.fsum(_float(r[key]) for r in sums.values())
+        return math.fsum(_float(r[key]) for r in sums)
 
     cur = _totals(total("week_cost"), total("week_requests"), total("week_tokens"))
     prev = _totals(total("prev_cost"), total("prev_requests"), total("prev_tokens"))
-    kpis = [
+    return [
         Kpi("Spend, last 7 days", cur.cost, prev.cost,
-            relative_change(cur.cost, prev.cost), "usd"),
+            relative_change(cur.cost, prev.cost), "money"),
         Kpi("$ per 1k requests", cur.cost_per_1k_requests,
             prev.cost_per_1k_requests,
             relative_change(cur.cost_per_1k_requests, prev.cost_per_1k_requests),
-            "usd_unit"),
+            "money_unit"),
         Kpi("$ per 1M tokens", cur.cost_per_1m_tokens, prev.cost_per_1m_tokens,
             relative_change(cur.cost_per_1m_tokens, prev.cost_per_1m_tokens),
-            "usd_unit"),
+            "money_unit"),
         Kpi("Requests, last 7 days", cur.requests, prev.requests,
             relative_change(cur.requests, prev.requests), "count"),
     ]  # fmt: skip
-    summaries = []
-    fleet = Deployment.objects.order_by("name").only(
-        "name", "team", "gpu_type", "mig_profile", "tensor_parallel_size"
-    )
-    if scope is not None:
-        fleet = fleet.filter(name__in=scope)
-    nan = float("nan")
-    for dep in fleet:
-        s = sums.get(dep.name)
-        week = bool(s and s["any7"])
-        base = bool(s and s["any28"])
-        cost = _float(s["week_cost"]) if week else 0.0  # type: ignore[index]
-        requests = _float(s["week_requests"]) if week else 0.0  # type: ignore[index]
-        length = _float(s["week_length"]) if week else 0.0  # type: ignore[index]
-        per_1k = per_1k_requests(cost, requests) if week else nan
-        per_1k_base = (
-            per_1k_requests(_float(s["base_cost"]), _float(s["base_requests"]))  # type: ignore[index]
-            if base
-            else nan
-        )
-        summaries.append(
-            DeploymentSummary(
-                name=dep.name,
-                team=dep.team,
-                gpu=f"{dep.gpu_type} MIG {dep.mig_profile}"
-                if dep.mig_profile
-                else f"{dep.tensor_parallel_size}× {dep.gpu_type}",  # noqa: RUF001
-                requests_7d=requests,
-                cost_7d=cost,
-                cost_per_1k_7d=per_1k,
-                cost_per_1k_baseline=per_1k_base,
-                cost_per_1k_change=relative_change(per_1k, per_1k_base),
-                cost_per_1m_tokens_7d=per_1m_tokens(cost, _float(s["week_tokens"]))  # type: ignore[index]
-                if week
-                else nan,
-                gpu_hours_7d=_float(s["week_gpu_hours"]) if week else 0.0,  # type: ignore[index]
-                truncation_share=truncation_share(requests - length, length)
-                if week
-                else nan,
-                last=last.get(dep.name),
-                flags=int(s["flagged"]) if s else 0,
-            )
-        )
-    clocks = {clock for *_, clock in daily}
-    basis = {"provisional" if c == "provisional" else "billed" for c in clocks}
-    return Overview(
-        start=start,
-        end=end,
-        days=frame,
-        kpis=kpis,
-        deployments=summaries,
-        basis=basis,
-    )
 
 
 def _totals(cost: float, requests: float, tokens: float) -> WindowTotals:
@@ -466,7 +471,50 @@ def _totals(cost: float, requests: float, tokens: float) -> WindowTotals:
     )  # fmt: skip
 
 
-def _last_figures(
+def _summaries_read(
+    sums: Mapping[str, Mapping[str, Any]],
+    last: Mapping[str, FigureRow],
+    scope: set[str] | None,
+) -> list[DeploymentSummary]:
+    """A row per deployment in scope, with figures in the window or not."""
+    fleet = Deployment.objects.order_by("name").only(
+        "name", "team", "gpu_type", "mig_profile", "tensor_parallel_size"
+    )
+    if scope is not None:
+        fleet = fleet.filter(name__in=scope)
+    return [_summary(dep, sums.get(dep.name), last.get(dep.name)) for dep in fleet]
+
+
+def _summary(
+    dep: Deployment, sums: Mapping[str, Any] | None, last: FigureRow | None
+) -> DeploymentSummary:
+    """One deployment's last 7 days; without a figure in them it spent
+    nothing and has no unit cost."""
+    week = sums if sums and sums["any7"] else None
+    nan = float("nan")
+    cost = _float(week["week_cost"]) if week else 0.0
+    requests = _float(week["week_requests"]) if week else 0.0
+    length = _float(week["week_length"]) if week else 0.0
+    return DeploymentSummary(
+        name=dep.name,
+        team=dep.team,
+        gpu=f"{dep.gpu_type} MIG {dep.mig_profile}"
+        if dep.mig_profile
+        else f"{dep.tensor_parallel_size}× {dep.gpu_type}",  # noqa: RUF001
+        requests_7d=requests,
+        cost_7d=cost,
+        cost_per_1k_7d=per_1k_requests(cost, requests) if week else nan,
+        cost_per_1m_tokens_7d=per_1m_tokens(cost, _float(week["week_tokens"]))
+        if week
+        else nan,
+        gpu_hours_7d=_float(week["week_gpu_hours"]) if week else 0.0,
+        truncation_share=truncation_share(requests - length, length) if week else nan,
+        last=last,
+        flags=int(sums["flagged"]) if sums else 0,
+    )
+
+
+def _last_figures_read(
     figures: QuerySet[UnitCostFigure], last_at: Mapping[str, datetime | None]
 ) -> dict[str, FigureRow]:
     """The stored figure of each name at its ``last_at``, in one query."""

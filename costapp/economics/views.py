@@ -1,45 +1,39 @@
-"""Unit-economics pages: load -> form -> selector -> render, nothing else."""
+"""Unit-economics pages: parse input -> read -> present -> render, nothing else
+(the contexts are built in ``economics.present``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import date
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from costapp import formatting as fmt
 from costapp import pagecache
 from costapp.access import requires
 from costapp.days import display_today
-from costapp.economics import charts, present
+from costapp.economics import present
+from costapp.economics.budgets import budget_upsert
 from costapp.economics.figures import (
     explanation_read,
     flagged_read,
     pool_idle_read,
     scope_windows_read,
 )
-from costapp.economics.forecasts import budget_statuses_read, month_forecast_read
-from costapp.economics.forms import MAX_DAYS, BudgetForm, EconomicsWindowForm
-from costapp.economics.idle_selectors import (
-    idle_cards_read,
-    idle_page_rows,
-    idle_rows_read,
-    idle_series_names,
+from costapp.economics.forecasts.present import overview_month_context
+from costapp.economics.forecasts.selectors import (
+    budget_statuses_read,
+    month_forecast_read,
 )
-from costapp.economics.month import overview_month_context
+from costapp.economics.forms import MAX_DAYS, BudgetForm, EconomicsWindowForm
+from costapp.economics.idle.present import idle_cards_context
+from costapp.economics.idle.selectors import (
+    idle_rows_read,
+    idle_series_names_read,
+)
 from costapp.economics.selectors import overview_read
-from costapp.economics.services import budget_upsert
 from costapp.filters import Filters, filters_read
 from costapp.models.economics import FLEET
-
-_KPI_FORMAT: dict[str, Callable[[float], str]] = {
-    "usd": fmt.usd,
-    "usd_unit": fmt.usd_unit,
-    "count": fmt.count_short,
-}
-
 
 DEFAULT_LABEL = "the 90 days before today"
 
@@ -92,11 +86,9 @@ def _series(filters: Filters) -> tuple[str, list[str] | None, str]:
     return "fleet", None, "Fleet"
 
 
-# The fleet's two unit costs, each against its baseline and band.
-FLEET_BANDS = (
-    ("", "1k requests", "cost_per_1k_requests"),
-    ("-tokens", "1M tokens", "cost_per_1m_tokens"),
-)
+# The budgets page's month forecast is of the charted series in the rate
+# card's currency.
+FORECAST_CURRENCY = "USD"
 
 
 @requires("costapp.view_overview")
@@ -123,47 +115,7 @@ def _overview_context(
     has no body for this data, query string, day and rights."""
     window = form.window()
     start, end, grain = filters.start, filters.end, window.grain
-    data = overview_read(today=end, days=(end - start).days, **filters.scope)
     scope, names, series = _series(filters)
-    fleet = scope_windows_read(
-        scope=scope, names=names, start=start, end=end, grain=grain, clock=window.clock
-    )
-    kpis = [
-        {
-            "label": k.label,
-            "value": _KPI_FORMAT[k.unit](k.value),
-            "previous": _KPI_FORMAT[k.unit](k.previous),
-            "change": fmt.percent(k.change, signed=True),
-            # More requests is good news; a higher cost is not.
-            "trend": fmt.trend_class(
-                -k.change if k.unit == "count" else k.change, threshold=0.05
-            ),
-        }
-        for k in data.kpis
-    ]
-    rows = []
-    for s in data.deployments:
-        rows.append(
-            {
-                "name": s.name,
-                "team": s.team,
-                "gpu": s.gpu,
-                "requests": fmt.count_short(s.requests_7d),
-                "requests_raw": repr(s.requests_7d),
-                "cost": fmt.usd(s.cost_7d),
-                "cost_raw": repr(s.cost_7d),
-                "per_1k": fmt.usd_unit(s.cost_per_1k_7d),
-                "per_1k_raw": repr(s.cost_per_1k_7d),
-                "last": present.last_row(s.last, "USD"),
-                "flags": s.flags,
-                "per_1m": fmt.usd_unit(s.cost_per_1m_tokens_7d),
-                "per_1m_raw": repr(s.cost_per_1m_tokens_7d),
-                "gpu_hours": fmt.number(s.gpu_hours_7d),
-                "gpu_hours_raw": repr(s.gpu_hours_7d),
-                "truncation": fmt.percent(s.truncation_share),
-                "truncation_raw": repr(s.truncation_share),
-            }
-        )
     flag_names = (
         None
         if filters.deployments is None
@@ -171,54 +123,34 @@ def _overview_context(
     )
     # Weeks and months carry no flags of their own: list their flagged days.
     flag_grain = "day" if grain in ("week", "month") else grain
-    flags = flagged_read(start=start, end=end, grain=flag_grain, names=flag_names)
-    return {
+    page = present.OverviewPage(
+        form=form,
+        filters=filters,
+        grain=grain,
+        scope=scope,
+        series=series,
+        overview=overview_read(today=end, days=(end - start).days, **filters.scope),
+        windows=scope_windows_read(
+            scope=scope,
+            names=names,
+            start=start,
+            end=end,
+            grain=grain,
+            clock=window.clock,
+        ),
+        flags=flagged_read(start=start, end=end, grain=flag_grain, names=flag_names),
         # Month to date as of the window's last day (today at the latest),
         # as on the budgets page: ``today`` is exclusive there, as the
         # window's end is.
-        **overview_month_context(
+        month=overview_month_context(
             today=min(today, filters.end),
             team=filters.team,
             deployments=filters.deployments,
         ),
-        "form": form,
-        "filters": filters,
-        "series": series,
-        "start": start,
-        "end": end,
-        "grain": grain,
-        "kpis": kpis,
-        "rows": rows,
-        "fleet": [present.window_card(w) for w in fleet],
-        "fleet_figures": {
-            f"{w.name}-{w.currency}{key}": charts.baseline_band(
-                w.figures,
-                title=f"{series if scope != 'deployment' else w.name} "
-                f"{w.currency} per {unit}"
-                f"{' (fully loaded)' if scope != 'deployment' else ''}, "
-                f"by {grain}, against its baseline",
-                currency=w.currency,
-                field=field,
-            )
-            for w in fleet
-            for key, unit, field in FLEET_BANDS
-        },
-        "fleet_keys": [
-            f"{w.name}-{w.currency}{key}" for w in fleet for key, _, _ in FLEET_BANDS
-        ],
-        "pools": [
-            present.pool_row(p)
-            for p in pool_idle_read(
-                start=start, end=end, deployments=filters.deployments
-            )
-        ],
-        "idle_cards": idle_cards_read(start=start, end=end),
-        "flags": [present.flag_row(r) for r in flags],
-        "figure": charts.cost_per_1k_daily(data.days),
-        "provisional": "provisional" in data.basis,
-        "billed": "billed" in data.basis,
-        "has_data": not data.days.empty,
-    }
+        pools=pool_idle_read(start=start, end=end, deployments=filters.deployments),
+        idle_cards=idle_cards_context(start=start, end=end),
+    )
+    return present.overview_context(page)
 
 
 @requires("costapp.view_unitcostfigure")
@@ -226,49 +158,11 @@ def explanation(request: HttpRequest, figure_id: int) -> HttpResponse:
     found = explanation_read(figure_id)
     if found is None:
         raise Http404("no such figure")
-    f = found.figure
-    cur = f.currency
-    # The filter bar sends to the overview; here it narrows the members.
     filters = filters_read(request.GET, today=display_today())
-    members = [
-        m
-        for m in found.members
-        if filters.deployments is None or m.name in filters.deployments
-    ]
     return render(
         request,
         "economics/explanation.html",
-        {
-            "filters": filters,
-            "f": present.flag_row(f),
-            "figure": f,
-            "parts": [
-                {
-                    "key": k,
-                    "label": label,
-                    "value": fmt.money_unit(v, cur),
-                    "raw": repr(v),
-                }
-                for k, label, v in found.parts
-            ],
-            "total": fmt.money_unit(found.total, cur),
-            "total_raw": repr(found.total),
-            "delta": fmt.money_unit(found.delta, cur),
-            "delta_raw": repr(found.delta),
-            "efficiency": fmt.money_unit(found.efficiency, cur)
-            if found.efficiency is not None
-            else None,
-            "cost": fmt.money(f.cost, cur),
-            "gpu_hours": fmt.number(f.gpu_hours),
-            "requests": fmt.count_short(f.requests),
-            "tokens": fmt.count_short(f.tokens),
-            "replicas": fmt.number(f.replicas),
-            "idle": fmt.money(f.idle_cost, cur),
-            "members": [
-                present.flag_row(m) | {"cost": fmt.money(m.cost, cur)} for m in members
-            ],
-            "deployment_page": f.scope == "deployment",
-        },
+        present.explanation_context(found, filters),
     )
 
 
@@ -287,67 +181,23 @@ def budgets(request: HttpRequest) -> HttpResponse:
         )  # fmt: skip
         messages.success(request, f"budget for {data['scope']} {data['name']} saved")
         return redirect("economics:budgets")
-    statuses = budget_statuses_read(today=today)
     scope, names, series = _series(filters)
     forecast_name = names[0] if names and len(names) == 1 else FLEET
     if forecast_name == FLEET:
         scope, series = "fleet", "Fleet"
-    fleet = month_forecast_read(
-        scope=scope, name=forecast_name, currency="USD", today=today
+    context = present.budgets_context(
+        form=form,
+        filters=filters,
+        series=series,
+        as_of=today,
+        statuses=budget_statuses_read(today=today),
+        forecast=month_forecast_read(
+            scope=scope, name=forecast_name, currency=FORECAST_CURRENCY, today=today
+        ),
+        currency=FORECAST_CURRENCY,
+        can_write=request.user.has_perm("costapp.add_budget"),
     )
-    rows = []
-    for s in statuses:
-        b, fc = s.budget, s.forecast
-        if filters.deployments is not None and not (
-            (b.scope == "team" and b.name == filters.team)
-            or (b.scope == "deployment" and b.name in filters.deployments)
-        ):
-            continue
-        cur = b.currency
-        rows.append(
-            {
-                "scope": b.scope,
-                "name": b.name,
-                "amount": fmt.money(b.monthly_amount, cur),
-                "to_date": fmt.money(fc.to_date, cur) if fc else fmt.MISSING,
-                "spent": fmt.percent(s.spent_share),
-                "burn_rate": fmt.money(fc.burn_rate, cur) if fc else fmt.MISSING,
-                "point": fmt.money(fc.point, cur) if fc else fmt.MISSING,
-                "interval": f"{fmt.money(fc.lower, cur)} \N{EN DASH} {fmt.money(fc.upper, cur)}"
-                if fc
-                else fmt.MISSING,
-                "share": fmt.percent(fc.budget_share) if fc else fmt.MISSING,
-                "runs_out": fc.budget_burn_date.strftime("%Y-%m-%d")
-                if fc and fc.budget_burn_date is not None
-                else "not this month",
-                "over": bool(fc and fc.budget_share and fc.budget_share > 1),
-                "method": fc.method if fc else "",
-            }
-        )
-    return render(
-        request,
-        "economics/budgets.html",
-        {
-            "form": form,
-            "filters": filters,
-            "series": series,
-            "as_of": today,
-            "rows": rows,
-            "fleet": {
-                "month": fleet.month.strftime("%B %Y"),
-                "as_of": fleet.as_of.strftime("%Y-%m-%d"),
-                "to_date": fmt.usd(fleet.to_date),
-                "point": fmt.usd(fleet.point),
-                "lower": fmt.usd(fleet.lower),
-                "upper": fmt.usd(fleet.upper),
-                "remaining": fleet.remaining_days,
-                "method": fleet.method,
-            }
-            if fleet
-            else None,
-            "can_write": request.user.has_perm("costapp.add_budget"),
-        },
-    )
+    return render(request, "economics/budgets.html", context)
 
 
 @requires("costapp.view_overview")
@@ -369,15 +219,13 @@ IDLE_BODY = "economics/_idle_body.html"
 
 
 def _idle_context(form: EconomicsWindowForm, filters: Filters) -> dict[str, object]:
+    """Read only when the page cache has no body for this data."""
     start, end = filters.start, filters.end
-    rows = idle_rows_read(
-        start=start, end=end, names=idle_series_names(filters.deployments)
+    return present.idle_context(
+        form=form,
+        filters=filters,
+        rows=idle_rows_read(
+            start=start, end=end, names=idle_series_names_read(filters.deployments)
+        ),
+        idle_cards=idle_cards_context(start=start, end=end),
     )
-    return {
-        "form": form,
-        "filters": filters,
-        "start": start,
-        "end": end,
-        "rows": idle_page_rows(rows),
-        "idle_cards": idle_cards_read(start=start, end=end),
-    }

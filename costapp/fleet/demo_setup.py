@@ -10,11 +10,12 @@ from pathlib import Path
 
 from django.contrib.auth.models import Group, User
 
+from costapp.days import day_start
 from costapp.fleet.fleetfile import FleetLoadResult, fleet_file_read, fleet_load
 from costapp.fleet.services import rate_card_seed
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import IngestRun
-from costapp.sources.demo import DemoEvents, DemoSource
+from costapp.sources.demo import ENGINE_FIGURES, DemoEvents, DemoSource
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,7 @@ def demo_fleet_load(*, end: datetime | None = None) -> FleetLoadResult:
     as ``manage.py demo``): the demo's events move with its end, a real fleet
     file names its days."""
     if end is None:
-        end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        end = day_start(datetime.now(UTC))
     data = fleet_file_read(DEMO_FLEET)
     holiday = DemoEvents.for_end(end).holiday
     for entry in data.get("holidays") or []:
@@ -54,7 +55,8 @@ def demo_ingest(*, end: datetime, days: int = 90, seed: int = 7) -> IngestRun:
         source="demo",
         window=source.window,
         target="demo fleet",
-        params={"seed": seed, "days": days},
+        # What the capacity page must not count as agreement with its engine.
+        params={"seed": seed, "days": days, "engine_figures": sorted(ENGINE_FIGURES)},
     )
     return ingest_run_execute(run=run, source=source)
 

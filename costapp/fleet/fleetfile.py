@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Field
 
+from analytics.errors import shown
 from costapp.fleet.validation import (
     ALL_TEAMS,
     deployment_problems,
@@ -23,8 +25,7 @@ from costapp.fleet.validation import (
     pool_problems,
 )
 from costapp.models import Deployment, Pool, TeamHoliday
-from costapp.validation import shown
-from costapp.yamlfile import YamlFileError, yaml_file_load
+from costapp.yamlfile import FileProblems, YamlFileError, yaml_file_load
 
 POOL_FIELDS = (
     "name",
@@ -57,31 +58,6 @@ DEPLOYMENT_FIELDS = (
 )
 
 
-# What the message lists: a file of 10,000 bad entries, or one naming a
-# 100 kB value, still prints as a screenful (``errors`` keeps them all).
-SHOWN_ERRORS = 100
-SHOWN_ERROR_CHARS = 500
-
-
-def _shown_error(error: str) -> str:
-    if len(error) <= SHOWN_ERROR_CHARS:
-        return error
-    return error[: SHOWN_ERROR_CHARS - 1] + "…"
-
-
-class FleetFileError(ValueError):
-    def __init__(self, path: str, errors: list[str]) -> None:
-        self.path = path
-        self.errors = errors
-        lines = [_shown_error(e) for e in errors[:SHOWN_ERRORS]]
-        if len(errors) > SHOWN_ERRORS:
-            lines.append(f"... and {len(errors) - SHOWN_ERRORS} more")
-        super().__init__(
-            f"{path}: {len(errors)} problem(s), nothing was loaded:\n  "
-            + "\n  ".join(lines)
-        )
-
-
 @dataclass(frozen=True)
 class FleetLoadResult:
     created: list[str] = field(default_factory=list)
@@ -102,15 +78,15 @@ def _entry_label(section: str, index: int, entry: Any) -> str:
 
 def fleet_file_read(path: Path) -> dict[str, Any]:
     """The parsed fleet file, through the one bounded YAML reader (size, UTF-8,
-    depth, aliases: costapp/yamlfile.py); every refusal is a FleetFileError."""
+    depth, aliases: costapp/yamlfile.py); every refusal is a FileProblems."""
     try:
         data = yaml_file_load(path, name=path.name)
     except YamlFileError as exc:
-        raise FleetFileError(str(path), [str(exc)]) from None
+        raise FileProblems(str(path), [str(exc)]) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise FleetFileError(
+        raise FileProblems(
             str(path), ["the top level must be a mapping with pools and deployments"]
         )
     return data
@@ -224,8 +200,6 @@ def fleet_validate(data: Mapping[str, Any], *, name: str) -> list[str]:
 
 
 def _holiday_rows(entries: list[Mapping[str, Any]]) -> list[TeamHoliday]:
-    import datetime as dt
-
     rows = []
     for entry in entries:
         day = entry.get("day")
@@ -234,7 +208,7 @@ def _holiday_rows(entries: list[Mapping[str, Any]]) -> list[TeamHoliday]:
                 team=entry.get("team", ALL_TEAMS),
                 country=entry.get("country") or "",
                 subdiv=str(entry.get("subdiv") or ""),
-                day=dt.date.fromisoformat(day) if isinstance(day, str) else day,
+                day=date.fromisoformat(day) if isinstance(day, str) else day,
                 name=entry.get("name") or "",
             )
         )
@@ -300,7 +274,7 @@ def fleet_load(
         data = fleet_file_read(path)
     errors = fleet_validate(data, name=path.name)
     if errors:
-        raise FleetFileError(str(path), errors)
+        raise FileProblems(str(path), errors)
 
     result = FleetLoadResult()
     pools: dict[str, Pool] = {}

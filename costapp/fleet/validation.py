@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from datetime import date, datetime
 from typing import Any
 
+import holidays as holidays_lib
+
+from analytics.errors import shown
 from costapp.catalog import GPU_TYPES, mig_slices
 
 # One selector check for every door (re-exported: the fleet tests import it here).
 from costapp.sources.promql import SelectorError as SelectorError
 from costapp.sources.promql import selector_parse as selector_parse
 from costapp.sources.promql import selector_problem
-from costapp.validation import name_problem, shown
+from costapp.validation import name_problem
 
 ENGINES = ("vllm", "sglang", "tgi")
 ALLOCATION_KEYS = ("gpu_hours", "requests")
@@ -303,10 +307,6 @@ def holiday_problems(entry: Mapping[str, Any], *, teams: set[str]) -> list[Probl
     holidays of a country the ``holidays`` package knows) or ``{team, day,
     name}`` (a day the user keeps). ``team`` is a team of a deployment in the
     file or ``*`` (every team, the default)."""
-    import datetime as dt
-
-    import holidays as holidays_lib
-
     problems: list[Problem] = []
     for key in entry:
         if key not in HOLIDAY_FIELDS:
@@ -349,11 +349,11 @@ def holiday_problems(entry: Mapping[str, Any], *, teams: set[str]) -> list[Probl
         return problems
     if "subdiv" in entry:
         problems.append(("subdiv", "belongs with a country, not a day"))
-    if isinstance(day, dt.datetime) or not isinstance(day, dt.date | str):
+    if isinstance(day, datetime) or not isinstance(day, date | str):
         problems.append(("day", f"must be a date (YYYY-MM-DD), got {day!r}"))
     elif isinstance(day, str):
         try:
-            dt.date.fromisoformat(day)
+            date.fromisoformat(day)
         except ValueError:
             problems.append(("day", f"must be a date (YYYY-MM-DD), got {day!r}"))
     name = entry.get("name", "")

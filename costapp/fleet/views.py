@@ -14,11 +14,13 @@ from costapp import pagecache
 from costapp.access import requires
 from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_window
 from costapp.costs.selectors import BASES
-from costapp.economics import charts, present
+from costapp.days import utc_midnight
+from costapp.economics import present
 from costapp.economics.figures import deployment_economics_read
 from costapp.economics.forms import EconomicsGrainForm
-from costapp.economics.idle_selectors import idle_cards_read
-from costapp.economics.selectors import deployment_usage_days, utc_midnight
+from costapp.economics.idle.present import idle_cards_context
+from costapp.economics.selectors import deployment_usage_days_read
+from costapp.fleet import charts
 from costapp.models import Deployment
 from costapp.telemetry import charts as telemetry_charts
 from costapp.telemetry import rollups
@@ -77,7 +79,7 @@ def _deployment_context(
     lower, upper = utc_midnight(start), utc_midnight(end)
     tz = settings.DISPLAY_TIME_ZONE
     # Usage bars only: the page's costs are the stored figures below.
-    days = deployment_usage_days(deployment, start=start, end=end)
+    days = deployment_usage_days_read(deployment, start=start, end=end)
     # The hours up to 2,000 of them (the default 30 days: no aggregation);
     # a longer range buckets two hours or more, where the stored rollups
     # stand for the hours.
@@ -131,7 +133,7 @@ def _deployment_context(
         "figures_script": telemetry_charts.json_script(figures, "deployment-figures"),
         "has_data": not days.empty or not series.empty,
         "economics": present.deployment_context(economics),
-        "idle_cards": idle_cards_read(start=start, end=end, deployment=deployment),
+        "idle_cards": idle_cards_context(start=start, end=end, deployment=deployment),
         "estimated_days": [
             r.period_start.strftime("%Y-%m-%d")
             for r in figure_rows

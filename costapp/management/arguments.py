@@ -13,7 +13,8 @@ import argparse
 from collections.abc import Callable
 from datetime import date
 
-from costapp.validation import InvalidInput, date_in
+from analytics.errors import InvalidInput
+from costapp.validation import date_in
 
 
 def day_argument(field: str) -> Callable[[str], date]:

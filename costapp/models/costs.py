@@ -226,7 +226,7 @@ class CostShare(models.Model):
 class CostExportDay(models.Model):
     """A UTC day whose finance export rows are stored (``CostExportRow``),
     with the digest of the fleet and rate card they were built with
-    (``export_days.DayRows.digest``). Written in the transaction that stores
+    (``export.day_rows.DayRows.digest``). Written in the transaction that stores
     the day's shares; read only while the day's ``CostShareDay`` holds too.
     (Its own table, not a column of ``CostShareDay``: SQLite rebuilds a table
     to add a column, which the bill lines' triggers on it do not survive.)"""
@@ -240,8 +240,8 @@ class CostExportDay(models.Model):
 
 class CostExportRow(models.Model):
     """One row of the finance export by deployment for one day and basis, as
-    ``costapp.costs.export_days`` built it when the day's shares were stored
-    (``export_rows.STORED_COLUMNS``; ``position`` is its place in the day's
+    ``costapp.costs.export.day_rows`` built it when the day's shares were stored
+    (``export.rows.STORED_COLUMNS``; ``position`` is its place in the day's
     export order). Read only for a day whose ``CostShareDay`` holds and
     whose ``CostExportDay`` has today's digest: a year's export reads these
     rows instead of rebuilding them from the shares."""

@@ -1,10 +1,10 @@
 """Unit economics as stored: one row per series and period, and budgets.
 
-A figure is derived: ``economics.services.unit_costs_recompute`` writes it
-from telemetry, the allocated bill and the rate card through ``analytics``;
-nothing else writes it, and a full recompute rebuilds every row. Missing is
-NULL, never 0: a day without GPU-hours has no cost, a day under the minimum
-volume has no unit cost.
+A figure is derived: ``economics.unit_costs.services.unit_costs_recompute``
+writes it from telemetry, the allocated bill and the rate card through
+``analytics``; nothing else writes it, and a full recompute rebuilds every
+row. Missing is NULL, never 0: a day without GPU-hours has no cost, a day
+under the minimum volume has no unit cost.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ CLOCKS = [
     ("estimated", "estimated bill"),
     ("final", "final bill"),
 ]
+# The clocks as pages name them, most final first (a card lists them in this order).
+CLOCK_LABELS = {"final": "final bill", "estimated": "estimated bill",
+                "provisional": "provisional"}  # fmt: skip
 FLAGS = [
     ("", "in band"),
     ("anomaly", "cost anomaly"),
@@ -180,7 +183,7 @@ class Budget(models.Model):
         return f"{self.scope} {self.name} {self.monthly_amount} {self.currency}/month"
 
 
-# --- idle in dollars (issue 9): written by economics.idle.idle_figures_recompute ---
+# --- idle in dollars (issue 9): written by economics.idle.services ----------------
 
 IDLE_KINDS = [
     ("paid", "paid, no replica used it"),

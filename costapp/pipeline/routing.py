@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from costapp.pipeline.steps import STEPS, queue_name
+
 STEP_TASK = "costapp.pipeline.tasks.pipeline_step_task"
 
 
@@ -14,8 +16,6 @@ def route(
     if name != STEP_TASK:
         return None
     step = args[0] if args else (kwargs or {}).get("name")
-    from costapp.pipeline.steps import STEPS, queue_name
-
     if step not in STEPS:
         return None
     return {"queue": queue_name(step)}

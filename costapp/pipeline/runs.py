@@ -13,7 +13,7 @@ import logging
 from datetime import datetime
 
 from costapp.costs.services import bills_claims_release, focus_import_execute
-from costapp.economics.inputs import series_siblings
+from costapp.economics.unit_costs.inputs import series_siblings
 from costapp.ingest import ingest_run_execute
 from costapp.models import DeploymentHour, IngestRun
 from costapp.pipeline.change import Change

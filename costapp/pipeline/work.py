@@ -7,9 +7,9 @@ from datetime import UTC, date, datetime
 
 from costapp.alerts.evaluation import alert_rules_evaluate
 from costapp.costs.shares import cost_shares_rebuild
-from costapp.economics.idle import idle_figures_recompute
-from costapp.economics.month import month_forecasts_store
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.forecasts.services import month_forecasts_store
+from costapp.economics.idle.services import idle_figures_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.pipeline.change import Change
 from costapp.pipeline.steps import Outcome
 from costapp.telemetry.rollups import rollups_for_change

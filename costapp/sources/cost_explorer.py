@@ -23,13 +23,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from analytics.errors import InvalidInput, shown
+from costapp.days import day_start
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, SourceError, Window
-from costapp.validation import ACCOUNT_ID, InvalidInput, decimal_in, shown
-
-if TYPE_CHECKING:
-    pass
+from costapp.validation import ACCOUNT_ID, decimal_in
 
 logger = logging.getLogger(__name__)
 AMOUNT_PLACES = Decimal("1e-12")
@@ -204,7 +203,7 @@ def month_chunks(window: Window) -> list[Window]:
     chunks: list[Window] = []
     start = window.start
     while start < window.end:
-        first = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+        first = day_start(start).replace(day=1)
         nxt = (first + timedelta(days=32)).replace(day=1)
         end = min(nxt, window.end)
         chunks.append(Window(start, end))
@@ -301,9 +300,7 @@ class CostExplorerSource:
         if self.granularity != "HOURLY":
             return
         now = self.now or datetime.now(UTC)
-        earliest = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(
-            days=HOURLY_DAYS
-        )
+        earliest = day_start(now) - timedelta(days=HOURLY_DAYS)
         if window.start < earliest:
             raise SourceError(
                 f"HOURLY granularity covers only the trailing {HOURLY_DAYS} days: "
@@ -355,6 +352,8 @@ class CostExplorerSource:
     @property
     def client(self) -> Any:
         if self._client is None:
+            # lazy: boto3 and botocore cost 160 ms and 8 MiB that only a Cost
+            # Explorer run needs; no other path of the web or worker imports them.
             import boto3
             from botocore.config import Config
 
@@ -367,7 +366,7 @@ class CostExplorerSource:
         return self._client
 
     def _pages(self, query: Query) -> Iterator[dict[str, Any]]:
-        from botocore.exceptions import BotoCoreError, ClientError
+        from botocore.exceptions import BotoCoreError, ClientError  # lazy: as boto3
 
         token: str | None = None
         while True:

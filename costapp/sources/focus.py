@@ -32,17 +32,19 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
+from analytics.errors import InvalidInput, shown
+from costapp.days import day_start
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, Window
 from costapp.sources.focus_csv import CappedReader, FocusError
 from costapp.sources.focus_parquet import ParquetRefused, parquet_rows
 from costapp.validation import (
     MAX_MAGNITUDE,
-    InvalidInput,
     bound,
     datetime_in,
     decimal_in,
     flat_object_in,
-    shown,
     text_in,
 )
 
@@ -170,11 +172,13 @@ class FocusSource:
         bucket, _, key = self.uri[5:].partition("/")
         if not bucket or not key:
             raise FocusError(f"{self.uri}: expected s3://bucket/key")
+        # lazy: boto3 and botocore cost 160 ms and 8 MiB that only an s3:// URI
+        # needs; no other path of the web or worker process imports them.
         from botocore.exceptions import BotoCoreError, ClientError
 
         client = self._s3
         if client is None:
-            import boto3
+            import boto3  # lazy: as botocore above
 
             client = boto3.client("s3")
         suffix = "".join(Path(key).suffixes[-2:])
@@ -254,8 +258,6 @@ class FocusSource:
                     f"{self.display_name}: {exc}; nothing was imported"
                 ) from None
             return
-        import pandas as pd
-
         handle = self._open_text(path)
         try:
             reader = pd.read_csv(
@@ -425,11 +427,9 @@ class FocusSource:
 
         # A charge outside its billing period (late corrections) is dated to
         # the nearest day inside it, so replacing the period replaces it too.
-        day = charge_start.replace(hour=0, minute=0, second=0, microsecond=0)
-        first_day = period_start.replace(hour=0, minute=0, second=0, microsecond=0)
-        last_day = (period_end - timedelta(microseconds=1)).replace(
-            hour=0, minute=0, second=0, microsecond=0
-        )
+        day = day_start(charge_start)
+        first_day = day_start(period_start)
+        last_day = day_start(period_end - timedelta(microseconds=1))
         day = min(max(day, first_day), last_day)
 
         period = periods.get((account, period_start))

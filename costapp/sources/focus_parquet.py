@@ -31,6 +31,10 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
 BATCH_ROWS = 1024
 # The longest cell read: a Tags object with dozens of tags fits; a 1 MB
 # "service name" is not a bill.
@@ -199,8 +203,6 @@ def page_bytes(path: Path, metadata: Any, columns: Collection[str]) -> int:
 
 
 def _is_text(kind: Any) -> bool:
-    import pyarrow as pa
-
     if pa.types.is_dictionary(kind):
         kind = kind.value_type
     return bool(
@@ -214,9 +216,6 @@ def _is_text(kind: Any) -> bool:
 def _lengths(column: Any) -> Any:
     """The bytes of each cell of a text column (nulls 0), or None; a
     dictionary's values are measured once and taken through its indices."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     if not _is_text(column.type):
         return None
     if pa.types.is_dictionary(column.type):
@@ -234,10 +233,6 @@ def parquet_rows(
     check_header: Callable[[Sequence[str]], None],
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(1-based row number, row) of the ``wanted`` columns, in bounded memory."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     options: dict[str, Any] = {
         "pre_buffer": False,
         "buffer_size": 1024 * 1024,

@@ -3,29 +3,34 @@
 The one wiring module of ``costapp.sources`` allowed to read the ORM: it turns
 a stored run (and, for Prometheus, the fleet) into an adapter's arguments, so
 the adapters themselves never touch models (import-linter holds them to it).
-Adapters are imported lazily, so a deployment without boto3 credentials or
+Importing an adapter reaches no outside system (boto3 is imported when a
+client is first needed), so a deployment without AWS credentials or
 Prometheus still starts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from costapp.models import Deployment, IngestRun
 from costapp.sources.base import Source, SourceError
-
-if TYPE_CHECKING:
-    from costapp.sources.cost_explorer import CostExplorerSource
-    from costapp.sources.demo import DemoSource
-    from costapp.sources.focus import FocusSource
-    from costapp.sources.prometheus import PrometheusSource
+from costapp.sources.cost_explorer import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_METRICS,
+    CostExplorerSource,
+)
+from costapp.sources.demo import DemoSource
+from costapp.sources.prometheus import (
+    PrometheusConfig,
+    PrometheusSource,
+    options_from_params,
+    targets_from_deployments,
+)
 
 
 def _demo(run: IngestRun) -> DemoSource:
     """params seed, days; the demo ends at the run's window end."""
-    from costapp.sources.demo import DemoSource
-
     params = run.params or {}
     end = run.window_end
     days = int(params.get("days") or max(1, (end - run.window_start).days))
@@ -33,12 +38,6 @@ def _demo(run: IngestRun) -> DemoSource:
 
 
 def _cost_explorer(run: IngestRun) -> CostExplorerSource:
-    from costapp.sources.cost_explorer import (
-        DEFAULT_MAX_ATTEMPTS,
-        DEFAULT_METRICS,
-        CostExplorerSource,
-    )
-
     params = run.params or {}
     accounts = params.get("account_ids") or ([run.target] if run.target else [])
     return CostExplorerSource(
@@ -52,27 +51,10 @@ def _cost_explorer(run: IngestRun) -> CostExplorerSource:
     )
 
 
-def _focus(run: IngestRun) -> FocusSource:
-    from costapp.sources.focus import FocusSource
-
-    params = run.params or {}
-    # An upload run's target is only the user's file name; the stored path is
-    # in params["upload"].
-    uri = params.get("upload") or params.get("uri") or run.target
-    return FocusSource(uri=uri, tag_keys=params.get("tag_keys", ()))
-
-
 def _prometheus(run: IngestRun) -> PrometheusSource:
     """run.params: {"deployments": [names] (default: all with a selector),
     "dcgm_selectors": {name: matchers} (default: each deployment's own
     ``dcgm_selector``), and any ``Options`` field}; never a "config"."""
-    from costapp.sources.prometheus import (
-        PrometheusConfig,
-        PrometheusSource,
-        options_from_params,
-        targets_from_deployments,
-    )
-
     params = dict(run.params or {})
     if "config" in params:
         # The URL, credentials and bearer token come from PROMETHEUS_* settings
@@ -104,10 +86,11 @@ def _prometheus(run: IngestRun) -> PrometheusSource:
     )
 
 
+# No "focus": a FOCUS run is read whole and checked before anything is written,
+# so run_execute hands it to costs.services.focus_import_execute, not to ingest.
 ADAPTERS: dict[str, Callable[[IngestRun], Any]] = {
     "demo": _demo,
     "cost_explorer": _cost_explorer,
-    "focus": _focus,
     "prometheus": _prometheus,
 }
 

@@ -20,10 +20,9 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from costapp.economics.charts import FONT, PALETTE, band_traces
+from costapp.charts import FONT, GRID, PALETTE, band_traces
 from costapp.telemetry.series import DeviceGrid, Series
 
-GRID = "#eef2f7"
 NOT_MEASURED = "not measured"
 LAYER_LABELS = {
     "gr_engine_active_mean": "GR engine active (DCGM_FI_PROF_GR_ENGINE_ACTIVE)",

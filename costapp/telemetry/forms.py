@@ -1,33 +1,30 @@
 """Telemetry inputs: the backfill form and the deployment page's window.
 
 Every refusal names the field and the value (cut to 80 characters), as
-``TelemetryInputError`` and the fleet file do.
+``analytics.errors.InvalidInput`` and the fleet file do.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.utils import timezone
 
+from analytics.errors import InvalidInput, shown
+from costapp.days import iso_day, utc_midnight
 from costapp.forms import NamedForm
 from costapp.models import Deployment
 from costapp.sources.promql import selector_reason
 from costapp.telemetry.services import EARLIEST, MAX_STEPS
-from costapp.validation import InvalidInput, date_in
+from costapp.validation import date_in
 
 # The deployment page aggregates on the server (charts at most 2,000 points
 # per trace, its table at most 100 rows), so a window is bounded only as the
 # bills pages bound theirs: three years of hours is 26,000 rows to read.
 PAGE_MAX_DAYS = 3 * 366
-
-
-def _shown(value: Any) -> str:
-    text = str(value)
-    return repr(text if len(text) <= 80 else text[:77] + "...")
 
 
 def day_parse(field: str, raw: Any) -> date:
@@ -40,14 +37,10 @@ def day_parse(field: str, raw: Any) -> date:
     latest = timezone.now().date() + timedelta(days=1)
     if not EARLIEST.date() <= day <= latest:
         raise forms.ValidationError(
-            f"{field}={_shown(raw)}: outside {EARLIEST:%Y-%m-%d} .. {latest}, the "
+            f"{field}={shown(raw)}: outside {EARLIEST:%Y-%m-%d} .. {latest}, the "
             "days telemetry can hold"
         )
     return day
-
-
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, time(), UTC)
 
 
 class BackfillForm(NamedForm):
@@ -91,7 +84,7 @@ class BackfillForm(NamedForm):
         value: str = self.cleaned_data.get("dcgm_selector") or ""
         reason = selector_reason(value)
         if reason is not None:
-            raise forms.ValidationError(f"dcgm_selector={_shown(value)}: {reason}")
+            raise forms.ValidationError(f"dcgm_selector={shown(value)}: {reason}")
         return value.strip()
 
     def clean(self) -> dict[str, Any]:
@@ -101,12 +94,12 @@ class BackfillForm(NamedForm):
             raise forms.ValidationError(PROMETHEUS_MISSING)
         start, end = data.get("start"), data.get("end")
         if start and end and end <= start:
-            self.add_error("end", f"end={_shown(end)}: not after start {start}")
+            self.add_error("end", f"end={shown(end)}: not after start {start}")
         return data
 
     def window(self) -> tuple[datetime, datetime]:
         d = self.cleaned_data
-        return _midnight(d["start"]), _midnight(d["end"])
+        return utc_midnight(d["start"]), utc_midnight(d["end"])
 
 
 PROMETHEUS_MISSING = (
@@ -139,8 +132,8 @@ class WindowForm(NamedForm):
         data = self.cleaned_data
         for errors in self.errors.values():
             notes.extend(str(e) for e in errors)
-        start = _midnight(data["start"]) if data.get("start") else None
-        end = _midnight(data["end"]) if data.get("end") else None
+        start = utc_midnight(data["start"]) if data.get("start") else None
+        end = utc_midnight(data["end"]) if data.get("end") else None
         if start is None and end is None:
             start, end = default
         elif end is None:
@@ -150,7 +143,7 @@ class WindowForm(NamedForm):
         assert start is not None and end is not None
         if end <= start:
             notes.append(
-                f"end={_shown(f'{end:%Y-%m-%d}')}: not after start {start:%Y-%m-%d}; "
+                f"end={shown(iso_day(end))}: not after start {start:%Y-%m-%d}; "
                 "showing the last hours with data"
             )
             start, end = default

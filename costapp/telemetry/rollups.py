@@ -22,7 +22,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -31,6 +31,7 @@ from django.db.models import Max, Min
 from django.utils import timezone
 
 from analytics.downsample import Grid
+from costapp.days import utc_midnight
 from costapp.models import (
     Deployment,
     DeploymentHour,
@@ -58,10 +59,6 @@ GRAIN = pd.Timedelta(hours=2)
 METRICS = tuple(m for m, _ in HistogramHour._meta.get_field("metric").choices or ())
 # Days read and written per transaction by the command.
 CHUNK_DAYS = 31
-
-
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)
 
 
 def _day_ranges(days: Iterable[date]) -> list[tuple[date, date]]:
@@ -153,7 +150,7 @@ def _store_chunk(deployment_id: int, a: date, b: date) -> int:
     chunk = [a + timedelta(days=i) for i in range((b - a).days)]
     _lock(deployment_id, chunk)
     computed_at = timezone.now()
-    lo, hi = _midnight(a), _midnight(b)
+    lo, hi = utc_midnight(a), utc_midnight(b)
     raw = raw_read(deployment_id, start=lo, end=hi, metrics=METRICS)
     grid = Grid(pd.Timestamp(lo), GRAIN, int((hi - lo) / GRAIN))
     rows = rollup(raw.prepared, grid)
@@ -264,7 +261,7 @@ def page_read(
         return raw_read(deployment, start=start, end=end, metrics=metrics)
     all_days = {first + timedelta(days=i) for i in range((last - first).days + 1)}
     ranges = [
-        (max(start, _midnight(a)), min(end, _midnight(b)))
+        (max(start, utc_midnight(a)), min(end, utc_midnight(b)))
         for a, b in _day_ranges(all_days - marked)
     ]
     window = {"deployment": deployment, "start__gte": start, "start__lt": end}

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 import numpy as np
 from django.db.models import Avg, Count, Max, Min, QuerySet, Sum
+from django.utils import timezone
 
 from analytics.histograms import BucketMismatch, bucket_quantile, buckets_sum
+from costapp.days import day_start, utc_midnight
 from costapp.models import (
     Deployment,
     DeploymentHour,
@@ -35,11 +37,8 @@ def default_window(deployment: Deployment, days: int = 2) -> tuple[datetime, dat
         "hour__max"
     ]
     if last is None:
-        from django.utils import timezone
-
         last = timezone.now()
-    last = last.astimezone(UTC)
-    end = datetime.combine(last.date() + timedelta(days=1), time(0), tzinfo=UTC)
+    end = day_start(last) + timedelta(days=1)
     return end - timedelta(days=days), end
 
 
@@ -156,8 +155,7 @@ def latency_daily_percentiles(
 ) -> dict[date, tuple[float | None, ...]]:
     """Per UTC day in ``[start, end)``: percentiles from the day's summed hourly
     buckets (the deployment page's latency chart)."""
-    lower = datetime.combine(start, time(0), tzinfo=UTC)
-    upper = datetime.combine(end, time(0), tzinfo=UTC)
+    lower, upper = utc_midnight(start), utc_midnight(end)
     by_day: dict[date, list[tuple[list[float | None], list[float]]]] = defaultdict(list)
     rows = HistogramHour.objects.filter(
         deployment=deployment, metric=metric, hour__gte=lower, hour__lt=upper

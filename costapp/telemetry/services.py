@@ -13,9 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from analytics.errors import InvalidInput
 from costapp.ingest import ingest_run_create
 from costapp.models import Deployment, IngestRun
 from costapp.sources.base import Window
+from costapp.sources.prometheus import options_from_params, plan_steps
 from costapp.sources.promql import selector_reason
 
 logger = logging.getLogger(__name__)
@@ -39,29 +41,14 @@ EARLIEST = datetime(2015, 1, 1, tzinfo=UTC)
 MAX_STEPS = 2000
 
 
-class TelemetryInputError(ValueError):
-    """A refused input, naming the field and the value."""
-
-    def __init__(self, field: str, value: Any, reason: str) -> None:
-        self.field = field
-        self.value = value
-        self.reason = reason
-        shown = (
-            value
-            if not isinstance(value, str) or len(value) <= 80
-            else value[:77] + "..."
-        )
-        super().__init__(f"{field}={shown!r}: {reason}")
-
-
 def _check_deployments(names: list[str]) -> list[Deployment]:
     found = {d.name: d for d in Deployment.objects.filter(name__in=names)}
     unknown = [n for n in names if n not in found]
     if unknown:
-        raise TelemetryInputError("deployments", ", ".join(unknown), "not in the fleet")
+        raise InvalidInput("deployments", ", ".join(unknown), "not in the fleet")
     no_selector = [n for n in names if not found[n].prometheus_selector.strip()]
     if no_selector:
-        raise TelemetryInputError(
+        raise InvalidInput(
             "deployments", ", ".join(no_selector), "no Prometheus selector set"
         )
     return [found[n] for n in names]
@@ -71,7 +58,7 @@ def _check_window(start: datetime, end: datetime, now: datetime) -> Window:
     latest = now + timedelta(days=1)
     for field, value in (("start", start), ("end", end)):
         if value.tzinfo is not None and not EARLIEST <= value <= latest:
-            raise TelemetryInputError(
+            raise InvalidInput(
                 field,
                 value.isoformat(),
                 f"outside {EARLIEST:%Y-%m-%d} .. {latest:%Y-%m-%d} (UTC), the "
@@ -80,7 +67,7 @@ def _check_window(start: datetime, end: datetime, now: datetime) -> Window:
     try:
         return Window(start, end)
     except ValueError as exc:
-        raise TelemetryInputError("end", end.isoformat(), str(exc)) from exc
+        raise InvalidInput("end", end.isoformat(), str(exc)) from exc
 
 
 def telemetry_run_create(
@@ -97,14 +84,14 @@ def telemetry_run_create(
     step budget unless ``confirmed``) and store the run; the caller queues or
     executes it."""
     if not settings.PROMETHEUS_URL:
-        raise TelemetryInputError(
+        raise InvalidInput(
             "PROMETHEUS_URL",
             "",
             "not set: telemetry backfills read Prometheus, Thanos Query, Mimir or "
             "VictoriaMetrics; set PROMETHEUS_URL (docs/telemetry.md)",
         )
     if not deployments:
-        raise TelemetryInputError("deployments", "", "choose at least one")
+        raise InvalidInput("deployments", "", "choose at least one")
     _check_deployments(deployments)
     window = _check_window(start, end, now or timezone.now())
     params: dict[str, Any] = {"deployments": list(deployments)}
@@ -114,20 +101,20 @@ def telemetry_run_create(
     for name, value in (dcgm_selectors or {}).items():
         reason = selector_reason(value)
         if reason is not None:
-            raise TelemetryInputError("dcgm_selector", value, reason)
+            raise InvalidInput("dcgm_selector", value, reason)
         if value.strip():
             selectors[name] = value.strip()
     if selectors:
         params["dcgm_selectors"] = selectors
     for key, value in (options or {}).items():
         if key not in OPTION_KEYS:
-            raise TelemetryInputError(key, value, "not a telemetry option")
+            raise InvalidInput(key, value, "not a telemetry option")
         if value in (None, ""):
             continue
         if key == "fleet_dcgm_selector":
             reason = selector_reason(value)
             if reason is not None:
-                raise TelemetryInputError(key, value, reason)
+                raise InvalidInput(key, value, reason)
             value = value.strip()
         else:
             low, high = OPTION_BOUNDS[key]
@@ -136,19 +123,13 @@ def telemetry_run_create(
                 or not isinstance(value, int | float)
                 or not low <= value <= high
             ):
-                raise TelemetryInputError(
-                    key, value, f"must lie in {low:g} .. {high:g}"
-                )
+                raise InvalidInput(key, value, f"must lie in {low:g} .. {high:g}")
         params[key] = value
-    # Imported here: the adapter (requests, numpy, prometheus-api-client) is
-    # loaded only when a run is made, as the registry does.
-    from costapp.sources.prometheus import options_from_params, plan_steps
-
     steps = plan_steps(
         window, targets=len(deployments), options=options_from_params(params)
     )
     if steps > MAX_STEPS and not confirmed:
-        raise TelemetryInputError(
+        raise InvalidInput(
             "end",
             end.isoformat(),
             f"this backfill takes {steps:,} steps ({len(deployments)} deployment(s) "

@@ -12,6 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods
 
 from analytics.downsample import grid_for
+from analytics.errors import InvalidInput
 from costapp import pagecache
 from costapp.access import requires
 from costapp.models import Deployment
@@ -43,7 +44,7 @@ def index(request: HttpRequest) -> HttpResponse:
                 options={"scrape_interval_s": form.cleaned_data["scrape_interval_s"]},
                 confirmed=form.cleaned_data["confirm"],
             )
-        except services.TelemetryInputError as exc:
+        except InvalidInput as exc:
             field = exc.field if exc.field in form.fields else None
             form.add_error(field, str(exc))
         else:

@@ -12,6 +12,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+from costapp.celery import app
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,8 +25,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 
 def _broker_reachable() -> str | None:
-    from costapp.celery import app
-
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)

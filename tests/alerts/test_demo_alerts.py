@@ -13,7 +13,7 @@ from costapp.alerts.evaluation import alert_rules_evaluate
 from costapp.alerts.fleetfile import alert_rules_load
 from costapp.alerts.selectors import alert_rule_backtest
 from costapp.alerts.tasks import deliveries_queue
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.fleet.demo_setup import DEMO_FLEET, demo_fleet_load, demo_ingest
 from costapp.fleet.services import rate_card_seed
 from costapp.models import (

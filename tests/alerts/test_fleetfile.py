@@ -6,9 +6,10 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from costapp.alerts.fleetfile import AlertsFileError, alert_rules_load
+from costapp.alerts.fleetfile import alert_rules_load
 from costapp.alerts.secrets import config_decrypt
 from costapp.models import AlertRule, Channel, Deployment
+from costapp.yamlfile import FileProblems
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +65,7 @@ alerts:
     - {name: r, metric: cost_per_1m_tokens, grain: hour, condition: band, channels: [nope]}
     - {name: r2, metric: idle_cost, grain: day, condition: ratio, ratio: 0.9}
 """
-    with pytest.raises(AlertsFileError) as caught:
+    with pytest.raises(FileProblems) as caught:
         alert_rules_load(path=_file(tmp_path, bad))
     text = str(caught.value)
     for expected in (

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from costapp.alerts.fleetfile import AlertsFileError, alert_rules_load
+from costapp.alerts.fleetfile import alert_rules_load
 from costapp.models import AlertRule, Channel
+from costapp.yamlfile import FileProblems
 from tests.support.hostile_yaml import alias_bomb
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
@@ -69,7 +70,7 @@ def _file(tmp_path: Path, content: bytes | str) -> Path:
 def test_a_hostile_alerts_section_is_refused_and_nothing_loads(
     tmp_path: Path, content: bytes | str, said: str
 ) -> None:
-    with pytest.raises(AlertsFileError) as refused:
+    with pytest.raises(FileProblems) as refused:
         alert_rules_load(path=_file(tmp_path, content))
     assert said in str(refused.value)
     assert len(str(refused.value)) < 600

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analytics.baselines import BaselineConfig, baselines_compute, warmup_days
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 MONDAY = pd.Timestamp("2026-01-05")
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from analytics.calendar import holiday_calendar, holiday_column
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 
 def test_each_team_gets_its_countrys_public_holidays_and_the_fleet_file_dates() -> None:

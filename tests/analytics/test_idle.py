@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 from analytics.idle import (
     UNDERESTIMATES,
     at_rate,

@@ -244,7 +244,7 @@ def test_a_team_with_its_own_baseline_is_explained_against_it() -> None:
 
 
 def test_an_aggregate_never_adds_currencies() -> None:
-    from analytics.capacity.errors import InvalidInput
+    from analytics.errors import InvalidInput
 
     frame = pd.DataFrame(
         {

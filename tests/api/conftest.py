@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from costapp.api.tokens import api_token_create
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from tests.economics.world import World, build_world
 from tests.support.users import user_in
 

@@ -11,7 +11,7 @@ import pytest
 from django.test import Client
 
 from costapp.api.tokens import api_token_create
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import ApiToken, UnitCostFigure
 from tests.api.conftest import NOW, TokenFor
 from tests.economics import world as w

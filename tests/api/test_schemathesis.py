@@ -17,7 +17,7 @@ import requests
 import time_machine
 
 from costapp.api.tokens import api_token_create
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import AlertEvent, AlertRule, AlertState, Budget
 from tests.support.demo_data import demo_load
 from tests.support.users import user_in

@@ -22,6 +22,7 @@ from django.test import Client
 
 from analytics.capacity.backtest import predicted_itl_s
 from analytics.capacity.engine import step_model
+from analytics.errors import InvalidInput
 from costapp.capacity import services
 from costapp.capacity.backtest import deployment_backtest
 from costapp.capacity.selectors import deployment_today
@@ -158,9 +159,9 @@ def test_after_the_telemetry_fit_the_error_is_below_ten_percent(
 def test_a_fit_over_a_bad_window_is_refused_naming_it_and_stores_nothing(
     now: datetime,
 ) -> None:
-    with pytest.raises(services.CalibrationImportError) as refused:
+    with pytest.raises(InvalidInput) as refused:
         services.calibration_fit_telemetry(deployment=_summarize(), days=0)
-    assert str(refused.value) == "days = 0: must be 1 to 90"
+    assert str(refused.value) == "days=0: must be 1 to 90"
     assert Calibration.objects.count() == 0
 
 

@@ -7,6 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from analytics.errors import InvalidInput
 from costapp.capacity import adapters, services
 from costapp.models import Calibration, Deployment, Scenario
 from tests.capacity.conftest import FIXTURES
@@ -191,7 +192,7 @@ def test_a_bench_latency_file_needs_the_batch_shape(db) -> None:
         / "fixtures"
         / "vllm_bench_latency_format.json"
     ).read_bytes()
-    with pytest.raises(services.CalibrationImportError) as refused:
+    with pytest.raises(InvalidInput) as refused:
         services.calibration_import(
             content=content, target={"gpu": "H100-SXM", "model": "Llama-3.1-8B"}
         )

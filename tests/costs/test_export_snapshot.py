@@ -13,7 +13,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from costapp.costs.export_reads import in_one_snapshot, one_snapshot
+from costapp.costs.export.reads import in_one_snapshot, one_snapshot
 from costapp.models import TeamHoliday
 from tests.costs.conftest import ACCOUNT
 from tests.costs.test_exports import seed_month

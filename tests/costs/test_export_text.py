@@ -12,7 +12,7 @@ from django.db import connection
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from costapp.costs.export_rows import QUANTUM, money_text
+from costapp.costs.export.rows import QUANTUM, money_text
 
 # Money as the export holds it: numeric(28, 12), any sign, zero included.
 money = st.decimals(

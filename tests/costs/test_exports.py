@@ -24,10 +24,10 @@ from django.test import Client
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
-from costapp.costs.exports import Export, ExportSpec, day_ranges
+from analytics.errors import shown
+from costapp.costs.export.build import Export, ExportSpec, day_ranges
+from costapp.costs.export.files import csv_rows, parquet_write, summary_csv
 from costapp.models import CostLine, Deployment, DeploymentHour, Pool, RateCard
-from costapp.validation import shown
 from tests.costs.conftest import ACCOUNT, utc
 from tests.support.users import user_in
 
@@ -464,11 +464,11 @@ def summary_of_totals(export: Export) -> list[list[object]]:
 def peak_bytes_of_lines(start: date, end: date) -> int:
     import tracemalloc
 
-    from costapp.costs.selectors import _lines
+    from costapp.costs.selectors import cost_lines_read
 
     tracemalloc.start()
     try:
-        lines = list(_lines(start, end))
+        lines = list(cost_lines_read(start, end))
         assert lines
         return tracemalloc.get_traced_memory()[1]
     finally:

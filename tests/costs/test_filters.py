@@ -16,7 +16,7 @@ from django.test import Client
 
 from costapp.costs.allocations import bill_total, reconciliation_rows
 from costapp.costs.breakdown import breakdown_read
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.filters import filters_read
 from costapp.formatting import money
 from costapp.models import CostLine

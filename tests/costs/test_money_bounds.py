@@ -15,8 +15,9 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from analytics.errors import InvalidInput
 from costapp.models import CostLine, IngestRun
-from costapp.validation import InvalidInput, decimal_in, looks_numeric
+from costapp.validation import decimal_in, looks_numeric
 from tests.costs.conftest import utc
 from tests.costs.test_focus import import_file, sample_rows, write_csv
 from tests.support.users import user_in
@@ -119,7 +120,7 @@ def test_a_focus_amount_of_10_to_the_15_is_refused_naming_row_column_value_bound
 def test_an_amount_just_under_10_to_the_15_is_stored_and_every_page_reads_it(
     client: Client, tmp_path: Path
 ) -> None:
-    from costapp.economics.services import unit_costs_recompute
+    from costapp.economics.unit_costs.services import unit_costs_recompute
 
     value = "999999999999999.99"
     path = one_row(tmp_path, BilledCost=value, EffectiveCost=value, ListCost=value)

@@ -20,9 +20,9 @@ from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
 from costapp.costs.allocations import allocation_days, allocations_compute, stored_days
-from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
-from costapp.costs.export_rows import SCHEMA_FIELDS
-from costapp.costs.exports import Export, ExportSpec
+from costapp.costs.export.build import Export, ExportSpec
+from costapp.costs.export.files import csv_rows, parquet_write, summary_csv
+from costapp.costs.export.rows import SCHEMA_FIELDS
 from costapp.costs.selectors import BASES
 from costapp.costs.shares import cost_shares_rebuild
 from costapp.csv_export import csv_lines

@@ -4,7 +4,8 @@ baseline drew a detached triangle on the overview)."""
 
 from __future__ import annotations
 
-from costapp.economics.charts import MAX_BAND_RUNS, band_traces, baseline_band
+from costapp.charts import MAX_BAND_RUNS, band_traces
+from costapp.economics.charts import baseline_band
 
 X = [f"2026-11-{d:02d}" for d in range(1, 11)]
 

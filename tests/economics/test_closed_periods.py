@@ -12,7 +12,8 @@ import time_machine
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from costapp.economics.services import NOTE_OPEN, unit_costs_recompute
+from analytics.unit_cost_figures import NOTE_OPEN
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import CostLine, DeploymentHour, IngestRun, UnitCostFigure
 from costapp.pipeline.runner import step_execute
 from costapp.pipeline.runs import run_followups

@@ -14,12 +14,12 @@ import pytest
 
 from analytics.forecast import forecast_month
 from costapp.economics.figures import figures_read
-from costapp.economics.forecasts import (
-    _bill_by_record_type,
-    _spend_frame,
-    month_forecast_read,
+from costapp.economics.forecasts.compute import (
+    bill_by_record_type_read,
+    spend_frame_read,
 )
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.forecasts.selectors import month_forecast_read
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import CostLine, UnitCostFigure
 from tests.economics import world as w
 from tests.support.demo_data import demo_for_module
@@ -46,7 +46,7 @@ def assert_bill_is_the_figure_on_billed_days(
 ) -> None:
     """The shares picked for the series are its figure's cost, day by day:
     the split reads the series as the figures define it (no residual)."""
-    bill = _bill_by_record_type(scope, name, "USD", start, end)
+    bill = bill_by_record_type_read(scope, name, "USD", start, end)
     billed = [
         r
         for r in figures_read(scope=scope, names=[name], start=start, end=end)
@@ -76,7 +76,7 @@ def test_each_day_of_the_split_sums_to_its_figure_so_spend_to_date_is_unchanged(
     unit_costs_recompute(now=NOW)
     start, end = w.START, w.START + timedelta(days=w.DAYS)
     figures = figure_costs(scope, name, start, end)
-    frame = _spend_frame(scope, name, "USD", start, end)
+    frame = spend_frame_read(scope, name, "USD", start, end)
     split = frame_days(frame)
     assert figures and split.keys() == figures.keys()
     for day, cost in figures.items():
@@ -103,14 +103,14 @@ def test_the_credit_in_solos_share_is_a_lump_of_solo_its_team_and_the_fleet(
     start, end = w.START, w.START + timedelta(days=w.DAYS)
     credit_day = w.START + timedelta(days=w.CREDIT_DAY)
     for scope, name in (("deployment", "solo"), ("team", "t1"), ("fleet", "fleet")):
-        frame = _spend_frame(scope, name, "USD", start, end)
+        frame = spend_frame_read(scope, name, "USD", start, end)
         assert rows_of(frame, "credit") == {credit_day: float(w.CREDIT)}, name
         # Solo's usage that day is still its $19.20 (the figure: -$10.80).
         assert rows_of(frame, "usage")[credit_day] == pytest.approx(
             float(w.SOLO_DAY_BILL) + (614.4 if scope == "fleet" else 0.0)
         )
     for scope, name in (("deployment", "a"), ("team", "t2"), ("pool", "p")):
-        frame = _spend_frame(scope, name, "USD", start, end)
+        frame = spend_frame_read(scope, name, "USD", start, end)
         assert set(frame["record_type"]) == {"usage"}, name
 
 
@@ -169,7 +169,7 @@ def test_the_demo_fleet_forecast_takes_the_monthly_credit_as_a_lump(
     start = today.replace(day=1) - timedelta(days=70)
     credits = {d: v for d, v in demo_credits().items() if start <= d < today}
     assert len(credits) >= 2 and all(d.day == 1 for d in credits)
-    frame = _spend_frame("fleet", "fleet", "USD", start, today)
+    frame = spend_frame_read("fleet", "fleet", "USD", start, today)
     assert rows_of(frame, "credit") == pytest.approx(credits)
     assert_bill_is_the_figure_on_billed_days("fleet", "fleet", start, today)
     figures = figure_costs("fleet", "fleet", start, today)
@@ -211,7 +211,7 @@ def test_the_demo_team_forecasts_read_their_bill_which_holds_no_lumps(
     )
     assert len(teams) >= 3
     for team in teams:
-        frame = _spend_frame("team", team, "USD", start, today)
+        frame = spend_frame_read("team", team, "USD", start, today)
         # The demo's only lump (the untagged credit) is unallocated: the fleet's.
         assert set(frame["record_type"]) == {"usage"}, team
         figures = figure_costs("team", team, start, today)

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import UnitCostFigure
 from tests.economics import world as w
 

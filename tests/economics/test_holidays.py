@@ -11,10 +11,12 @@ import pandas as pd
 import pytest
 import yaml
 
-from costapp.economics.frames import holiday_marks
-from costapp.economics.inputs import holidays_read
-from costapp.fleet.fleetfile import FleetFileError, fleet_load
+from analytics.unit_cost_frames import holiday_marks
+from costapp.economics.unit_costs.inputs import holidays_read
+from costapp.fleet.fleetfile import fleet_load
 from costapp.models import TeamHoliday
+from costapp.models.economics import FLEET
+from costapp.yamlfile import FileProblems
 
 pytestmark = [pytest.mark.django_db]
 
@@ -74,7 +76,7 @@ def test_the_fleet_file_stores_countries_and_days_and_replaces_them_on_reload(
 def test_a_bad_holiday_is_refused_naming_entry_field_and_value(
     tmp_path: Path, entry: dict, words: str
 ) -> None:
-    with pytest.raises(FleetFileError) as info:
+    with pytest.raises(FileProblems) as info:
         fleet_load(path=_with_holidays(tmp_path, [entry]))
     assert words in str(info.value)
     assert not TeamHoliday.objects.exists()
@@ -109,7 +111,9 @@ def test_an_aggregate_is_on_holiday_only_when_every_team_in_it_is() -> None:
         [(s, n, t) for s, n in series for t in hours],
         columns=["scope", "name", "period_start"],
     )
-    marks = holiday_marks(frame, holidays, deployments).reshape(len(series), 2)
+    marks = holiday_marks(frame, holidays, deployments, fleet=FLEET).reshape(
+        len(series), 2
+    )
     assert not marks[:, 1].any()  # the next day is nobody's holiday
     assert dict(zip(series, marks[:, 0].tolist(), strict=True)) == {
         ("deployment", "x"): True,
@@ -120,5 +124,5 @@ def test_an_aggregate_is_on_holiday_only_when_every_team_in_it_is() -> None:
         ("pool", "q"): False,  # shared with team b, at work
         ("fleet", "fleet"): False,
     }
-    assert not holiday_marks(frame, holidays.iloc[:0], deployments).any()
+    assert not holiday_marks(frame, holidays.iloc[:0], deployments, fleet=FLEET).any()
     assert isinstance(marks, np.ndarray)

@@ -20,8 +20,9 @@ from analytics.capacity import engine
 from costapp.capacity import adapters
 from costapp.capacity.selectors import deployment_today
 from costapp.capacity.services import calibration_import
-from costapp.economics.idle import idle_figures_recompute
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.idle.present import idle_cards_context
+from costapp.economics.idle.services import idle_figures_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import (
     Calibration,
     Deployment,
@@ -401,16 +402,14 @@ def test_the_recompute_command_writes_idle_figures(idle_world: w.World) -> None:
 def test_the_deployment_card_shows_its_headroom_and_its_pools_paid_idle(
     idle_world: w.World,
 ) -> None:
-    from costapp.economics.idle_selectors import idle_cards_read
-
     start, end = day(0), day(w.DAYS)
-    (solo,) = idle_cards_read(start=start, end=end, deployment=idle_world.solo)
+    (solo,) = idle_cards_context(start=start, end=end, deployment=idle_world.solo)
     assert Decimal(solo["paid_raw"]) == Decimal("4.8")
     (pool_paid,) = sql(
         "select sum(amount) from costapp_idlefigure where scope = 'pool' and"
         " kind = 'paid' and day >= %s and day < %s", start, end,
     )[0]  # fmt: skip
-    (member,) = idle_cards_read(start=start, end=end, deployment=idle_world.a)
+    (member,) = idle_cards_context(start=start, end=end, deployment=idle_world.a)
     assert Decimal(member["paid_raw"]) == pool_paid
     assert member["headroom_raw"] == "" and member["title"].endswith(
         "(paid idle: pool p)"

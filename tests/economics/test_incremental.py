@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from costapp.economics import services
-from costapp.economics.services import unit_costs_recompute
+from analytics import unit_cost_figures
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import BaselineCheckpoint, CostLine, DeploymentHour
 from tests.economics import world as w
 from tests.economics.test_recompute import LATER, NOW, assert_same, snapshot
@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.django_db]
 def starts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, pd.Timestamp, bool]]:
     """(grain, first period, resumed from a state) of every detection run."""
     seen: list[tuple[str, pd.Timestamp, bool]] = []
-    real = services.detect_run
+    real = unit_cost_figures.detect_run
 
     def spy(frame: pd.DataFrame, **kwargs: Any) -> Any:
         grain = kwargs["config"].grain
@@ -31,7 +31,7 @@ def starts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, pd.Timestamp, boo
         seen.append((grain, first, kwargs.get("initial") is not None))
         return real(frame, **kwargs)
 
-    monkeypatch.setattr(services, "detect_run", spy)
+    monkeypatch.setattr(unit_cost_figures, "detect_run", spy)
     return seen
 
 

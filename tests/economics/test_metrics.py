@@ -11,9 +11,9 @@ import time_machine
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
-from costapp.economics.idle import idle_figures_recompute
-from costapp.economics.metrics import latest_figures
-from costapp.economics.services import unit_costs_recompute
+from costapp.api.metrics import latest_figures_read
+from costapp.economics.idle.services import idle_figures_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import UnitCostFigure
 from costapp.models.economics import IdleFigure
 from tests.economics import world as w
@@ -52,7 +52,7 @@ def labels_of(f: UnitCostFigure, teams: dict[str, str]) -> tuple[tuple[str, str]
 def expected_samples() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     teams = {"solo": "t1", "a": "t2", "b": "t3"}
     out: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    for f in latest_figures():
+    for f in latest_figures_read():
         labels = labels_of(f, teams)
         for field, name in (
             ("cost_per_1k_requests", "costapp_cost_per_1k_requests_dollars"),

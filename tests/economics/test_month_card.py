@@ -1,4 +1,4 @@
-"""The overview's month card (``economics.month``): spend to date against SQL
+"""The overview's month card (``economics.forecasts``): spend to date against SQL
 sums over the stored figures, the stored forecast, budgets in scope, active
 alerts; and the include rendered with it."""
 
@@ -16,14 +16,16 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from costapp import formatting as fmt
-from costapp.economics.forecasts import month_forecast_read
-from costapp.economics.month import (
+from costapp.economics.forecasts.present import (
     month_card_context,
-    month_forecasts_store,
     overview_month_context,
+)
+from costapp.economics.forecasts.selectors import (
+    month_forecast_read,
     overview_month_read,
 )
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.forecasts.services import month_forecasts_store
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import AlertRule, AlertState, Budget, UnitCostFigure
 from tests.economics import world as w
 
@@ -207,7 +209,9 @@ def test_the_overview_card_runs_through_the_windows_last_day_from_the_store(
     def compute(**_: object) -> None:
         raise AssertionError("the stored forecast was not used")
 
-    monkeypatch.setattr("costapp.economics.forecasts.month_forecast_compute", compute)
+    monkeypatch.setattr(
+        "costapp.economics.forecasts.selectors.month_forecast_compute", compute
+    )
     user = get_user_model().objects.create_superuser("boss")
     client.force_login(user)  # type: ignore[attr-defined]
     with time_machine.travel(datetime.combine(TODAY, datetime.min.time(), UTC)

@@ -12,17 +12,16 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from analytics.forecast import forecast_month
-from costapp.economics import forecasts
-from costapp.economics.forecasts import (
-    _spend_frame,
+from analytics.forecast import forecast_month, with_budget
+from costapp.economics.budgets import budget_upsert
+from costapp.economics.forecasts import selectors as forecast_selectors
+from costapp.economics.forecasts.compute import month_forecast_compute, spend_frame_read
+from costapp.economics.forecasts.selectors import (
     budget_statuses_read,
-    month_forecast_compute,
     month_forecast_read,
-    with_budget,
 )
-from costapp.economics.month import month_forecasts_store
-from costapp.economics.services import budget_upsert, unit_costs_recompute
+from costapp.economics.forecasts.services import month_forecasts_store
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import Budget, MonthForecastFigure
 from tests.economics import world as w
 
@@ -47,7 +46,7 @@ def no_compute(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
         calls.append((scope, name))
         raise AssertionError(f"computed {scope}/{name} on the fly")
 
-    monkeypatch.setattr(forecasts, "month_forecast_compute", refuse)
+    monkeypatch.setattr(forecast_selectors, "month_forecast_compute", refuse)
     return calls
 
 
@@ -102,7 +101,7 @@ def test_the_stored_forecast_equals_the_one_computed_on_the_fly(
     # What forecast_month itself says with the budget, from the same spend.
     start = TODAY.replace(day=1) - timedelta(days=70)
     direct = forecast_month(
-        _spend_frame(scope, name, "USD", start, TODAY),
+        spend_frame_read(scope, name, "USD", start, TODAY),
         as_of=pd.Timestamp(LAST),
         series=f"{scope}/{name}",
         budget=budget,

@@ -11,7 +11,7 @@ import pytest
 import time_machine
 from django.test import Client
 
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import Budget, CostLine, UnitCostFigure
 from tests.economics import world as w
 from tests.support.users import user_in

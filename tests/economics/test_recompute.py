@@ -12,10 +12,11 @@ import pytest
 import time_machine
 from django.core.management import call_command
 
-from costapp.economics.frames import NOTE_GPU_UNKNOWN, figure_frames
-from costapp.economics.inputs import recompute_inputs_read
-from costapp.economics.services import unit_costs_recompute
+from analytics.unit_cost_frames import NOTE_GPU_UNKNOWN, figure_frames
+from costapp.economics.unit_costs.inputs import recompute_inputs_read
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import CostLine, DeploymentHour, UnitCostFigure
+from costapp.models.economics import FLEET
 from tests.economics import world as w
 
 pytestmark = [pytest.mark.django_db]
@@ -128,7 +129,7 @@ def test_a_day_with_unknown_gpu_seconds_has_no_provisional_cost_and_says_why(
         == (w.day_start(w.BILLED_DAYS) + timedelta(hours=7)).replace(tzinfo=None)
     )
     hours.loc[unknown_billed | unknown_unbilled, "gpu_hours"] = np.nan
-    frames = figure_frames(inputs)
+    frames = figure_frames(inputs, fleet=FLEET)
     days = frames["day"].set_index(["scope", "name", "period_start"])
     unbilled = days.loc[
         ("deployment", "solo", w.day_start(w.BILLED_DAYS).replace(tzinfo=None))

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from costapp.costs.selectors import usage_days
+from costapp.costs.selectors import usage_days_read
 from costapp.economics.selectors import deployment_days_read
 from costapp.models import Deployment, DeploymentHour, RateCard
 
@@ -84,6 +84,6 @@ def test_pool_allocation_counts_unknown_hours_at_the_nominal_gpus(
 ) -> None:
     hour(chat, 0, 2 * 3600.0)
     hour(chat, 1, None)
-    usage = usage_days(DAY, DAY + timedelta(days=1))[("chat", DAY)]
+    usage = usage_days_read(DAY, DAY + timedelta(days=1))[("chat", DAY)]
     assert usage.gpu_hours == Decimal("6.000000")  # 2 measured + 4 nominal
     assert usage.nominal_hours == 1

@@ -7,10 +7,11 @@ import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from costapp.fleet.fleetfile import FleetFileError, fleet_load
+from costapp.fleet.fleetfile import fleet_load
 from costapp.fleet.forms import DeploymentForm
-from costapp.fleet.validation import SelectorError, selector_parse
+from costapp.fleet.validation import SelectorError, pool_problems, selector_parse
 from costapp.models import Deployment, Pool
+from costapp.yamlfile import FileProblems
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 
@@ -38,7 +39,7 @@ def _snapshot() -> tuple[list, list]:
 def _refused(tmp_path: Path, data: dict) -> str:
     fleet_load(path=EXAMPLE)
     before = _snapshot()
-    with pytest.raises(FleetFileError) as info:
+    with pytest.raises(FileProblems) as info:
         fleet_load(path=_write(tmp_path, data))
     assert _snapshot() == before, "a refused file changed the database"
     return str(info.value)
@@ -168,9 +169,9 @@ def test_it_lists_every_mistake_at_once(tmp_path: Path) -> None:
     data["deployments"][0]["gpu_type"] = "H300"
     data["deployments"][1]["engine"] = "triton"
     data["pools"][0]["allocation_key"] = "vibes"
-    with pytest.raises(FleetFileError) as info:
+    with pytest.raises(FileProblems) as info:
         fleet_load(path=_write(tmp_path, data))
-    assert len(info.value.errors) == 3
+    assert len(info.value.problems) == 3
     assert Deployment.objects.count() == 0 and Pool.objects.count() == 0
 
 
@@ -270,8 +271,6 @@ def test_the_admin_refuses_tp_across_mig_instances(admin_client) -> None:  # typ
 
 
 def test_a_pool_may_declare_shared_overheads_and_a_bad_one_is_named() -> None:
-    from costapp.fleet.validation import pool_problems
-
     good = {
         "name": "p5",
         "instance_type": "p5.48xlarge",

@@ -14,8 +14,9 @@ import yaml
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from costapp.fleet.fleetfile import SHOWN_ERRORS, FleetFileError, fleet_load
+from costapp.fleet.fleetfile import fleet_load
 from costapp.models import AlertRule, Deployment, Pool
+from costapp.yamlfile import SHOWN_PROBLEMS, FileProblems
 from tests.support.hostile_yaml import alias_bomb
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
@@ -97,7 +98,7 @@ def test_a_value_its_column_cannot_hold_is_refused_naming_the_field(
     data["deployments"][1]["account_id"] = "1" * 40
     data["pools"][0]["gpus_per_node"] = 70_000
     path = _write(tmp_path, yaml.safe_dump(data, sort_keys=False).encode())
-    with pytest.raises(FleetFileError) as refused:
+    with pytest.raises(FileProblems) as refused:
         fleet_load(path=path)
     message = str(refused.value)
     # Bounded by the fleet file's own rules, the same on SQLite (no range on
@@ -111,10 +112,10 @@ def test_a_value_its_column_cannot_hold_is_refused_naming_the_field(
 
 
 def test_a_file_of_many_mistakes_lists_the_first_hundred(tmp_path: Path) -> None:
-    entries = "".join(f"  - not a mapping {i}\n" for i in range(SHOWN_ERRORS + 50))
+    entries = "".join(f"  - not a mapping {i}\n" for i in range(SHOWN_PROBLEMS + 50))
     path = _write(tmp_path, f"deployments:\n{entries}".encode())
-    with pytest.raises(FleetFileError) as refused:
+    with pytest.raises(FileProblems) as refused:
         fleet_load(path=path)
-    assert len(refused.value.errors) == SHOWN_ERRORS + 50
+    assert len(refused.value.problems) == SHOWN_PROBLEMS + 50
     assert str(refused.value).endswith("... and 50 more")
-    assert str(refused.value).count("must be a mapping") == SHOWN_ERRORS
+    assert str(refused.value).count("must be a mapping") == SHOWN_PROBLEMS

@@ -8,7 +8,7 @@ import pytest
 import time_machine
 from django.test import Client
 
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.fleet.demo_setup import demo_fleet_load, demo_ingest
 from costapp.fleet.services import rate_card_seed
 from tests.support.users import user_in

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from costapp.fleet.fleetfile import FleetFileError, fleet_load
+from costapp.fleet.fleetfile import fleet_load
 from costapp.models import Deployment
+from costapp.yamlfile import FileProblems
 
 pytestmark = [pytest.mark.django_db, pytest.mark.smoke]
 
@@ -41,7 +42,7 @@ def test_a_target_outside_0_1_is_refused_naming_file_entry_field_and_value(
     tmp_path: Path, value: object
 ) -> None:
     fleet_load(path=EXAMPLE)
-    with pytest.raises(FleetFileError) as refused:
+    with pytest.raises(FileProblems) as refused:
         fleet_load(path=_with_target(tmp_path, "summarize", value))
     i = next(
         i
@@ -52,5 +53,5 @@ def test_a_target_outside_0_1_is_refused_naming_file_entry_field_and_value(
         f"fleet.yaml: deployments[{i}] (summarize): target_utilisation {value!r} "
         "must be a number in (0, 1]"
     ) in str(refused.value)
-    assert len(refused.value.errors) == 1
+    assert len(refused.value.problems) == 1
     assert Deployment.objects.get(name="summarize").target_utilisation == 0.7

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from costapp.alerts.fleetfile import AlertsFileError, alert_rules_load
+from costapp.alerts.fleetfile import alert_rules_load
 from costapp.alerts.forms import AlertRuleForm, ChannelForm, SilenceForm
 from costapp.economics.forms import BudgetForm
-from costapp.fleet.fleetfile import FleetFileError, fleet_load, fleet_validate
+from costapp.fleet.fleetfile import fleet_load, fleet_validate
 from costapp.models import AlertRule, Channel, Deployment
 from costapp.validation import free_text_problem, name_problem
+from costapp.yamlfile import FileProblems
 from tests.alerts.test_pages import RULE
 from tests.fleet.test_admin_deployment import EXAMPLE, _post_data
 from tests.support.fuzz import VALUES
@@ -122,11 +123,11 @@ def test_a_fleet_file_with_such_a_team_loads_nothing(tmp_path: Path) -> None:
     text = EXAMPLE.read_text().replace("team: assistant", 'team: "ml\\r\\nops"', 1)
     path = tmp_path / "fleet.yaml"
     path.write_text(text)
-    with pytest.raises(FleetFileError) as refused:
+    with pytest.raises(FileProblems) as refused:
         fleet_load(path=path)
     assert any(
         "team 'ml\\r\\nops': contains a line break (U+000D)" in e
-        for e in refused.value.errors
+        for e in refused.value.problems
     )
     assert not Deployment.objects.exists()
 
@@ -159,10 +160,10 @@ def test_the_alerts_section_refuses_it_and_loads_nothing(
 ) -> None:
     path = tmp_path / "fleet.yaml"
     path.write_text(f"alerts: {section}\n")
-    with pytest.raises(AlertsFileError) as refused:
+    with pytest.raises(FileProblems) as refused:
         alert_rules_load(path=path)
-    assert said in refused.value.errors
-    assert not any("\r" in e or "\n" in e for e in refused.value.errors)
+    assert said in refused.value.problems
+    assert not any("\r" in e or "\n" in e for e in refused.value.problems)
     assert not AlertRule.objects.exists() and not Channel.objects.exists()
 
 

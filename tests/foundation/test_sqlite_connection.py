@@ -14,7 +14,7 @@ from django.db import OperationalError, connection, transaction
 from django.db.backends.sqlite3.base import DatabaseWrapper
 from django.test.utils import CaptureQueriesContext
 
-from costapp.costs.export_reads import one_snapshot
+from costapp.costs.export.reads import one_snapshot
 from costapp.env import database_from_url
 from costapp.models import TeamHoliday
 

@@ -13,7 +13,7 @@ import pytest
 import time_machine
 from django.db import connection
 
-from costapp.economics.services import unit_costs_recompute
+from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.models import PipelineStep
 from costapp.pipeline.change import Change
 from costapp.pipeline.runner import Executed, step_execute

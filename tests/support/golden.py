@@ -20,8 +20,8 @@ from typing import Any
 
 from django.db import models
 
-from costapp.costs.export_files import csv_rows, summary_csv
-from costapp.costs.exports import Export, ExportSpec
+from costapp.costs.export.build import Export, ExportSpec
+from costapp.costs.export.files import csv_rows, summary_csv
 from costapp.models import IdleFigure, MonthForecastFigure, UnitCostFigure
 
 # Bookkeeping that says when, not what: never part of the golden text.

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from costapp.sources.engines import SGLANG, VLLM, names_used
-from costapp.sources.exposition import (
+from tests.support.exposition import (
     device_snapshots,
     engine_snapshot,
     parse_exposition,

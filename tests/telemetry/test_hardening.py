@@ -7,15 +7,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import time_machine
+import yaml
 from django.core.management import CommandError, call_command
 from django.test import Client, override_settings
 from django.utils.html import escape
 
+from analytics.errors import InvalidInput
+from costapp.fleet.fleetfile import fleet_load
+from costapp.fleet.forms import DeploymentForm
 from costapp.ingest import ingest_run_create
 from costapp.models import Deployment, DeploymentHour, DeviceHour, IngestRun
 from costapp.pipeline.runs import run_execute
 from costapp.sources.base import Window
-from costapp.telemetry.services import TelemetryInputError, telemetry_run_create
+from costapp.telemetry.services import telemetry_run_create
+from costapp.telemetry.tasks import telemetry_refresh_task
+from costapp.yamlfile import FileProblems
 from tests.support.services import free_port
 from tests.support.users import user_in
 from tests.telemetry.conftest import BUDGET, PromServer
@@ -49,10 +56,6 @@ def test_the_refresh_task_records_an_unreachable_prometheus_on_its_run_and_raise
 ) -> None:
     """Why the task has no retry: the failure is the run's, and the next beat
     re-reads the same hours."""
-    import time_machine
-
-    from costapp.telemetry.tasks import telemetry_refresh_task
-
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     settings.PROMETHEUS_URL = url
     settings.PROMETHEUS_TIMEOUT_S = 2.0
@@ -290,7 +293,7 @@ def test_the_service_refuses_an_injected_dcgm_selector_with_field_and_value(
 ) -> None:
     settings.PROMETHEUS_URL = "http://127.0.0.1:9"  # never contacted
     deployment()
-    with pytest.raises(TelemetryInputError) as refused:
+    with pytest.raises(InvalidInput) as refused:
         telemetry_run_create(
             deployments=["chat-v1"],
             start=at(T0),
@@ -482,17 +485,12 @@ def test_the_fleet_file_and_the_admin_refuse_the_injected_selector_with_field_an
     tmp_path: Path,
 ) -> None:
     """The same check as the form, the command and the adapter (promql.py)."""
-    import yaml
-
-    from costapp.fleet.fleetfile import FleetFileError, fleet_load
-    from costapp.fleet.forms import DeploymentForm
-
     example = Path(__file__).resolve().parents[2] / "docs" / "fleet.example.yaml"
     data = yaml.safe_load(example.read_text())
     data["deployments"][0]["dcgm_selector"] = INJECTION
     path = tmp_path / "fleet.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
-    with pytest.raises(FleetFileError) as refused:
+    with pytest.raises(FileProblems) as refused:
         fleet_load(path=path)
     assert f"(chat): dcgm_selector {INJECTION!r}: expected ','" in str(refused.value)
     assert not Deployment.objects.exists()

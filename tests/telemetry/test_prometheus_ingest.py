@@ -10,9 +10,11 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 import requests
+import time_machine
 from django.core.management import CommandError, call_command
 from django.test import Client
 
+from analytics.errors import InvalidInput
 from costapp.ingest import ingest_run_execute
 from costapp.models import (
     Deployment,
@@ -31,6 +33,7 @@ from costapp.sources.prometheus import (
 )
 from costapp.sources.registry import source_for_run
 from costapp.telemetry.services import telemetry_run_create
+from costapp.telemetry.tasks import telemetry_refresh_task
 from tests.support.services import free_port
 from tests.support.users import user_in
 from tests.telemetry.conftest import BUDGET, PromServer
@@ -390,10 +393,6 @@ def test_the_command_backfills_and_prints_the_outcome(
 def test_the_refresh_task_re_pulls_the_last_hours(
     fleet: PromServer,
 ) -> None:
-    import time_machine
-
-    from costapp.telemetry.tasks import telemetry_refresh_task
-
     with time_machine.travel(at(END - 1800), tick=False):
         (run_id,) = telemetry_refresh_task()
     run = IngestRun.objects.get(pk=run_id)
@@ -408,7 +407,5 @@ def test_backfill_start_refuses_a_deployment_without_selector(
     fleet: PromServer,
 ) -> None:
     Deployment.objects.create(name="bare", model_name="m", gpu_type="L4")
-    from costapp.telemetry.services import TelemetryInputError
-
-    with pytest.raises(TelemetryInputError, match="bare"):
+    with pytest.raises(InvalidInput, match="bare"):
         telemetry_run_create(deployments=["bare"], start=at(T0), end=at(END))

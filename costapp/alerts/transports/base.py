@@ -44,6 +44,12 @@ class TransportError(Exception):
         self.retry = retry and not permanent  # worth another attempt
 
 
+def _escape(char: str) -> str:
+    # The escape repr writes inside its quotes (\r, \x85, \u202e) for
+    # every character the name and free-text rules refuse.
+    return char.encode("unicode_escape").decode("ascii")
+
+
 def one_line(text: Any) -> str:
     """``text`` with every character the name rule refuses (line breaks,
     controls, bidi overrides) written as its escape, as ``repr`` writes it:
@@ -51,7 +57,7 @@ def one_line(text: Any) -> str:
     text = str(text)
     if name_problem(text) is None:
         return text
-    return "".join(repr(c)[1:-1] if name_problem(c) else c for c in text)
+    return "".join(_escape(c) if name_problem(c) else c for c in text)
 
 
 def free_text(text: Any) -> str:
@@ -59,7 +65,7 @@ def free_text(text: Any) -> str:
     text = str(text).replace("\r\n", "\n").replace("\r", "\n")
     if free_text_problem(text) is None:
         return text
-    return "".join(repr(c)[1:-1] if free_text_problem(c) else c for c in text)
+    return "".join(_escape(c) if free_text_problem(c) else c for c in text)
 
 
 def body_one_line(body: dict[str, Any]) -> dict[str, Any]:

@@ -15,11 +15,12 @@ from django.conf import settings
 from django.core.mail import EmailMultiAlternatives, get_connection
 from django.template.loader import render_to_string
 
+from analytics.errors import shown
 from costapp.alerts.payload import headline, subject, value_text
 from costapp.alerts.transports.base import Transport, TransportError, body_one_line
 from costapp.formatting import duration
 from costapp.models import Delivery
-from costapp.validation import name_problem, shown
+from costapp.validation import name_problem
 
 CONSOLE = "django.core.mail.backends.console.EmailBackend"
 

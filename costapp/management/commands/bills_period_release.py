@@ -7,14 +7,16 @@ is this command, then the other source's import.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from analytics.errors import InvalidInput
+from costapp.days import utc_midnight
 from costapp.models import BillingPeriodSource, CostLine
-from costapp.validation import InvalidInput, account_id_in, date_in
+from costapp.validation import account_id_in, date_in
 
 
 def _month(value: str) -> date:
@@ -53,7 +55,7 @@ class Command(BaseCommand):
         ).first()
         if claim is None:
             raise CommandError(f"account {account} {month:%Y-%m}: no claim to release")
-        first = datetime.combine(month, datetime.min.time(), tzinfo=UTC)
+        first = utc_midnight(month)
         following = (first + timedelta(days=32)).replace(day=1)
         lines = CostLine.objects.filter(
             source=claim.source,

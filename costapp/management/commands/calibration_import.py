@@ -11,7 +11,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from costapp.capacity.services import CalibrationImportError, calibration_import
+from analytics.errors import InvalidInput, shown
+from costapp.capacity.services import calibration_import
 
 
 class Command(BaseCommand):
@@ -42,7 +43,7 @@ class Command(BaseCommand):
         try:
             content = path.read_bytes()
         except OSError as exc:
-            raise CommandError(f"file = {str(path)!r}: {exc.strerror}") from None
+            raise CommandError(f"file={shown(str(path))}: {exc.strerror}") from None
         target = {
             "gpu": options["gpu"],
             "mig_profile": options["mig_profile"],
@@ -57,7 +58,7 @@ class Command(BaseCommand):
         }
         try:
             row = calibration_import(content=content, filename=path.name, target=target)
-        except CalibrationImportError as exc:
+        except InvalidInput as exc:
             raise CommandError(f"{path.name}: {exc} (nothing stored)") from None
         fit = f"{row.fit_error:.3f}" if row.fit_error is not None else "n/a"
         self.stdout.write(f"imported calibration {row.pk}: {row} (fit MAPE {fit})")

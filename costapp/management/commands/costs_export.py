@@ -18,11 +18,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from costapp.costs.export_files import csv_rows, parquet_write, summary_csv
-from costapp.costs.export_reads import one_snapshot
-from costapp.costs.exports import Export, ExportSpec
+from analytics.errors import shown
+from costapp.costs.export.build import Export, ExportSpec
+from costapp.costs.export.files import csv_rows, parquet_write, summary_csv
+from costapp.costs.export.reads import one_snapshot
 from costapp.costs.forms import ExportForm
-from costapp.validation import shown
 
 
 class Command(BaseCommand):

@@ -15,6 +15,7 @@ from django.db import transaction
 from costapp.alerts.fleetfile import alert_rules_load
 from costapp.alerts.services import secrets_rotate
 from costapp.celery import beat_in_process
+from costapp.days import day_start
 from costapp.fleet.demo_setup import (
     DEMO_FLEET,
     demo_fleet_load,
@@ -61,7 +62,7 @@ class Command(BaseCommand):
                 "demo's own key"
             )
         # The demo ends at today's UTC midnight: the last full day is yesterday.
-        end = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        end = day_start(datetime.now(UTC))
         with transaction.atomic():
             demo_fleet_load(end=end)
             alert_rules_load(path=DEMO_FLEET)

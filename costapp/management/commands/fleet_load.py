@@ -5,13 +5,14 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from costapp.alerts.fleetfile import AlertsFileError, alert_rules_load
-from costapp.fleet.fleetfile import FleetFileError, fleet_load
+from costapp.alerts.fleetfile import alert_rules_load
+from costapp.fleet.fleetfile import fleet_load
 from costapp.fleet.services import rate_card_seed
 from costapp.management.followups import followups_run_or_queue
 from costapp.pipeline.change import Change
 from costapp.pipeline.services import pipeline_request
 from costapp.pipeline.steps import ENTRY_STEPS
+from costapp.yamlfile import FileProblems
 
 
 class Command(BaseCommand):
@@ -31,7 +32,7 @@ class Command(BaseCommand):
             with transaction.atomic():
                 result = fleet_load(path=options["path"], prune=options["prune"])
                 alerts = alert_rules_load(path=options["path"])
-        except (FleetFileError, AlertsFileError) as exc:
+        except FileProblems as exc:
             raise CommandError(str(exc)) from None
         # The dated list prices of the catalogue, so GPU-hours have a
         # provisional price before any bill (contract prices win; idempotent).

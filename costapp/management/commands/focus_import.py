@@ -12,12 +12,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
+from analytics.errors import InvalidInput
 from costapp.ingest import ingest_run_create
 from costapp.management.followups import followups_run_or_queue
 from costapp.models import IngestRun
 from costapp.pipeline.runs import run_execute
 from costapp.sources.base import Window
-from costapp.validation import InvalidInput, text_in
+from costapp.validation import text_in
 
 
 class Command(BaseCommand):

@@ -7,10 +7,11 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from analytics.errors import InvalidInput
 from costapp.management.followups import followups_run_or_queue
 from costapp.models import IngestRun
 from costapp.pipeline.runs import run_execute
-from costapp.telemetry.services import TelemetryInputError, telemetry_run_create
+from costapp.telemetry.services import telemetry_run_create
 
 
 def _when(value: str, field: str) -> datetime:
@@ -60,7 +61,7 @@ class Command(BaseCommand):
                 },
                 confirmed=opts["confirm"],
             )
-        except TelemetryInputError as exc:
+        except InvalidInput as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(f"run {run.pk}: {run.window_start} .. {run.window_end}")
         run, steps = run_execute(run)

@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from costapp.days import utc_midnight
 from costapp.management.arguments import day_argument
 from costapp.management.followups import followups_run_or_queue
 from costapp.models import Deployment
@@ -45,7 +45,7 @@ class Command(BaseCommand):
                 )
         since = options["since"]
         change = Change.of(
-            since=datetime.combine(since, time(), tzinfo=UTC) if since else None,
+            since=utc_midnight(since) if since else None,
             series=names,
         )
         steps = pipeline_request(steps=ENTRY_STEPS["fleet"], change=change)

@@ -36,11 +36,18 @@ import math
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
+from costapp.days import day_start
 from costapp.sources.base import Batch, Record, Window
 from costapp.sources.demo import bills, telemetry
-from costapp.sources.demo.story import DAY, DEPLOYMENTS, HOUR, DemoEvents, _utc_midnight
+from costapp.sources.demo.story import (
+    DAY,
+    DEPLOYMENTS,
+    ENGINE_FIGURES,
+    HOUR,
+    DemoEvents,
+)
 
-__all__ = ["DemoEvents", "DemoSource"]
+__all__ = ["ENGINE_FIGURES", "DemoEvents", "DemoSource"]
 
 
 class DemoSource:
@@ -53,7 +60,7 @@ class DemoSource:
             raise ValueError(f"days must be at least 1, got {days}")
         self.seed = seed
         self.days = days
-        self.end = _utc_midnight(end)
+        self.end = day_start(end)
         self.start = self.end - timedelta(days=days)
         self.events = DemoEvents.for_end(self.end)
 
@@ -105,7 +112,7 @@ class DemoSource:
             yield Batch(records=telemetry.discovery(self.end), steps=0)
 
     def _days_in(self, window: Window) -> list[datetime]:
-        start = max(_utc_midnight(window.start), self.start)
+        start = max(day_start(window.start), self.start)
         if window.start > start:
             start += timedelta(days=1)
         end = min(window.end, self.end)

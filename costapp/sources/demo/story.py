@@ -8,7 +8,7 @@ and budgets go in ``fleet/demo_fleet.yaml``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 
 ACCOUNT_ID = "123456789012"
 TAG_KEY = "costapp:workload"
@@ -66,7 +66,8 @@ SUMMARIZE_ITL_CURVE: tuple[tuple[float, float], ...] = (
 # p95 = 1.46 x the mean (decode steps vary little; no prefill stalls modelled).
 CURVE_ITL_SIGMA = 0.25
 # Telemetry figures the demo takes from the capacity engine itself: agreement
-# with the engine on these checks nothing ("circular" on the what-if page).
+# with the engine on these checks nothing ("circular" on the what-if page). Each
+# demo run carries them in its params, which is where the capacity page reads them.
 # num_gpu_blocks (vllm:cache_config_info) is each spec's kv_tokens / 16, and
 # kv_cache_usage is computed against kv_tokens.
 ENGINE_FIGURES = frozenset({"num_gpu_blocks", "kv_cache_usage"})
@@ -150,10 +151,3 @@ class DemoEvents:
             incident_start=incident,
             incident_end=incident + timedelta(hours=72),
         )
-
-
-def _utc_midnight(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        raise ValueError("end must be timezone-aware (UTC)")
-    value = value.astimezone(UTC)
-    return value.replace(hour=0, minute=0, second=0, microsecond=0)

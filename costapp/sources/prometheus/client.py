@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
+from django.conf import settings
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
@@ -51,8 +52,6 @@ class PrometheusConfig:
     def from_settings(cls) -> PrometheusConfig:
         """The PROMETHEUS_* settings, and nothing else: the credentials and the
         bearer token go only to the configured URL (a run cannot override it)."""
-        from django.conf import settings
-
         return cls(
             url=settings.PROMETHEUS_URL,
             username=settings.PROMETHEUS_USERNAME,

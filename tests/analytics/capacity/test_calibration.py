@@ -23,7 +23,7 @@ from analytics.capacity.calibration import (
 )
 from analytics.capacity.calibration_fit import _setting
 from analytics.capacity.calibration_types import Calibration, CalibrationKey
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from analytics.capacity.calibration import (
+    calibration_from_dict,
     import_vllm_bench_serve,
     load_calibration,
 )
@@ -23,7 +24,7 @@ from analytics.capacity.calibration_io import (
     calibration_json,
 )
 from analytics.capacity.calibration_types import CalibrationKey
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 FIXTURES = Path(__file__).parent / "fixtures"
 BENCH = json.loads(
@@ -131,8 +132,6 @@ def test_a_calibration_file_with_a_huge_integer_is_refused_by_the_loader(
 def test_stored_points_are_objects_of_bounded_numbers(
     points: list[object], field: str
 ) -> None:
-    from analytics.capacity.calibration import calibration_from_dict
-
     document = {
         "schema_version": 1,
         "kind": "engine_measurements",

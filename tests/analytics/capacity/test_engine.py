@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from analytics.capacity import Scenario, compare, evaluate, evaluate_grid, search
-from analytics.capacity.errors import InvalidInput
+from analytics.errors import InvalidInput
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE = Scenario(

@@ -19,8 +19,8 @@ from analytics.capacity import latency_validation as lv
 from analytics.capacity.calibration_fit import _setting, fit_decode
 from analytics.capacity.calibration_types import CalibrationKey
 from analytics.capacity.engine import StepModel, step_model
-from analytics.capacity.errors import InvalidInput
 from analytics.capacity.simulate import simulate
+from analytics.errors import InvalidInput
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "capacity-validation.md"
 

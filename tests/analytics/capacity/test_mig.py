@@ -14,13 +14,13 @@ from dataclasses import replace
 import pytest
 
 from analytics.capacity import Scenario, evaluate
-from analytics.capacity.errors import InvalidInput
 from analytics.capacity.mig import (
     compare_mig_layouts,
     compare_shared_layouts,
     is_valid_layout,
     place_layout,
 )
+from analytics.errors import InvalidInput
 
 # Profile letters: S = 1g (one memory slice), D = 1g with two memory slices,
 # two = 2g, three = 3g, four = 4g, seven = 7g.

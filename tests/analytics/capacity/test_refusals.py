@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics.capacity import Scenario, evaluate, evaluate_grid, search
-from analytics.capacity.errors import InvalidInput, Refused
+from analytics.capacity.errors import Refused
 from analytics.capacity.refusals import rejected_share
+from analytics.errors import InvalidInput
 
 ROOT = Path(__file__).resolve().parents[3]
 BASE = Scenario(

@@ -1,7 +1,7 @@
 """The export's rules for one UTC day: the day's shares and traffic into its
 rows (``ExportRow``), one per account, currency, target and pool.
 
-``Export`` (costapp/costs/exports.py) runs them for each day it cannot read
+``Export`` (costapp/costs/export/build.py) runs them for each day it cannot read
 whole; ``costapp.costs.shares`` runs them for each day it stores, by
 deployment, and stores the rows (``CostExportRow``) beside the shares they
 came from, so a year's export by deployment reads its rows instead of
@@ -19,8 +19,8 @@ from datetime import date
 from decimal import Decimal
 
 from analytics.allocation import IDLE, UNALLOCATED
-from costapp.costs.export_reads import ShareRow, UsageRow
-from costapp.costs.export_rows import ESTIMATED, FINAL, PROVISIONAL, QUANTUM, ExportRow
+from costapp.costs.export.reads import ShareRow, UsageRow
+from costapp.costs.export.rows import ESTIMATED, FINAL, PROVISIONAL, QUANTUM, ExportRow
 from costapp.costs.rates import RateBook, rate_book
 from costapp.costs.selectors import NOMINAL_LABEL
 from costapp.models import Deployment, RateCard

@@ -6,7 +6,9 @@ STRING``. One bad line must not hide the other few hundred, so bad lines are
 skipped and reported with their number and the reason.
 
 The snapshot functions route names through the same tables
-(``costapp.sources.engines``) as the Prometheus adapter.
+(``costapp.sources.engines``) as the Prometheus adapter, so the tests can hold
+those tables against real exporters' captured scrapes. The product never reads
+/metrics itself (it asks Prometheus), hence this lives with the tests.
 """
 
 from __future__ import annotations

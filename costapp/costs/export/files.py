@@ -15,8 +15,8 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from costapp.costs.export_rows import SCHEMA_FIELDS
-from costapp.costs.exports import ROW_GROUP, SUMMARY_COLUMNS, Export
+from costapp.costs.export.build import ROW_GROUP, SUMMARY_COLUMNS, Export
+from costapp.costs.export.rows import SCHEMA_FIELDS
 from costapp.csv_export import csv_lines
 
 TEXTS_HELD = 100_000

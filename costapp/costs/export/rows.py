@@ -2,8 +2,8 @@
 share, the slotted row the export builds, its values in column order.
 
 Money is ``Decimal`` quantized to 12 places; a unit cost with no traffic
-under it is missing, never infinite (``costapp.costs.exports`` builds the
-rows, ``costapp.costs.export_files`` writes them).
+under it is missing, never infinite (``costapp.costs.export.build`` builds the
+rows, ``costapp.costs.export.files`` writes them).
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ class ExportRow:
         prompt: float,
         generation: float,
     ) -> None:
-        """One deployment's day (``export_reads.UsageRow``); GPU-hours and
+        """One deployment's day (``reads.UsageRow``); GPU-hours and
         requests are ``None`` when only its tokens are known."""
         if gpu_hours is not None and requests is not None:
             n, hours = float(requests), float(gpu_hours)
@@ -167,7 +167,7 @@ def money_text(value: Decimal | None) -> str:
     amount of a millionth or more) in about half the time; a year has about
     five money cells per row. tests/costs/test_export_text.py checks the two.
     It is also PostgreSQL's text of the amount as ``numeric(28, 12)``, which
-    is how the CSV reads stored rows (``export_reads.stored_export_rows_read``)."""
+    is how the CSV reads stored rows (``reads.stored_export_rows_read``)."""
     if value is None:
         return ""
     text = str(value)

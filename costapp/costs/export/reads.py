@@ -21,8 +21,9 @@ from django.db import connection, transaction
 from django.db.models import Count, Q
 from django.db.models.functions import TruncDate
 
-from costapp.costs.export_rows import STORED_COLUMNS
-from costapp.costs.selectors import Basis, _lines, line_amount, utc_day_start
+from costapp.costs.export.rows import STORED_COLUMNS
+from costapp.costs.selectors import Basis, cost_lines_read, line_amount
+from costapp.days import utc_midnight
 from costapp.models import (
     CostExportDay,
     CostExportRow,
@@ -114,7 +115,7 @@ class Coverage:
 
 def coverage_read(start: date, end: date) -> Coverage:
     lines = CostLine.objects.filter(
-        period_start__gte=utc_day_start(start), period_start__lt=utc_day_start(end)
+        period_start__gte=utc_midnight(start), period_start__lt=utc_midnight(end)
     )
     billed: dict[str, set[date]] = defaultdict(set)
     estimated: dict[str, set[date]] = defaultdict(set)
@@ -192,9 +193,9 @@ def stored_shares_read(a: date, b: date, basis: Basis) -> Iterator[tuple[Any, ..
     )
 
 
-def export_digest_days(days: Collection[date], digest: str) -> set[date]:
+def export_digest_days_read(days: Collection[date], digest: str) -> set[date]:
     """Those of ``days`` (stored days) whose export rows were stored under
-    ``digest`` (``export_days.DayRows.digest``)."""
+    ``digest`` (``day_rows.DayRows.digest``)."""
     if not days:
         return set()
     return set(
@@ -216,7 +217,7 @@ def stored_export_rows_read(
 ) -> list[tuple[Any, ...]]:
     """Stored export rows of [a, b) in one basis (``STORED_COLUMNS``), by day
     in export order; with ``money_text`` the money as PostgreSQL's text of
-    it, which is the CSV's (``export_rows.money_text``), a missing amount
+    it, which is the CSV's (``rows.money_text``), a missing amount
     empty.
 
     The export asks a month at a time, so the list is one month of the
@@ -248,7 +249,7 @@ def stored_totals_read(
 ) -> dict[tuple[str, str], Decimal]:
     """The bill of [a, b) per (account, currency) summed by PostgreSQL from the
     lines themselves (hourly lines of a day that has daily ones left out, as
-    ``selectors._lines``): what the summary reconciles the exported shares to."""
+    ``selectors.cost_lines_read``): what the summary reconciles the exported shares to."""
     if connection.vendor != "postgresql":
         return _stored_totals_orm(a, b, basis)
     table = CostLine._meta.db_table
@@ -266,7 +267,7 @@ def stored_totals_read(
         GROUP BY c.account_id, c.currency
     """  # noqa: S608 (table and column names are constants)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [utc_day_start(a), utc_day_start(b)])
+        cursor.execute(sql, [utc_midnight(a), utc_midnight(b)])
         return {(acc, cur): total or Decimal(0) for acc, cur, total in cursor}
 
 
@@ -274,6 +275,6 @@ def _stored_totals_orm(
     a: date, b: date, basis: Basis
 ) -> dict[tuple[str, str], Decimal]:
     out: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
-    for line in _lines(a, b):
+    for line in cost_lines_read(a, b):
         out[(line.account_id, line.currency)] += line_amount(line, basis)
     return dict(out)

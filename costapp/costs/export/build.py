@@ -8,9 +8,9 @@ bill for the account are *provisional*: their rate-card cost goes in
 never added to a bill total). A day with any estimated line is *estimated*.
 
 Rows come from a generator: the window is read one month at a time
-(costapp/costs/export_reads.py), so memory does not grow with the window
+(costapp/costs/export/reads.py), so memory does not grow with the window
 (tests/costs/test_exports.py measures 1 against 12 months). Each day's rows
-come by the day's rules (costapp/costs/export_days.py) from the stored
+come by the day's rules (costapp/costs/export/day_rows.py) from the stored
 allocation (``CostShare``, ``CostUsageDay``: costapp/costs/shares.py), or,
 by deployment on PostgreSQL, are read as stored with it (``CostExportRow``).
 A day whose stored shares are missing or stale is allocated from its bill
@@ -33,20 +33,20 @@ from typing import Any, Literal
 from django.db import connection
 
 from costapp.costs.allocations import _day_ranges, allocations_compute, stored_days
-from costapp.costs.export_days import DayRows
-from costapp.costs.export_reads import (
+from costapp.costs.export.day_rows import DayRows
+from costapp.costs.export.reads import (
     ByDay,
     Coverage,
     ShareRow,
     UsageRow,
     coverage_read,
-    export_digest_days,
+    export_digest_days_read,
     stored_export_rows_read,
     stored_shares_read,
     stored_totals_read,
     stored_usage_read,
 )
-from costapp.costs.export_rows import (
+from costapp.costs.export.rows import (
     QUANTUM,
     ROW_ORDER,
     SCHEMA_FIELDS,
@@ -57,9 +57,9 @@ from costapp.costs.export_rows import (
 )
 from costapp.costs.selectors import (
     Basis,
-    allocation_rules,
-    token_days,
-    usage_days,
+    allocation_rules_read,
+    token_days_read,
+    usage_days_read,
 )
 
 Grain = Literal["day", "month"]
@@ -164,15 +164,15 @@ class Export:
         """The rows as tuples in ``SCHEMA_FIELDS`` order (what the writers use).
 
         With ``money_text`` the money cells come as the CSV writes them
-        (``export_rows.money_text``): a stored day's are read so from the
+        (``rows.money_text``): a stored day's are read so from the
         database, sparing a ``Decimal`` made and formatted per cell."""
         spec = self.spec
         stored = stored_days(spec.start, spec.end)
         # Days whose rows by deployment are stored whole under today's fleet
-        # and rate card: read, not rebuilt (PostgreSQL only: export_days).
+        # and rate card: read, not rebuilt (PostgreSQL only: day_rows).
         whole: set[date] = set()
         if spec.by == "deployment" and connection.vendor == "postgresql":
-            whole = export_digest_days(stored, self._builder.digest())
+            whole = export_digest_days_read(stored, self._builder.digest())
         for account_currency, total in stored_totals_read(
             spec.start, spec.end, spec.basis
         ).items():
@@ -244,10 +244,10 @@ class Export:
         live_shares: dict[date, list[ShareRow]] = defaultdict(list)
         live_usage: dict[date, list[UsageRow]] = defaultdict(list)
         if live:
-            rules = allocation_rules()
+            rules = allocation_rules_read()
             for x, y in _day_ranges(live):
-                usage = usage_days(x, y)
-                tokens = token_days(x, y)
+                usage = usage_days_read(x, y)
+                tokens = token_days_read(x, y)
                 allocs = allocations_compute(
                     x, y, [self.spec.basis], rules=rules, usage=usage
                 )[self.spec.basis]

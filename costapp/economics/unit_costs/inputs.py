@@ -1,10 +1,10 @@
 """What the unit-cost recompute reads: hours, the allocated bill and the rate
-card per series, and which series a run changed (with their pool siblings)."""
+card per series, the teams' holidays, and which deployments move with the
+ones a run changed (their pool siblings)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -15,66 +15,27 @@ from django.conf import settings
 
 from analytics.allocation import IDLE, UNALLOCATED
 from analytics.calendar import holiday_calendar
+from analytics.unit_cost_frames import RecomputeInputs
+from costapp.costs.allocations import allocation_days, bill_days
 from costapp.costs.rates import rate_book
-from costapp.models import (
-    CostLine,
-    Deployment,
-    DeploymentHour,
-    IngestRun,
-    TeamHoliday,
-)
+from costapp.costs.selectors import Basis, basis_or_default
+from costapp.models import CostLine, Deployment, DeploymentHour, TeamHoliday
 from costapp.models.functions import Epoch
-
-# --- inputs of the recompute (issue 9) -------------------------------------------
-
-CLOCK_ORDER = {"provisional": 0, "estimated": 1, "final": 2}
-
-
-@dataclass(frozen=True)
-class RecomputeInputs:
-    """What ``unit_costs_recompute`` feeds to ``analytics``, as plain frames.
-
-    ``hours``: one row per deployment and UTC hour with telemetry: deployment,
-    team, pool, period_start, day, requests (stop + length), requests_length,
-    prompt_tokens, generation_tokens, gpu_hours (NaN where the GPU-seconds are
-    unknown), replicas, rate_card ($ per GPU-hour that day; NaN: none),
-    currency (the rate card's), complete (read after it ended plus the settle
-    delay).
-    ``bills``: one row per deployment, UTC day and currency that received a
-    share of the allocated bill: deployment, day, currency, bill_cost (float),
-    bill_status (final / estimated).
-    ``overheads``: pool idle and unallocated dollars: pool ("" for
-    unallocated), kind (idle / unallocated), day, currency, amount, bill_status.
-    ``deployments``: name, team, pool.
-    ``holidays``: team, day, name: the teams' calendars from the fleet file
-    (``analytics.calendar.holiday_calendar``) over the inputs' days.
-    """
-
-    hours: pd.DataFrame
-    bills: pd.DataFrame
-    overheads: pd.DataFrame
-    deployments: pd.DataFrame
-    holidays: pd.DataFrame = field(
-        default_factory=lambda: pd.DataFrame(columns=["team", "day", "name"])
-    )
-
 
 HOUR_COLUMNS = (
     "deployment", "team", "pool", "period_start", "day", "requests",
     "requests_length", "prompt_tokens", "generation_tokens", "gpu_hours",
     "replicas", "rate_card", "currency", "complete",
 )  # fmt: skip
+BILL_COLUMNS = ["deployment", "day", "currency", "bill_cost", "bill_status"]
+OVERHEAD_COLUMNS = ["pool", "kind", "day", "currency", "amount", "bill_status"]
 
 
 def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
     """Every stored hour, bill day and overhead, for the full history: the
     baselines carry state from the first day, so an incremental recompute
     reads the same inputs as the full one and only recomputes fewer series."""
-    from costapp.costs.allocations import allocation_days, bill_days
-    from costapp.costs.selectors import basis_or_default
-
     fleet = list(Deployment.objects.select_related("pool").order_by("name"))
-    by_name = {d.name: d for d in fleet}
     deployments = pd.DataFrame(
         [
             {"name": d.name, "team": d.team, "pool": d.pool.name if d.pool else ""}
@@ -82,28 +43,51 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
         ],
         columns=["name", "team", "pool"],
     )
-    hours = _hours_read(by_name, rate_book())
-
+    hours = _hours_read({d.name: d for d in fleet}, rate_book())
     chosen = basis_or_default(basis)
+    start, end = _days_read(hours)
+    bills, overheads = _allocated_read(start, end, chosen)
+    return RecomputeInputs(
+        hours=hours,
+        bills=bills,
+        overheads=overheads,
+        deployments=deployments,
+        holidays=holidays_read(
+            teams=sorted({t for t in deployments["team"] if t}), start=start, end=end
+        ),
+    )
+
+
+def _days_read(hours: pd.DataFrame) -> tuple[date, date]:
+    """[start, end) of the days with telemetry or a bill line: bill days
+    outside telemetry still count for the overheads and the fleet."""
     if len(hours):
         start = hours["day"].min().date()
         end = hours["day"].max().date() + timedelta(days=1)
     else:
         start = end = date(1970, 1, 1)
-    # Bill days outside telemetry still count for the overheads and the fleet.
     first_bill = CostLine.objects.order_by("period_start").first()
     last_bill = CostLine.objects.order_by("-period_start").first()
     if first_bill is not None and last_bill is not None:
         start = min(start, first_bill.period_start.astimezone(UTC).date())
         end = max(end, last_bill.period_start.astimezone(UTC).date() + timedelta(1))
+    return start, end
+
+
+def _allocated_read(
+    start: date, end: date, basis: Basis
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The allocated bill of [start, end) as ``RecomputeInputs.bills`` (per
+    deployment) and ``overheads`` (pool idle, unallocated), each day's status
+    estimated where any of its bill was."""
     estimated = {
         (b.day, b.account_id, b.currency): b.estimated
-        for b in bill_days(start, end, chosen)
+        for b in bill_days(start, end, basis)
     }
     bill_acc: dict[tuple[str, date, str], list[Any]] = {}
     over_acc: dict[tuple[str, str, date, str], list[Any]] = {}
     for (account, day, currency), allocation in allocation_days(
-        start, end, chosen
+        start, end, basis
     ).items():
         est = estimated.get((day, account, currency), False)
         for share in allocation.shares:
@@ -119,40 +103,23 @@ def recompute_inputs_read(*, basis: str = "amortized") -> RecomputeInputs:
             slot[1] |= est
     bills = pd.DataFrame.from_records(
         [
-            (
-                name,
-                pd.Timestamp(day),
-                cur,
-                float(v[0]),
-                "estimated" if v[1] else "final",
-            )
+            (name, pd.Timestamp(day), cur, float(v[0]), _status(v[1]))
             for (name, day, cur), v in sorted(bill_acc.items())
         ],
-        columns=["deployment", "day", "currency", "bill_cost", "bill_status"],
+        columns=BILL_COLUMNS,
     )
     overheads = pd.DataFrame.from_records(
         [
-            (
-                pool,
-                kind,
-                pd.Timestamp(day),
-                cur,
-                float(v[0]),
-                "estimated" if v[1] else "final",
-            )
+            (pool, kind, pd.Timestamp(day), cur, float(v[0]), _status(v[1]))
             for (pool, kind, day, cur), v in sorted(over_acc.items())
         ],
-        columns=["pool", "kind", "day", "currency", "amount", "bill_status"],
+        columns=OVERHEAD_COLUMNS,
     )
-    return RecomputeInputs(
-        hours=hours,
-        bills=bills,
-        overheads=overheads,
-        deployments=deployments,
-        holidays=holidays_read(
-            teams=sorted({t for t in deployments["team"] if t}), start=start, end=end
-        ),
-    )
+    return bills, overheads
+
+
+def _status(estimated: bool) -> str:
+    return "estimated" if estimated else "final"
 
 
 def _hours_read(by_name: dict[str, Deployment], book: Any) -> pd.DataFrame:
@@ -254,21 +221,3 @@ def series_siblings(names: Iterable[str]) -> set[str]:
         Deployment.objects.filter(pool_id__in=pools).values_list("name", flat=True)
     )
     return wanted | siblings
-
-
-def run_changes(run: IngestRun) -> tuple[date, set[str] | None]:
-    """(first changed day, deployments changed or None for all) of a run.
-
-    Bills change every deployment of an account-day (allocation), so a bill
-    run recomputes all series from its window start; a telemetry run only the
-    deployments it wrote hours for, and their pool siblings.
-    """
-    since = run.window_start.astimezone(UTC).date()
-    if run.source in ("cost_explorer", "focus", "demo"):
-        return since, None
-    names = set(
-        DeploymentHour.objects.filter(run=run)
-        .values_list("deployment__name", flat=True)
-        .distinct()
-    )
-    return since, series_siblings(names)

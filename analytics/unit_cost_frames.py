@@ -1,22 +1,25 @@
-"""The recompute's frames: stored inputs (hours, allocated bill, rate card)
-shaped into the per-series, per-period frames analytics works on, summed
-into pools, teams and the fleet. pandas only; the writes are in services.py."""
+"""The unit-cost recompute's frames: its inputs (hours, the allocated bill,
+the rate card, as ``RecomputeInputs``) priced on the best clock
+(``analytics.clocks``) and shaped into one row per series and period, summed
+into pools, teams and the fleet, before detection
+(``analytics.unit_cost_figures``).
+
+Series: ``deployment`` (direct: its allocated bill), ``pool`` (its whole
+bill: members and ``__idle__``), ``team`` and the fleet (fully loaded: a pool
+whose members all belong to one team is that team's, idle included; the idle
+of a pool shared by teams and the unallocated bill are the fleet's only). The
+fleet's series name is the caller's (``fleet=``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from analytics.clocks import clock_costs, effective_rates
-from analytics.unit_costs import period_of
-from costapp.economics.inputs import (
-    CLOCK_ORDER,
-    RecomputeInputs,
-    series_siblings,
-)
-from costapp.models.economics import FLEET
+from analytics.clocks import CLOCK_ORDER, clock_costs, effective_rates
 
 KEYS = ("scope", "name", "currency")
 SUMMED = (
@@ -34,7 +37,53 @@ NOTE_HOURLY_DIRECT = "direct cost only: idle and unallocated are known per day"
 NOTE_NOT_BILLED = "idle and unallocated not billed yet"
 
 
-# --- frames -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class RecomputeInputs:
+    """What the unit-cost recompute reads, as plain frames.
+
+    ``hours``: one row per deployment and UTC hour with telemetry: deployment,
+    team, pool, period_start, day, requests (stop + length), requests_length,
+    prompt_tokens, generation_tokens, gpu_hours (NaN where the GPU-seconds are
+    unknown), replicas, rate_card ($ per GPU-hour that day; NaN: none),
+    currency (the rate card's), complete (read after it ended plus the settle
+    delay).
+    ``bills``: one row per deployment, UTC day and currency that received a
+    share of the allocated bill: deployment, day, currency, bill_cost (float),
+    bill_status (final / estimated).
+    ``overheads``: pool idle and unallocated dollars: pool ("" for
+    unallocated), kind (idle / unallocated), day, currency, amount, bill_status.
+    ``deployments``: name, team, pool.
+    ``holidays``: team, day, name: the teams' calendars from the fleet file
+    (``analytics.calendar.holiday_calendar``) over the inputs' days.
+    """
+
+    hours: pd.DataFrame
+    bills: pd.DataFrame
+    overheads: pd.DataFrame
+    deployments: pd.DataFrame
+    holidays: pd.DataFrame = field(
+        default_factory=lambda: pd.DataFrame(columns=["team", "day", "name"])
+    )
+
+
+def affected_series(
+    names: Iterable[str] | None, deployments: pd.DataFrame, *, fleet: str
+) -> set[tuple[str, str]] | None:
+    """The (scope, name) series whose figures move with the deployments
+    ``names`` (pool siblings included by the caller): theirs, their pools',
+    their teams' and the fleet's. None (every series) for None."""
+    if names is None:
+        return None
+    meta = deployments.set_index("name")
+    known = [n for n in names if n in meta.index]
+    out = {("deployment", n) for n in known}
+    out |= {("pool", p) for p in meta.loc[known, "pool"] if p}
+    out |= {("team", t) for t in meta.loc[known, "team"] if t}
+    out.add(("fleet", fleet))
+    return out
+
+
+# --- sums and labels ----------------------------------------------------------------
 
 
 def _sum_nan(frame: pd.DataFrame, by: list[str], columns: list[str]) -> pd.DataFrame:
@@ -55,18 +104,11 @@ def _rows(frames: Iterable[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(present, ignore_index=True)
 
 
-def worst_clock(values: pd.Series) -> str:
+def worst_clock(values: Iterable[object]) -> str:
     present = [v for v in values if isinstance(v, str) and v]
     if not present:
         return "provisional"
     return min(present, key=lambda c: CLOCK_ORDER.get(c, 0))
-
-
-def one_or_mixed(values: pd.Series) -> str:
-    distinct = {v for v in values if isinstance(v, str) and v}
-    if len(distinct) == 1:
-        return distinct.pop()
-    return "mixed" if distinct else ""
 
 
 CLOCK_NAMES = {code: name for name, code in CLOCK_ORDER.items()}
@@ -74,9 +116,9 @@ CLOCK_NAMES = {code: name for name, code in CLOCK_ORDER.items()}
 
 def group_labels(frame: pd.DataFrame, keys: list[pd.Series]) -> pd.DataFrame:
     """Per group of ``frame`` by ``keys``: its worst clock (``worst_clock``),
-    its one rate source or "mixed" (``one_or_mixed``) and its distinct notes,
-    sorted and joined. Vectorized: a Python function per group of an hourly
-    fleet frame took seconds every recompute."""
+    its one rate source or "mixed" and its distinct notes, sorted and joined.
+    Vectorized: a Python function per group of an hourly fleet frame took
+    seconds every recompute."""
     index = frame.groupby(keys, sort=True).size().index
 
     def present(column: str) -> pd.Series:
@@ -113,6 +155,9 @@ def group_labels(frame: pd.DataFrame, keys: list[pd.Series]) -> pd.DataFrame:
         },
         index=index,
     )
+
+
+# --- deployments and pools, priced ----------------------------------------------------
 
 
 def _deployment_days(inputs: RecomputeInputs) -> pd.DataFrame:
@@ -208,66 +253,90 @@ def _aggregate(parts: pd.DataFrame, scope: str, names: pd.Series) -> pd.DataFram
     return sums[list(FIGURE_COLUMNS)]
 
 
-def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
-    """Every series' additive parts and clock, by grain (before detection)."""
-    days = _deployment_days(inputs)
-    dep = _priced(days, ["deployment", "currency"])
-    dep["note"] = _notes(dep)
-    deployment_rows = _as_figures(dep, "deployment", "deployment")
-
-    # Pools are priced as one series: their whole bill (members + idle) over
-    # the members' measured GPU-hours, so an unbilled day carries its idle at
-    # the rate the bill showed instead of dropping it (a clock switch would
-    # then look like a cost step).
-    over = inputs.overheads
-    idle = over[over["kind"] == "idle"].rename(columns={"amount": "idle_cost"})
+def _pool_rows(dep: pd.DataFrame, overheads: pd.DataFrame) -> pd.DataFrame:
+    """Pools priced as one series: their whole bill (members + idle) over the
+    members' measured GPU-hours, so an unbilled day carries its idle at the
+    rate the bill showed instead of dropping it (a clock switch would then
+    look like a cost step)."""
+    idle = overheads[overheads["kind"] == "idle"].rename(
+        columns={"amount": "idle_cost"}
+    )
     members = dep[dep["pool"] != ""]
-    pool_rows = pd.DataFrame(columns=list(FIGURE_COLUMNS))
-    if len(members):
-        by = ["pool", "day", "currency"]
-        pool = _sum_nan(
-            members, by,
-            ["gpu_hours", "requests", "requests_length", "prompt_tokens",
-             "generation_tokens"],
-        )  # fmt: skip
-        pool["member_bill"] = members.groupby(by)["bill_cost"].sum(min_count=1)
-        pool["billed_members"] = members.groupby(by)["bill_status"].agg(
-            lambda v: worst_clock(v) if all(v) else ""
-        )
-        pool["rate_card"] = members.groupby(by)["rate_card"].first()
-        pool["replicas"] = members.groupby(by)["replicas"].sum(min_count=1)
-        pool = pool.reset_index().merge(
-            idle[[*by, "idle_cost", "bill_status"]], on=by, how="outer"
-        )
-        pool["bill_cost"] = pool["member_bill"].fillna(0.0) + pool["idle_cost"]
-        pool["bill_cost"] = pool["bill_cost"].where(
-            pool["member_bill"].notna() | pool["idle_cost"].notna()
-        )
-        pool["bill_status"] = [
-            worst_clock([a, b]) if isinstance(b, str) and b else (a or "")
-            for a, b in zip(pool["billed_members"], pool["bill_status"], strict=True)
-        ]
-        pool["bill_status"] = pool["bill_status"].where(pool["bill_cost"].notna(), "")
-        pool = pool.sort_values(by).reset_index(drop=True)
-        pool = _priced(pool, ["pool", "currency"])
-        pool["note"] = _notes(pool)
-        pool_rows = _as_figures(pool, "pool", "pool")
+    if not len(members):
+        return pd.DataFrame(columns=list(FIGURE_COLUMNS))
+    by = ["pool", "day", "currency"]
+    pool = _sum_nan(
+        members, by,
+        ["gpu_hours", "requests", "requests_length", "prompt_tokens",
+         "generation_tokens"],
+    )  # fmt: skip
+    pool["member_bill"] = members.groupby(by)["bill_cost"].sum(min_count=1)
+    pool["billed_members"] = members.groupby(by)["bill_status"].agg(
+        lambda v: worst_clock(v) if all(v) else ""
+    )
+    pool["rate_card"] = members.groupby(by)["rate_card"].first()
+    pool["replicas"] = members.groupby(by)["replicas"].sum(min_count=1)
+    pool = pool.reset_index().merge(
+        idle[[*by, "idle_cost", "bill_status"]], on=by, how="outer"
+    )
+    pool["bill_cost"] = pool["member_bill"].fillna(0.0) + pool["idle_cost"]
+    pool["bill_cost"] = pool["bill_cost"].where(
+        pool["member_bill"].notna() | pool["idle_cost"].notna()
+    )
+    pool["bill_status"] = [
+        worst_clock([a, b]) if isinstance(b, str) and b else (a or "")
+        for a, b in zip(pool["billed_members"], pool["bill_status"], strict=True)
+    ]
+    pool["bill_status"] = pool["bill_status"].where(pool["bill_cost"].notna(), "")
+    pool = pool.sort_values(by).reset_index(drop=True)
+    pool = _priced(pool, ["pool", "currency"])
+    pool["note"] = _notes(pool)
+    return _as_figures(pool, "pool", "pool")
 
-    # Teams and the fleet sum deployments outside pools, whole pools where one
-    # team owns all of it, members only where teams share it (its idle then
-    # is the fleet's), and the unallocated bill (the fleet's).
-    teams_of_pool = (
-        inputs.deployments[inputs.deployments["pool"] != ""]
+
+def _pool_owners(deployments: pd.DataFrame) -> pd.Series:
+    """Per pool: the one team all its members belong to, or "" (shared)."""
+    return (
+        deployments[deployments["pool"] != ""]
         .groupby("pool")["team"]
         .agg(lambda v: v.iloc[0] if v.nunique() == 1 else "")
     )
+
+
+def _unallocated_rows(overheads: pd.DataFrame) -> pd.DataFrame:
+    unalloc = overheads[overheads["kind"] == "unallocated"]
+    return pd.DataFrame(
+        {
+            "scope": "overhead", "name": "__unallocated__",
+            "currency": unalloc["currency"], "period_start": unalloc["day"],
+            "clock": unalloc["bill_status"], "rate_source": "bill",
+            "cost": unalloc["amount"], "unallocated_cost": unalloc["amount"],
+        }
+    )  # fmt: skip
+
+
+# --- teams and the fleet ------------------------------------------------------------
+
+
+def _team_and_fleet_rows(
+    dep: pd.DataFrame,
+    deployment_rows: pd.DataFrame,
+    pool_rows: pd.DataFrame,
+    unalloc_rows: pd.DataFrame,
+    owners: pd.Series,
+    *,
+    fleet: str,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Teams and the fleet sum deployments outside pools, whole pools where
+    one team owns all of it, members only where teams share it (its idle
+    then is the fleet's), and the unallocated bill (the fleet's)."""
     solo = deployment_rows[dep["pool"].to_numpy() == ""]
     solo_teams = dep.loc[dep["pool"] == "", "team"]
-    shared_pools = set(teams_of_pool[teams_of_pool == ""].index)
+    shared_pools = set(owners[owners == ""].index)
     shared_members = deployment_rows[dep["pool"].isin(shared_pools).to_numpy()]
     shared_teams = dep.loc[dep["pool"].isin(shared_pools), "team"]
     owned = pool_rows[~pool_rows["name"].isin(shared_pools)]
-    owned_teams = owned["name"].map(teams_of_pool).fillna("")
+    owned_teams = owned["name"].map(owners).fillna("")
     overhead = pool_rows[pool_rows["name"].isin(shared_pools)].copy()
     if len(overhead):
         # What the shared pool's bill holds beyond its members is its idle.
@@ -278,15 +347,6 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         joined = overhead.join(member_cost, on=["name", "currency", "period_start"],
                                rsuffix="_members")  # fmt: skip
         overhead["cost"] = joined["cost"] - joined["cost_members"]
-    unalloc = over[over["kind"] == "unallocated"]
-    unalloc_rows = pd.DataFrame(
-        {
-            "scope": "overhead", "name": "__unallocated__",
-            "currency": unalloc["currency"], "period_start": unalloc["day"],
-            "clock": unalloc["bill_status"], "rate_source": "bill",
-            "cost": unalloc["amount"], "unallocated_cost": unalloc["amount"],
-        }
-    )  # fmt: skip
     overhead = overhead.assign(scope="overhead", list_cost=np.nan)
     team_parts = _rows([solo, owned, shared_members])
     names = [n for n in (solo_teams, owned_teams, shared_teams) if len(n)]
@@ -301,7 +361,7 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
     for column in ("clock", "rate_source", "note"):
         fleet_parts[column] = fleet_parts[column].fillna("")
     fleet_rows = _aggregate(
-        fleet_parts, "fleet", pd.Series(FLEET, index=fleet_parts.index)
+        fleet_parts, "fleet", pd.Series(fleet, index=fleet_parts.index)
     )
     # Unbilled days carry no idle or unallocated line yet (pool idle is in
     # the pool's learnt rate; the unallocated bill is simply not there).
@@ -310,35 +370,59 @@ def figure_frames(inputs: RecomputeInputs) -> dict[str, pd.DataFrame]:
         "; ".join(x for x in (n, NOTE_NOT_BILLED) if x)
         for n in fleet_rows.loc[unbilled, "note"]
     ]
-    day = _rows([deployment_rows, pool_rows, team_rows, fleet_rows])
+    return team_rows, fleet_rows
 
-    # Hours: always the provisional clock (the bill is daily), priced at the
-    # deployment's learnt effective rate or the rate card.
-    hours = inputs.hours
-    if len(hours):
-        rates = effective_rates(days, keys=["deployment", "currency"])
-        priced = clock_costs(
-            hours, rates, keys=["deployment", "currency"], time="period_start"
-        )
-        h = pd.concat([hours, priced.drop(columns=["rate"])], axis=1)
-        h["note"] = _notes(h)
-        h_rows = _as_figures(h, "deployment", "deployment", "period_start")
-        h_teams = _aggregate(h_rows, "team", h["team"])
-        h_fleet = _aggregate(h_rows, "fleet", pd.Series(FLEET, index=h_rows.index))
-        h_fleet["note"] = NOTE_HOURLY_DIRECT
-        h_teams["note"] = NOTE_HOURLY_DIRECT
-        hour = _rows([h_rows, h_teams, h_fleet])
-    else:
-        hour = pd.DataFrame(columns=list(FIGURE_COLUMNS))
-    members = _memberships(dep, deployment_rows, pool_rows, unalloc_rows,
-                           teams_of_pool)  # fmt: skip
+
+def _hour_rows(hours: pd.DataFrame, days: pd.DataFrame, *, fleet: str) -> pd.DataFrame:
+    """Hours: always the provisional clock (the bill is daily), priced at the
+    deployment's learnt effective rate or the rate card."""
+    if not len(hours):
+        return pd.DataFrame(columns=list(FIGURE_COLUMNS))
+    rates = effective_rates(days, keys=["deployment", "currency"])
+    priced = clock_costs(
+        hours, rates, keys=["deployment", "currency"], time="period_start"
+    )
+    h = pd.concat([hours, priced.drop(columns=["rate"])], axis=1)
+    h["note"] = _notes(h)
+    h_rows = _as_figures(h, "deployment", "deployment", "period_start")
+    h_teams = _aggregate(h_rows, "team", h["team"])
+    h_fleet = _aggregate(h_rows, "fleet", pd.Series(fleet, index=h_rows.index))
+    h_fleet["note"] = NOTE_HOURLY_DIRECT
+    h_teams["note"] = NOTE_HOURLY_DIRECT
+    return _rows([h_rows, h_teams, h_fleet])
+
+
+def figure_frames(inputs: RecomputeInputs, *, fleet: str) -> dict[str, pd.DataFrame]:
+    """Every series' additive parts and clock, by grain (before detection):
+    ``day`` and ``hour`` rows of ``FIGURE_COLUMNS`` and ``holiday``, and
+    ``members``, what each team and fleet day is made of (``_memberships``)."""
+    days = _deployment_days(inputs)
+    dep = _priced(days, ["deployment", "currency"])
+    dep["note"] = _notes(dep)
+    deployment_rows = _as_figures(dep, "deployment", "deployment")
+    pool_rows = _pool_rows(dep, inputs.overheads)
+    owners = _pool_owners(inputs.deployments)
+    unalloc_rows = _unallocated_rows(inputs.overheads)
+    team_rows, fleet_rows = _team_and_fleet_rows(
+        dep, deployment_rows, pool_rows, unalloc_rows, owners, fleet=fleet
+    )
+    day = _rows([deployment_rows, pool_rows, team_rows, fleet_rows])
+    hour = _hour_rows(inputs.hours, days, fleet=fleet)
+    members = _memberships(dep, deployment_rows, pool_rows, unalloc_rows, owners,
+                           fleet=fleet)  # fmt: skip
     for frame in (day, hour):
-        frame["holiday"] = holiday_marks(frame, inputs.holidays, inputs.deployments)
+        frame["holiday"] = holiday_marks(
+            frame, inputs.holidays, inputs.deployments, fleet=fleet
+        )
     return {"day": day, "hour": hour, "members": members}
 
 
 def holiday_marks(
-    frame: pd.DataFrame, holidays: pd.DataFrame, deployments: pd.DataFrame
+    frame: pd.DataFrame,
+    holidays: pd.DataFrame,
+    deployments: pd.DataFrame,
+    *,
+    fleet: str,
 ) -> np.ndarray:
     """Per figure row: its UTC day is a holiday of every team in its series (a
     deployment's team; the team; a pool's members' teams; every team for the
@@ -355,7 +439,7 @@ def holiday_marks(
     pairs += [
         ("pool", p, t) for p, t in zip(dep["pool"], dep["team"], strict=True) if p
     ]
-    pairs += [("fleet", FLEET, t) for t in teams]
+    pairs += [("fleet", fleet, t) for t in teams]
     series_teams = pd.DataFrame(
         pairs, columns=["scope", "name", "team"]
     ).drop_duplicates()
@@ -394,7 +478,9 @@ def _memberships(
     deployment_rows: pd.DataFrame,
     pool_rows: pd.DataFrame,
     unalloc_rows: pd.DataFrame,
-    teams_of_pool: pd.Series,
+    owners: pd.Series,
+    *,
+    fleet: str,
 ) -> pd.DataFrame:
     """What each team and fleet day is made of, for the aggregate LMDI: every
     deployment's direct cost and traffic, each pool's overhead (its bill
@@ -409,7 +495,7 @@ def _memberships(
     for scope in ("team", "fleet"):
         rows = direct if scope == "fleet" else direct[direct["team"] != ""]
         parts.append(rows.assign(agg_scope=scope,
-                                 agg_name=rows["team"] if scope == "team" else FLEET))  # fmt: skip
+                                 agg_name=rows["team"] if scope == "team" else fleet))  # fmt: skip
     if len(pool_rows):
         member_cost = _sum_nan(
             direct[direct["pool"] != ""], ["pool", "currency", "period_start"], ["cost"]
@@ -422,87 +508,18 @@ def _memberships(
             cost=joined["cost"] - joined["cost_members"],
             gpu_hours=np.nan, tokens=np.nan, requests=np.nan,
         )  # fmt: skip
-        parts.append(over.assign(agg_scope="fleet", agg_name=FLEET))
-        owner = over["name"].map(teams_of_pool).fillna("")
+        parts.append(over.assign(agg_scope="fleet", agg_name=fleet))
+        owner = over["name"].map(owners).fillna("")
         owned = over[owner.to_numpy() != ""]
         parts.append(owned.assign(agg_scope="team", agg_name=owner[owner != ""]))
     if len(unalloc_rows):
         parts.append(
             unalloc_rows.assign(
                 member="__unallocated__", gpu_hours=np.nan, tokens=np.nan,
-                requests=np.nan, agg_scope="fleet", agg_name=FLEET,
+                requests=np.nan, agg_scope="fleet", agg_name=fleet,
             )
         )  # fmt: skip
     present = [p[list(MEMBER_COLUMNS)] for p in parts if len(p)]
     if not present:
         return pd.DataFrame(columns=list(MEMBER_COLUMNS))
     return pd.concat(present, ignore_index=True)
-
-
-def affected_series(
-    series: Iterable[str] | None, inputs: RecomputeInputs
-) -> set[tuple[str, str]] | None:
-    if series is None:
-        return None
-    names = series_siblings(series)
-    meta = inputs.deployments.set_index("name")
-    known = [n for n in names if n in meta.index]
-    out = {("deployment", n) for n in known}
-    out |= {("pool", p) for p in meta.loc[known, "pool"] if p}
-    out |= {("team", t) for t in meta.loc[known, "team"] if t}
-    out.add(("fleet", FLEET))
-    return out
-
-
-def _period_starts(stamps: pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
-    if grain == "hour":
-        return stamps.floor("h")
-    if grain == "day":
-        return stamps.normalize()
-    return period_of(stamps, grain)
-
-
-def _period_ends(starts: pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
-    if grain == "hour":
-        return starts + pd.Timedelta(hours=1)
-    if grain == "day":
-        return starts + pd.Timedelta(days=1)
-    if grain == "week":
-        return starts + pd.Timedelta(days=7)
-    return starts + pd.to_timedelta(starts.days_in_month, unit="D")
-
-
-def completeness(
-    frame: pd.DataFrame,
-    grain: str,
-    hours: pd.DataFrame,
-    *,
-    now: pd.Timestamp,
-    settle: pd.Timedelta,
-) -> np.ndarray:
-    """Per figure row: whether its period is closed (its end plus ``settle``
-    is past at ``now``) and every telemetry hour under it was read after that
-    hour closed (``hours["complete"]``). A team, pool or the fleet is
-    complete when each of its deployments is. Incomplete figures are shown
-    as partial and never judged (analytics.alert_rules)."""
-    if frame.empty:
-        return np.zeros(0, dtype=bool)
-    starts = pd.DatetimeIndex(frame["period_start"])
-    closed = np.asarray(_period_ends(starts, grain) + settle <= now)
-    open_hours = hours[~hours["complete"].astype(bool)] if len(hours) else hours
-    if open_hours.empty:
-        return closed
-    periods = _period_starts(pd.DatetimeIndex(open_hours["period_start"]), grain)
-    partial = {
-        "deployment": set(zip(open_hours["deployment"], periods, strict=True)),
-        "team": set(zip(open_hours["team"], periods, strict=True)),
-        "pool": set(zip(open_hours["pool"], periods, strict=True)),
-        "fleet": {(FLEET, p) for p in periods},
-    }
-    touched = [
-        (name, start) in partial.get(scope, set())
-        for scope, name, start in zip(
-            frame["scope"], frame["name"], starts, strict=True
-        )
-    ]
-    return closed & ~np.asarray(touched, dtype=bool)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterator
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
@@ -41,6 +41,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from costapp.api.tokens import api_token_authenticate
+from costapp.days import utc_midnight
 from costapp.models import Deployment, UnitCostFigure
 from costapp.models.api import SCOPE_METRICS
 from costapp.models.economics import IdleFigure
@@ -67,7 +68,7 @@ GAUGES = (
 IDLE_LABELS = ["deployment", "pool", "team", "kind", "method", "currency"]
 
 
-def latest_figures() -> list[UnitCostFigure]:
+def latest_figures_read() -> list[UnitCostFigure]:
     """Per series and currency: the last closed hour (provisional), the last
     final bill day and the last estimated one. A period still in progress is
     left out: an alerting rule on it would page on a quarter of an hour."""
@@ -91,7 +92,7 @@ def latest_figures() -> list[UnitCostFigure]:
     return list(base.filter(wanted).order_by("scope", "name", "grain"))
 
 
-def latest_idle(*, today: date) -> list[IdleFigure]:
+def latest_idle_read(*, today: date) -> list[IdleFigure]:
     """Per deployment or pool, kind and currency: the last stored day before
     ``today`` (UTC), whose 24 hours are over; a row whose dollars are unknown
     is still the last day (its sample is missing, its period end is not)."""
@@ -118,7 +119,7 @@ def idle_labels(f: IdleFigure, fleet: dict[str, tuple[str, str]]) -> list[str]:
     return [f.name, pool, team, f.kind, f.method, f.currency]
 
 
-def _fleet() -> dict[str, tuple[str, str]]:
+def _fleet_read() -> dict[str, tuple[str, str]]:
     return {
         name: (team, pool or "")
         for name, team, pool in Deployment.objects.values_list(
@@ -143,15 +144,15 @@ def _idle_families(now: datetime) -> Iterator[GaugeMetricFamily]:
         "End of the UTC day the idle series of these labels describe",
         labels=IDLE_LABELS,
     )
-    fleet = _fleet()
+    fleet = _fleet_read()
     today = now.astimezone(UTC).date()
-    for f in latest_idle(today=today):
+    for f in latest_idle_read(today=today):
         labels = idle_labels(f, fleet)
         if f.amount is not None:  # unknown is missing, never 0
             dollars.add_metric(labels, float(f.amount))
         if f.gpu_hours is not None:
             gpu_hours.add_metric(labels, float(f.gpu_hours))
-        end = datetime.combine(f.day + timedelta(days=1), time(), tzinfo=UTC)
+        end = utc_midnight(f.day + timedelta(days=1))
         period_end.add_metric(labels, end.timestamp())
     yield from (dollars, gpu_hours, period_end)
 
@@ -228,7 +229,7 @@ class UnitCostCollector(Collector):
             "1 when the period is outside its band (flag: anomaly, traffic, size)",
             labels=[*LABELS, "flag"],
         )
-        for f in latest_figures():
+        for f in latest_figures_read():
             if f.scope == "deployment":
                 labels = [f.name, teams.get(f.name, ""), f.clock, f.currency]
             elif f.scope == "team":

@@ -1,0 +1,79 @@
+"""Where an incremental unit-cost recompute starts: the first period it
+rewrites at each grain, the saved baseline state it may resume from, and the
+days at whose start a run saves its states (``BaselineCheckpoint`` in
+costapp). The baselines carry state from the first day, so a recompute from a
+cutoff either resumes from a state saved before it or runs the whole history.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analytics.baselines import BaselineConfig, BaselineState
+from analytics.unit_cost_frames import KEYS
+from analytics.unit_costs import period_of
+
+DETECTED_GRAINS = ("day", "hour")
+ROLLED_GRAINS = ("week", "month")
+# Baseline states are saved at the start of every Monday and every 1st of a
+# month over the last quarter: a restated day or a late hour resumes from the
+# one before the week and month that hold it (which are rewritten whole).
+CHECKPOINT_DAYS = 100
+
+
+def baseline_config(grain: str) -> BaselineConfig:
+    return BaselineConfig(grain="day" if grain == "day" else "hour")
+
+
+def first_rewritten(cutoff: pd.Timestamp, grain: str) -> pd.Timestamp:
+    """The first period a recompute from ``cutoff`` rewrites at ``grain``: a
+    week or a month holding it is rewritten whole."""
+    if grain in DETECTED_GRAINS:
+        return cutoff
+    return period_of([cutoff], grain)[0]
+
+
+def latest_resume_day(cutoff: pd.Timestamp, grain: str) -> pd.Timestamp:
+    """The latest saved state a recompute from ``cutoff`` may resume from:
+    days need the week and the month holding ``cutoff`` recomputed too."""
+    if grain == "day":
+        return min(first_rewritten(cutoff, "week"), first_rewritten(cutoff, "month"))
+    return cutoff
+
+
+def checkpoint_days(
+    days: pd.DataFrame, *, after: pd.Timestamp | None
+) -> list[pd.Timestamp]:
+    if days.empty:
+        return []
+    stamps = pd.DatetimeIndex(days["period_start"])
+    last = stamps.max().normalize()
+    span = pd.date_range(last - pd.Timedelta(days=CHECKPOINT_DAYS), last, freq="D")
+    chosen = span[(span.weekday == 0) | (span.day == 1)]
+    if after is not None:
+        chosen = chosen[chosen > after]
+    return list(chosen)
+
+
+def series_keys(frame: pd.DataFrame) -> list[tuple[object, ...]]:
+    return list(dict.fromkeys(zip(*(frame[k] for k in KEYS), strict=True)))
+
+
+def resumable(
+    state: BaselineState | None, frame: pd.DataFrame, grain: str
+) -> BaselineState | None:
+    """``state`` if the recompute of ``frame`` can resume from it, else None
+    (run the whole history): none saved, another configuration, or a series
+    the state does not know that has rows before it."""
+    if state is None:
+        return None
+    if state.config != baseline_config(grain) or list(state.keys) != list(KEYS):
+        return None
+    known = set(state.series)
+    stamps = pd.DatetimeIndex(frame["period_start"])
+    for key, before in zip(
+        zip(*(frame[k] for k in KEYS), strict=True), stamps < state.day, strict=True
+    ):
+        if before and key not in known:
+            return None
+    return state
