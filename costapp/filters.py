@@ -48,16 +48,38 @@ SCOPE_FIELDS = ("team", "deployment")
 FILTER_FIELDS = WINDOW_FIELDS + SCOPE_FIELDS
 
 
-def preset_window(preset: str, today: date) -> tuple[date, date]:
-    """UTC days [start, end) of a preset; the rolling ones include today."""
-    tomorrow = today + timedelta(days=1)
-    if preset == "mtd":
-        return today.replace(day=1), tomorrow
+def preset_window(
+    preset: str, today: date, *, through_today: bool = False
+) -> tuple[date, date]:
+    """UTC days [start, end) of a preset. Each ends at the last complete UTC
+    day (today is not over: a preset never holds it, so a comparison never
+    sets a part-day against whole ones); month to date is the month of that
+    day (on the 1st, the whole of last month). ``through_today``: a live
+    page's (the alerts log's), whose rolling presets run to now, labelled
+    partial (``window_label``)."""
     if preset == "last_month":
         first = today.replace(day=1)
         return (first - timedelta(days=1)).replace(day=1), first
+    end = today + timedelta(days=1) if through_today else today
+    if preset == "mtd":
+        return (end - timedelta(days=1)).replace(day=1), end
     days = {"7d": 7, "30d": 30, "90d": 90}[preset]
-    return tomorrow - timedelta(days=days), tomorrow
+    return end - timedelta(days=days), end
+
+
+def preset_of(start: date, end: date, today: date) -> str:
+    """The rolling preset whose days these are; "custom" if none."""
+    for key in ("7d", "30d", "90d"):
+        if preset_window(key, today) == (start, end):
+            return key
+    return "custom"
+
+
+def window_label(label: str, end: date, today: date) -> str:
+    """A window's label; one reaching into today says so: today is partial."""
+    if end > today:
+        return f"{label}; {today.isoformat()} is today: partial, not closed"
+    return label
 
 
 class BoundedDateField(forms.DateField):
@@ -93,6 +115,7 @@ class WindowForm(NamedForm):
     end = BoundedDateField(required=False, label="End (exclusive)")
 
     today: date | None = None
+    through_today: bool = False
     max_days: int = MAX_DAYS
     default_preset: str = DEFAULT_PRESET
     # A page's own default window (start, end, label) for a query that names
@@ -106,13 +129,19 @@ class WindowForm(NamedForm):
         has_dates = bool(data.get("start") or data.get("end"))
         if not (data.get("preset") or has_dates) and self.default_window:
             data["start"], data["end"], data["label"] = self.default_window
-            data["preset"] = "custom"
+            # A page's default that is a preset's days is that preset.
+            today = self.today or timezone.now().date()
+            data["preset"] = preset_of(data["start"], data["end"], today)
+            if data["preset"] != "custom":
+                data["label"] = PRESETS[data["preset"]]
             return data
         preset = data.get("preset") or ("custom" if has_dates else self.default_preset)
         data["preset"] = preset
         if preset != "custom":
             today = self.today or timezone.now().date()
-            data["start"], data["end"] = preset_window(preset, today)
+            data["start"], data["end"] = preset_window(
+                preset, today, through_today=self.through_today
+            )
         for name in ("start", "end"):
             if not data.get(name):
                 raise forms.ValidationError(
@@ -171,10 +200,11 @@ class FleetFilter(django_filters.FilterSet):
         max_days: int = MAX_DAYS,
         default_preset: str = DEFAULT_PRESET,
         default: tuple[date, date, str] | None = None,
+        through_today: bool = False,
     ) -> None:
         super().__init__(data, queryset=Deployment.objects.order_by("name"))
         self.today, self.max_days, self.default_preset = today, max_days, default_preset
-        self.default = default
+        self.default, self.through_today = default, through_today
 
     def filter_queryset(self, queryset: Any) -> Any:
         # The form also holds the window (and a page's own fields): only the
@@ -191,6 +221,7 @@ class FleetFilter(django_filters.FilterSet):
             made.today, made.max_days = self.today, self.max_days  # type: ignore[attr-defined]
             made.default_preset = self.default_preset  # type: ignore[attr-defined]
             made.default_window = self.default  # type: ignore[attr-defined]
+            made.through_today = self.through_today  # type: ignore[attr-defined]
             if len(self.data.getlist("deployment") if self.data else ()) > MAX_PICKED:
                 made.add_error(None, f"deployment: more than {MAX_PICKED} named")
         return self._form
@@ -309,6 +340,7 @@ def filters_read(
     default_preset: str = DEFAULT_PRESET,
     max_days: int = MAX_DAYS,
     refused: Sequence[str] = (),
+    through_today: bool = False,
 ) -> Filters:
     """The page's filters from its query string.
 
@@ -320,6 +352,8 @@ def filters_read(
     default preset.
     ``refused``: the page form's own refusals (named): the page then shows
     the default window for the whole fleet, and says so, as for its own.
+    ``through_today``: presets run to now (a live page: the alerts log),
+    labelled partial; elsewhere they end at the last complete UTC day.
     """
     today = today or timezone.now().date()
     filterset_class: type[FleetFilter] = FleetFilter
@@ -333,6 +367,7 @@ def filters_read(
         max_days=max_days,
         default_preset=default_preset,
         default=default,
+        through_today=through_today,
     )
     shown_page = [page_form[name] for name in page_fields] if page_form else []
     page_data = dict(page_form.cleaned_data) if page_form and page_form.is_bound else {}
@@ -345,12 +380,15 @@ def filters_read(
         # The form shows the days a preset stands for (cleaning is done).
         shown = data.copy() if hasattr(data, "copy") else dict(data)
         shown["start"], shown["end"] = d["start"].isoformat(), d["end"].isoformat()
+        shown["preset"] = d["preset"]
         fs.form.data = shown
         return Filters(
             start=d["start"],
             end=d["end"],
             preset=d["preset"],
-            preset_label=d.get("label") or PRESETS[d["preset"]],
+            preset_label=window_label(
+                d.get("label") or PRESETS[d["preset"]], d["end"], today
+            ),
             team=team,
             picked=picked,
             deployments=scoped,
@@ -365,10 +403,11 @@ def filters_read(
         errors += [str(e) for errors_ in fs.form.errors.values() for e in errors_]
     if default is not None:
         start, end, label = default
-        preset = "custom"
+        preset = preset_of(start, end, today)
+        label = PRESETS[preset] if preset != "custom" else label
     else:
         preset = default_preset
-        start, end = preset_window(preset, today)
+        start, end = preset_window(preset, today, through_today=through_today)
         label = PRESETS[preset]
     if errors:
         errors.append(
@@ -389,7 +428,7 @@ def filters_read(
         start=start,
         end=end,
         preset=preset,
-        preset_label=label,
+        preset_label=window_label(label, end, today),
         team="",
         picked=(),
         deployments=None,

@@ -27,8 +27,9 @@ def money(value: float | Decimal | None, currency: str, *, places: int = 2) -> s
     if _missing(value):
         return MISSING
     v = float(value)  # type: ignore[arg-type]
-    sign = "-" if v < 0 else ""
     amount = f"{abs(v):,.{places}f}"
+    # A change that rounds to nothing is no loss: "$0.000", never "-$0.000".
+    sign = "-" if v < 0 and amount.strip("0.,") else ""
     symbol = SYMBOLS.get(currency)
     if symbol is not None:
         return f"{sign}{symbol}{amount}"

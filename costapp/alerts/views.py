@@ -280,7 +280,8 @@ def log(request: HttpRequest) -> HttpResponse:
             + "; showing every status",
         )
         status = None
-    filters = filters_read(request.GET)
+    # The log is live: its presets run to now (today labelled partial).
+    filters = filters_read(request.GET, through_today=True)
     names = None
     if filters.deployments is not None:
         names = [*filters.deployments, *([filters.team] if filters.team else [])]

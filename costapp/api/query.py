@@ -12,6 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import APIException
 
 from analytics.errors import InvalidInput, shown
+from analytics.moved import SORTABLE as MOVED_SORTABLE
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
 from costapp.models.economics import GRAINS, SCOPES
 from costapp.validation import date_in
@@ -146,3 +147,28 @@ class EventQuery(Window):
     kind = serializers.ChoiceField(
         choices=["firing", "repeat", "resolved"], required=False
     )
+
+
+class MovedQuery(Window):
+    """A window of UTC days compared with the period of the same length
+    before it (complete days only: the end is cut to today's UTC midnight)."""
+
+    scope = serializers.ChoiceField(
+        choices=["deployment", "team", "fleet"], required=False,
+        help_text="Only this scope's series; default: every deployment, team and the fleet.",
+    )  # fmt: skip
+    name = serializers.RegexField(
+        NAME_PATTERN, required=False, help_text="One series of scope (needs scope)."
+    )
+    sort = serializers.ChoiceField(
+        choices=[c for c in MOVED_SORTABLE] + [f"-{c}" for c in MOVED_SORTABLE],
+        default="-change",
+        help_text="A column; - first for descending; missing values last.",
+    )
+    max_days = 366
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        if attrs.get("name") and not attrs.get("scope"):
+            raise serializers.ValidationError({"name": "needs scope"})
+        return attrs

@@ -19,6 +19,7 @@ from costapp.costs.allocations import allocation_days, bill_days, reconciliation
 from costapp.costs.selectors import Basis
 from costapp.days import utc_midnight
 from costapp.economics.forecasts.selectors import budget_statuses_read
+from costapp.economics.moved import moved_read
 from costapp.models import AlertEvent, AlertState, UnitCostFigure
 
 # The rate card is priced in US dollars (the bills area's reconciliation and
@@ -198,3 +199,21 @@ def active_alerts_read() -> QuerySet[AlertState]:
         .filter(state__in=AlertState.ACTIVE)
         .order_by("rule__name", "scope_name")
     )
+
+
+def moved_rows_read(
+    *, start: date, end: date, sort: str, scope: str = "", name: str = ""
+) -> list[dict[str, object]]:
+    """ "What moved" as the page shows it, one dict per series, with the
+    compared days (the end cut to the last complete UTC day)."""
+    found = moved_read(start=start, end=end, sort=sort, scope=scope, name=name)
+    rows = found.rows
+    if scope and not name:
+        rows = rows[rows["scope"] == scope]
+    compared = {
+        "start": found.start,
+        "end": found.end,
+        "before_start": found.before_start,
+        "before_end": found.before_end,
+    }
+    return [compared | r for r in rows.to_dict("records")]

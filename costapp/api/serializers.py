@@ -178,6 +178,37 @@ class ActiveAlert(serializers.Serializer):
     data_time = ro(serializers.DateTimeField, allow_null=True)
 
 
+class Moved(serializers.Serializer):
+    scope = ro(serializers.CharField)
+    name = ro(serializers.CharField)
+    currency = ro(serializers.CharField)
+    start = ro(serializers.DateField, help_text="first UTC day compared")
+    end = ro(serializers.DateField, help_text="exclusive; no later than today")
+    before_start = ro(serializers.DateField)
+    before_end = ro(serializers.DateField, help_text="exclusive: the start")
+    spend = Money(help_text="the series' basis: direct (deployment), fully loaded")
+    spend_b = Money(help_text="the period before")
+    spend_change = Money()
+    spend_price = Money()
+    spend_fleet = Money()
+    spend_clock = Money()
+    cost_per_1k_requests = Money(source="u")
+    cost_per_1k_requests_b = Money(source="u_b")
+    change = Money(help_text="in $ per 1k requests; the parts sum to it")
+    price = Money()
+    fleet = Money()
+    traffic = Money()
+    size = Money()
+    clock = Money(help_text="0 where both periods rest on the same clocks")
+    clocks = ro(serializers.CharField, help_text="clocks of the period's days")
+    clocks_b = ro(serializers.CharField)
+    days = ro(serializers.IntegerField, help_text="days with cost and requests")
+    days_b = ro(serializers.IntegerField)
+    days_missing = ro(serializers.IntegerField)
+    days_missing_b = ro(serializers.IntegerField)
+    reason = ro(serializers.CharField, help_text='"" when decomposed')
+
+
 class Problem(serializers.Serializer):
     detail = ro(serializers.CharField)
 

@@ -116,6 +116,21 @@ class Idle(ReadView):
         return selectors.pool_idle_read(**params)
 
 
+class Moved(ReadView):
+    required_permission = "costapp.view_overview"
+    query_class = q.MovedQuery
+    serializer_class = s.Moved
+
+    @documented(query=q.MovedQuery, response=s.Moved(many=True),
+                summary="What moved: each series against the period before, in parts",
+                right=required_permission)  # fmt: skip
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def rows(self, **params: Any) -> Any:
+        return selectors.moved_rows_read(**params)
+
+
 class NoQuery(serializers.Serializer):
     pass
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from analytics.forecast import MonthForecast
 from costapp import formatting as fmt
@@ -27,7 +28,8 @@ from costapp.economics.forecasts.selectors import BudgetStatus
 from costapp.economics.forms import BudgetForm, EconomicsWindowForm
 from costapp.economics.idle.present import idle_page_rows
 from costapp.economics.idle.selectors import IdleRow
-from costapp.economics.selectors import DeploymentSummary, Kpi, Overview
+from costapp.economics.moved import Moved
+from costapp.economics.selectors import DeploymentSummary, Kpi, Overview, Period
 from costapp.filters import Filters
 from costapp.models.economics import CLOCK_LABELS
 
@@ -35,6 +37,8 @@ FLAG_LABELS = {
     "anomaly": "cost anomaly",
     "traffic": "traffic change (not an anomaly)",
     "size": "request size change",
+    "saving": "saving (not an anomaly)",
+    "check": "check data",
 }
 PARTIAL = "partial, not closed"
 
@@ -157,12 +161,48 @@ class OverviewPage:
     pools: list[PoolIdle]
     idle_cards: list[dict[str, Any]]
     month: dict[str, Any]  # the month card as strings (forecasts.present)
+    today: date | None = None  # the display day: a window reaching it is partial
+
+
+DIRECT = "direct: the deployments' allocated bill, idle and unallocated left out"
+FULLY_LOADED = "fully loaded: with pool idle and the unallocated bill"
+
+
+def clocks_text(clocks: tuple[str, ...]) -> str:
+    return ", ".join(CLOCK_LABELS.get(c, c) for c in clocks) or fmt.MISSING
+
+
+def period_context(p: Period, today: date | None) -> dict[str, Any]:
+    """The cards' days, the equal days before them, their basis and clocks;
+    a period reaching into today says it is partial."""
+    plural = "s" if p.days != 1 else ""
+    previous_last = p.start - timedelta(days=1)
+    partial = today is not None and p.end > today
+    return {
+        "card_days": f"{p.days} day{plural}",
+        "period_text": f"{p.start.isoformat()} to "
+        f"{(p.end - timedelta(days=1)).isoformat()}",
+        "previous_text": f"the {p.days} day{plural} before "
+        f"({p.previous_start.isoformat()} to {previous_last.isoformat()})",
+        "card_basis": DIRECT,
+        "card_clocks": clocks_text(p.clocks),
+        "previous_clocks": clocks_text(p.previous_clocks),
+        "covered": p.covered,
+        "current_short": p.covered < p.days,
+        "previous_short": p.previous_covered < p.days,
+        "previous_covered": p.previous_covered,
+        "partial_today": f"includes today {today.isoformat()}: {PARTIAL}"
+        if partial and today is not None
+        else "",
+    }
 
 
 def overview_context(page: OverviewPage) -> dict[str, object]:
     data = page.overview
     return {
         **page.month,
+        **period_context(data.period, page.today),
+        "fully_loaded": FULLY_LOADED,
         "form": page.form,
         "filters": page.filters,
         "series": page.series,
@@ -191,7 +231,9 @@ def kpi_card(k: Kpi, currency: str) -> dict[str, str]:
     return {
         "label": k.label,
         "value": text(k.value, currency),
+        "value_raw": repr(k.value),
         "previous": text(k.previous, currency),
+        "previous_raw": repr(k.previous),
         "change": fmt.percent(k.change, signed=True),
         # More requests is good news; a higher cost is not.
         "trend": fmt.trend_class(
@@ -288,6 +330,7 @@ def budgets_context(
     forecast: MonthForecast | None,
     currency: str,
     can_write: bool,
+    scope: str = "fleet",
 ) -> dict[str, Any]:
     """The budgets page: the filter's budgets and the charted series' month
     forecast (``forecast``, in ``currency``)."""
@@ -295,6 +338,8 @@ def budgets_context(
         "form": form,
         "filters": filters,
         "series": series,
+        # A deployment's spend is direct; a team's and the fleet's fully loaded.
+        "basis": "direct" if scope == "deployment" else "fully loaded",
         "as_of": as_of,
         "rows": [budget_row(s) for s in statuses if _kept(s, filters)],
         "fleet": forecast_card(forecast, currency) if forecast else None,
@@ -361,3 +406,127 @@ def idle_context(
         "rows": idle_page_rows(rows),
         "idle_cards": idle_cards,
     }
+
+
+# --- what moved (economics.moved) ------------------------------------------------
+
+MOVED_PARTS = (
+    ("price", "price"),
+    ("fleet", "fleet"),
+    ("traffic", "traffic"),
+    ("size", "size"),
+    ("clock", "clock"),
+)
+MOVED_SORTS = ("scope", "name", "spend", "spend_change", "u", "change",
+               *(k for k, _ in MOVED_PARTS))  # fmt: skip
+MOVED_SPEND_PARTS = (
+    ("spend_price", "price ($ per GPU-hour)"),
+    ("spend_fleet", "fleet (GPU-hours)"),
+    ("spend_clock", "clock (bill or rate card)"),
+)
+
+
+def _raw(value: object) -> str:
+    """A figure for a data-value attribute: its repr, or "" where missing."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return repr(float(value))  # type: ignore[arg-type]
+
+
+def moved_row(row: dict[str, Any], query: str) -> dict[str, Any]:
+    cur = row["currency"]
+    clocks = row["clocks"] or fmt.MISSING
+    if row["clocks_b"] != row["clocks"]:
+        clocks = f"{row['clocks_b'] or fmt.MISSING} → {clocks}"
+    return {
+        "scope": row["scope"],
+        "name": row["name"],
+        "currency": cur,
+        "spend": fmt.money(row["spend"], cur),
+        "spend_b": fmt.money(row["spend_b"], cur),
+        "spend_change": fmt.money(row["spend_change"], cur),
+        "u": fmt.money_unit(row["u"], cur),
+        "u_b": fmt.money_unit(row["u_b"], cur),
+        "change": fmt.money_unit(row["change"], cur),
+        "change_raw": _raw(row["change"]),
+        "parts": [
+            {"key": k, "value": fmt.money_unit(row[k], cur), "raw": _raw(row[k])}
+            for k, _ in MOVED_PARTS
+        ],
+        "clocks": clocks,
+        "reason": row["reason"],
+        "days": row["days"],
+        "days_b": row["days_b"],
+        "missing": row["days_missing"] + row["days_missing_b"],
+        "query": query,
+    }
+
+
+def moved_context(
+    found: Moved, filters: Filters, *, sort: str, errors: list[str]
+) -> dict[str, Any]:
+    """The "what moved" page: one row per series, sorted by ``sort``."""
+    query = urlencode(
+        [("start", found.start.isoformat()), ("end", found.end.isoformat())]
+    )
+    rows = [moved_row(r, query) for r in found.rows.to_dict("records")]
+    here = [(k, v) for k, v in filters.params() if k not in ("start", "end")]
+    here += [("start", found.start.isoformat()), ("end", found.asked_end.isoformat())]
+    return {
+        "filters": filters,
+        "found": found,
+        "rows": rows,
+        "sort": sort,
+        "sorts": {
+            c: urlencode([*here, ("sort", f"-{c}" if sort == c else c)])
+            for c in MOVED_SORTS
+        },
+        "errors": errors,
+        "last_day": found.end - timedelta(days=1),
+        "before_last_day": found.before_end - timedelta(days=1),
+        "parts": MOVED_PARTS,
+    }
+
+
+def moved_explanation_context(found: Moved, filters: Filters) -> dict[str, Any]:
+    """One series' move over any window: the rows of ``moved_context`` and
+    the spend's parts."""
+    records = found.rows.to_dict("records")
+    row = records[0] if records else None
+    cur = row["currency"] if row else "USD"
+    return {
+        "filters": filters,
+        "found": found,
+        "row": moved_row(row, "") if row else None,
+        "others": [moved_row(r, "") for r in records[1:]],  # other currencies
+        "spend_parts": [
+            {
+                "key": k,
+                "label": label,
+                "value": fmt.money(row[k], cur),
+                "raw": _raw(row[k]),
+            }
+            for k, label in MOVED_SPEND_PARTS
+            if row is not None
+        ],
+        "spend_change_raw": _raw(row["spend_change"]) if row else "",
+        "last_day": found.end - timedelta(days=1),
+        "before_last_day": found.before_end - timedelta(days=1),
+        "parts": [
+            p | {"label": label}
+            for p, label in zip(
+                moved_row(row, "")["parts"] if row else [],
+                MOVED_PART_LABELS,
+                strict=False,
+            )
+        ],
+    }
+
+
+MOVED_PART_LABELS = (
+    "price ($ per GPU-hour, rate card)",
+    "fleet (GPU-hours)",
+    "traffic (tokens)",
+    "request size (tokens per request)",
+    "clock (bill against rate card where the clocks differ; else 0)",
+)

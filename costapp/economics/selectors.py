@@ -285,10 +285,29 @@ class DeploymentSummary:
     cost_per_1m_tokens_7d: float
     gpu_hours_7d: float
     truncation_share: float
-    # Of the window's stored figures: the last day with a unit cost, and how
-    # many of its days are flagged.
+    # Of the window's stored figures: the last day with a unit cost; and how
+    # many days of the table's own days (``Overview.period``) are flagged.
     last: FigureRow | None = None
     flags: int = 0
+
+
+@dataclass(frozen=True)
+class Period:
+    """The cards' days and the equal days before them, each with the clocks
+    its figures rest on. The cards are the deployments' direct cost: their
+    allocated bill (or provisional cost), idle and unallocated left out."""
+
+    start: date
+    end: date  # exclusive: the window's end
+    previous_start: date  # the previous period is [previous_start, start)
+    clocks: tuple[str, ...]  # of the period's figures, final first
+    previous_clocks: tuple[str, ...]
+    covered: int = 0  # days of the period with a figure
+    previous_covered: int = 0
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days
 
 
 @dataclass(frozen=True)
@@ -300,15 +319,19 @@ class Overview:
     deployments: list[DeploymentSummary]
     basis: set[str]
     currency: str  # every amount's: the overview reads one currency
+    period: Period
 
 
 # The overview adds deployments up, and amounts in two currencies never add:
 # it reads the figures in the rate card's currency.
 OVERVIEW_CURRENCY = "USD"
+# The cards' and the table's days: the window's last 7 (all of a shorter one).
+CARD_DAYS = 7
+CLOCK_ORDER = ("final", "estimated", "provisional")
 
 
-def _since(end: date, days: int) -> Q:
-    return Q(period_start__gte=utc_midnight(end - timedelta(days=days)))
+def _between(start: date, end: date) -> Q:
+    return Q(period_start__gte=utc_midnight(start), period_start__lt=utc_midnight(end))
 
 
 def _float(value: object) -> float:
@@ -322,40 +345,76 @@ def overview_read(
     team: str = "",
     deployments: Iterable[str] | None = None,
 ) -> Overview:
-    """Everything the overview shows, for the ``days`` days before ``today``;
-    ``team``/``deployments`` keep those deployments only.
+    """Everything the overview shows, for the ``days`` days before ``today``
+    (the window's exclusive end); ``team``/``deployments`` keep those
+    deployments only. The cards and the table are the window's last 7 days
+    (all of a shorter window) against as many days before them, read
+    whatever the window holds.
 
     Read from the stored daily figures of the deployments, never re-derived
     from hours and bills per request: a day's cost is its allocated bill
     where one arrived, else its measured GPU-hours at the rate card (the
-    figure's list cost). Per deployment the window's sums come from SQL, the
-    last figure with a unit cost from one more query.
+    figure's list cost). Per deployment the sums come from SQL, the last
+    figure with a unit cost from one more query.
     """
     end = today
     start = end - timedelta(days=days)
+    n = min(CARD_DAYS, days)
     scope = deployments_in_scope_read(
         team=team, deployments=None if deployments is None else list(deployments)
     )
-    figures = _overview_figures(start=start, end=end, scope=scope)
+    # The window and the previous period: a short window's comparison days
+    # lie before it.
+    read = _overview_figures(
+        start=min(start, end - timedelta(days=2 * n)), end=end, scope=scope
+    )
+    figures = read.filter(_between(start, end))
     frame, clocks = _daily_unit_costs_read(figures)
-    sums = _week_sums_read(figures, end=end)
+    period = _period_read(read, end=end, days=n)
+    sums = _week_sums_read(read, period=period, window_start=start)
     last = _last_figures_read(figures, {n: r["last_at"] for n, r in sums.items()})
     return Overview(
         start=start,
         end=end,
         days=frame,
-        kpis=_kpis(list(sums.values())),
+        kpis=_kpis(list(sums.values()), days=n),
         deployments=_summaries_read(sums, last, scope),
         basis={"provisional" if c == "provisional" else "billed" for c in clocks},
         currency=OVERVIEW_CURRENCY,
+        period=period,
+    )
+
+
+def _period_read(read: QuerySet[UnitCostFigure], *, end: date, days: int) -> Period:
+    start = end - timedelta(days=days)
+    previous_start = start - timedelta(days=days)
+
+    def clocks(q: Q) -> tuple[tuple[str, ...], int]:
+        rows = set(read.filter(q).values_list("clock", "period_start").distinct())
+        found = {clock for clock, _ in rows}
+        ordered = tuple(c for c in CLOCK_ORDER if c in found)
+        return ordered + tuple(sorted(found - set(CLOCK_ORDER))), len(
+            {at for _, at in rows}
+        )
+
+    now, now_days = clocks(_between(start, end))
+    before, before_days = clocks(_between(previous_start, start))
+    return Period(
+        start=start,
+        end=end,
+        previous_start=previous_start,
+        clocks=now,
+        previous_clocks=before,
+        covered=now_days,
+        previous_covered=before_days,
     )
 
 
 def _overview_figures(
     *, start: date, end: date, scope: set[str] | None
 ) -> QuerySet[UnitCostFigure]:
-    """The window's daily deployment figures (a query, not yet run), each
-    with the cost the overview shows as ``shown``."""
+    """The daily deployment figures of [start, end) (a query, not yet run),
+    each with the cost the overview shows as ``shown``."""
     figures = UnitCostFigure.objects.filter(
         scope="deployment",
         grain="day",
@@ -411,17 +470,18 @@ def _daily_unit_costs_read(
 
 
 def _week_sums_read(
-    figures: QuerySet[UnitCostFigure], *, end: date
+    read: QuerySet[UnitCostFigure], *, period: Period, window_start: date
 ) -> dict[str, dict[str, Any]]:
-    """Per deployment, summed by the database: the last 7 days, the 7 before
-    them (the KPIs' comparison), the window's flags and its last day with a
-    unit cost."""
-    last7 = _since(end, 7)
-    prev7 = _since(end, 14) & ~last7
+    """Per deployment, summed by the database: the period's days, the equal
+    days before them (the KPIs' comparison), the period's flagged days and
+    the window's last day with a unit cost."""
+    last7 = _between(period.start, period.end)
+    prev7 = _between(period.previous_start, period.start)
     tokens = F("prompt_tokens") + F("generation_tokens")
+    in_window = _between(window_start, period.end)
     return {
         row["name"]: dict(row)
-        for row in figures.values("name")
+        for row in read.values("name")
         .annotate(
             week_cost=Sum("shown", filter=last7),
             week_requests=Sum("requests", filter=last7),
@@ -432,23 +492,31 @@ def _week_sums_read(
             prev_cost=Sum("shown", filter=prev7),
             prev_requests=Sum("requests", filter=prev7),
             prev_tokens=Sum(tokens, filter=prev7),
-            flagged=Count("pk", filter=~Q(flag="")),
-            last_at=Max("period_start", filter=Q(cost_per_1k_requests__isnull=False)),
+            any_prev=Count("pk", filter=prev7),
+            flagged=Count("pk", filter=last7 & ~Q(flag="")),
+            last_at=Max(
+                "period_start",
+                filter=in_window & Q(cost_per_1k_requests__isnull=False),
+            ),
         )
         .order_by()
     }
 
 
-def _kpis(sums: list[dict[str, Any]]) -> list[Kpi]:
-    """The fleet's last 7 days against the 7 before them."""
+def _kpis(sums: list[dict[str, Any]], *, days: int) -> list[Kpi]:
+    """The fleet's period against the equal days before it."""
 
     def total(key: str) -> float:
         return math.fsum(_float(r[key]) for r in sums)
 
     cur = _totals(total("week_cost"), total("week_requests"), total("week_tokens"))
     prev = _totals(total("prev_cost"), total("prev_requests"), total("prev_tokens"))
+    if not any(r["any_prev"] for r in sums):
+        # No figure before the period: missing, not $0.00.
+        prev = _totals(math.nan, math.nan, math.nan)
+    last = f"last {days} day{'s' if days != 1 else ''}"
     return [
-        Kpi("Spend, last 7 days", cur.cost, prev.cost,
+        Kpi(f"Spend, {last}", cur.cost, prev.cost,
             relative_change(cur.cost, prev.cost), "money"),
         Kpi("$ per 1k requests", cur.cost_per_1k_requests,
             prev.cost_per_1k_requests,
@@ -457,7 +525,7 @@ def _kpis(sums: list[dict[str, Any]]) -> list[Kpi]:
         Kpi("$ per 1M tokens", cur.cost_per_1m_tokens, prev.cost_per_1m_tokens,
             relative_change(cur.cost_per_1m_tokens, prev.cost_per_1m_tokens),
             "money_unit"),
-        Kpi("Requests, last 7 days", cur.requests, prev.requests,
+        Kpi(f"Requests, {last}", cur.requests, prev.requests,
             relative_change(cur.requests, prev.requests), "count"),
     ]  # fmt: skip
 

@@ -17,4 +17,10 @@ urlpatterns = [
     path("explain/<int:figure_id>/", views.explanation, name="explanation"),
     path("budgets/", views.budgets, name="budgets"),
     path("idle/", views.idle, name="idle"),
+    path("moved/", views.moved, name="moved"),
+    path(
+        "moved/<str:scope>/<str:name>/",
+        views.moved_explanation,
+        name="moved_explanation",
+    ),
 ]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
@@ -18,6 +18,7 @@ from costapp.economics.figures import (
     explanation_read,
     flagged_read,
     pool_idle_read,
+    scope_names_read,
     scope_windows_read,
 )
 from costapp.economics.forecasts.present import overview_month_context
@@ -31,6 +32,7 @@ from costapp.economics.idle.selectors import (
     idle_rows_read,
     idle_series_names_read,
 )
+from costapp.economics.moved import MovedForm, moved_read
 from costapp.economics.selectors import overview_read
 from costapp.filters import Filters, filters_read
 from costapp.models.economics import FLEET
@@ -149,6 +151,7 @@ def _overview_context(
         ),
         pools=pool_idle_read(start=start, end=end, deployments=filters.deployments),
         idle_cards=idle_cards_context(start=start, end=end),
+        today=today,
     )
     return present.overview_context(page)
 
@@ -171,7 +174,10 @@ def budgets(request: HttpRequest) -> HttpResponse:
     # Budgets are monthly: the page shows the month of the window's last day,
     # as of that day (today at the latest).
     filters = filters_read(request.GET, default_preset="mtd")
-    today = min(display_today(), filters.last_day)
+    # As of the window's end (exclusive, as ``today`` is there): a window
+    # ending with its month shows the month's bill, not a forecast of its
+    # last day.
+    today = min(display_today(), filters.end)
     form = BudgetForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -189,13 +195,14 @@ def budgets(request: HttpRequest) -> HttpResponse:
         form=form,
         filters=filters,
         series=series,
-        as_of=today,
+        as_of=today - timedelta(days=1),
         statuses=budget_statuses_read(today=today),
         forecast=month_forecast_read(
             scope=scope, name=forecast_name, currency=FORECAST_CURRENCY, today=today
         ),
         currency=FORECAST_CURRENCY,
         can_write=request.user.has_perm("costapp.add_budget"),
+        scope=scope,
     )
     return render(request, "economics/budgets.html", context)
 
@@ -229,3 +236,36 @@ def _idle_context(form: EconomicsWindowForm, filters: Filters) -> dict[str, obje
         ),
         idle_cards=idle_cards_context(start=start, end=end),
     )
+
+
+def _moved_input(
+    request: HttpRequest, default_preset: str = "7d"
+) -> tuple[Filters, str, list[str]]:
+    """The shared window filter and the page's sort (refused: named, and the
+    default order is shown)."""
+    filters = filters_read(request.GET, default_preset=default_preset)
+    form = MovedForm(request.GET or None)
+    errors = form.messages() if form.is_bound and not form.is_valid() else []
+    return filters, form.sort_key(), errors
+
+
+@requires("costapp.view_overview")
+def moved(request: HttpRequest) -> HttpResponse:
+    """Every deployment, team and the fleet over the window's complete days
+    against the period of the same length before it."""
+    filters, sort, errors = _moved_input(request)
+    found = moved_read(start=filters.start, end=filters.end, sort=sort, **filters.scope)
+    context = present.moved_context(found, filters, sort=sort, errors=errors)
+    return render(request, "economics/moved.html", context)
+
+
+@requires("costapp.view_overview")
+def moved_explanation(request: HttpRequest, scope: str, name: str) -> HttpResponse:
+    """One series' move over any window, flagged or not."""
+    if name not in scope_names_read().get(scope, []):
+        raise Http404("no such series")
+    filters, _, _ = _moved_input(request)
+    found = moved_read(start=filters.start, end=filters.end, scope=scope, name=name)
+    context = present.moved_explanation_context(found, filters)
+    context |= {"scope": scope, "name": name}
+    return render(request, "economics/moved_explanation.html", context)

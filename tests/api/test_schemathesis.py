@@ -67,7 +67,7 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
         ).json()
         assert sorted(schema["paths"]) == [
             "/api/v1/alerts/active/", "/api/v1/alerts/events/", "/api/v1/baselines/",
-            "/api/v1/budgets/", "/api/v1/idle/", "/api/v1/spend/",
+            "/api/v1/budgets/", "/api/v1/idle/", "/api/v1/moved/", "/api/v1/spend/",
             "/api/v1/unit-costs/",
         ]  # fmt: skip
         run = subprocess.run(
@@ -107,5 +107,5 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
     assert run.returncode == 0, output[-6000:]
     # Both phases ran every operation (the coverage phase's boundary and
     # invalid values, then random ones).
-    assert output.count("✅ 7 passed") == 2, output[-3000:]
+    assert output.count("✅ 8 passed") == 2, output[-3000:]
     assert "No issues found" in output, output[-3000:]

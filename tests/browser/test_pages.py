@@ -6,6 +6,7 @@ bill and usage rows, and the filters changing the URL and the data."""
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 import time
@@ -30,6 +31,7 @@ READER_NAV = {
     "/",
     "/economics/budgets/",
     "/economics/idle/",
+    "/economics/moved/",
     "/costs/",
     "/costs/breakdown/",
 } | {"/costs/reconciliation/"}
@@ -43,6 +45,7 @@ DETAIL = [
         r"^/telemetry/[\w-]+/$",
         r"^/capacity/[\w-]+/$",
         r"^/economics/explain/\d+/$",
+        r"^/economics/moved/(deployment|team|fleet)/[\w-]+/",
         r"^/costs/lines/\?day=",
         r"^/alerts/(channels|silences|log)/$",
         r"^/alerts/rules/\d+/$",
@@ -474,3 +477,30 @@ def test_a_first_visit_logs_nothing_either(demo: Demo) -> None:
         assert _console(d, "/login/") == []
     finally:
         d.quit()
+
+
+def test_what_moved_lists_every_deployment_and_its_parts_sum_to_each_change(
+    demo: Demo, drivers: Any
+) -> None:
+    d = drivers["finance"]
+    _open(d, demo.url + "/economics/moved/?preset=7d")
+    rows = d.execute_script(
+        "return [...document.querySelectorAll('#moved tbody tr')].map(tr => ({"
+        "scope: tr.dataset.scope, name: tr.dataset.name,"
+        "change: tr.querySelector('[data-change]').dataset.change,"
+        "parts: [...tr.querySelectorAll('[data-part]')].map(td => td.dataset.value)}))"
+    )
+    listed = {r["name"] for r in rows if r["scope"] == "deployment"}
+    assert listed == {n for (n,) in _rows(demo, "select name from costapp_deployment")}
+    assert any(r["scope"] == "fleet" for r in rows)
+    summed = 0
+    for r in rows:
+        if r["change"] and all(r["parts"]):
+            parts = [float(v) for v in r["parts"]]
+            assert len(parts) == 5
+            assert math.fsum(parts) == pytest.approx(
+                float(r["change"]), rel=1e-9, abs=1e-12
+            ), r
+            summed += 1
+    assert summed >= len(listed)
+    assert "Complete UTC days only" in d.find_element("id", "compared").text

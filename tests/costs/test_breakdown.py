@@ -52,8 +52,9 @@ def test_every_slice_of_each_dimension_sums_to_the_bill() -> None:
 @time_machine.travel(utc(2026, 12, 10, 12), tick=False)
 def test_presets_are_utc_day_windows_and_custom_needs_both_ends() -> None:
     today = date(2026, 12, 10)
-    assert preset_window("7d", today) == (date(2026, 12, 4), date(2026, 12, 11))
-    assert preset_window("mtd", today) == (date(2026, 12, 1), date(2026, 12, 11))
+    # Presets end at the last complete UTC day: today is not over.
+    assert preset_window("7d", today) == (date(2026, 12, 3), date(2026, 12, 10))
+    assert preset_window("mtd", today) == (date(2026, 12, 1), date(2026, 12, 10))
     assert preset_window("last_month", today) == (NOV, date(2026, 12, 1))
     form = RangeForm({"preset": "custom", "start": "2026-11-03"})
     assert not form.is_valid()
@@ -83,7 +84,7 @@ def test_the_page_shows_its_window_and_links_a_day_to_its_lines(
     bad = client.get("/costs/breakdown/", {"preset": "5y"}).content.decode()
     assert "preset=&#x27;5y&#x27;" in bad
     assert (
-        "showing the default window 2026-11-04 to 2026-12-04 (exclusive; last 30 days"
+        "showing the default window 2026-11-03 to 2026-12-03 (exclusive; last 30 days"
         in bad
     )
     assert client.get("/costs/lines/", {"day": "2026-02-30"}).status_code == 200

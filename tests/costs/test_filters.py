@@ -135,12 +135,12 @@ def test_the_presets_are_utc_days_and_each_page_says_its_window(month: None) -> 
     client = lead()
     f = filters_read(QueryDict("preset=7d&team=search"))
     assert (f.start, f.end, f.team, f.deployments) == (
-        date(2026, 12, 4),
-        date(2026, 12, 11),
+        date(2026, 12, 3),
+        date(2026, 12, 10),
         "search",
         ("embed",),
     )
-    assert "preset=custom&start=2026-12-04&end=2026-12-11&team=search" == f.query
+    assert "preset=custom&start=2026-12-03&end=2026-12-10&team=search" == f.query
     for url in (
         "/",
         "/economics/budgets/",
@@ -171,7 +171,7 @@ def test_the_overview_table_keeps_the_chosen_deployments(month: None) -> None:
     # A team alone keeps the overview's own default window, and says so.
     default = client.get("/", {"team": "assistant"}).content.decode()
     assert (
-        "<strong>2026-09-11</strong> to <strong>2026-12-09</strong> (the 90 days"
+        "<strong>2026-09-11</strong> to <strong>2026-12-09</strong> (last 90 days"
         in (default)
     )
     team = client.get("/", {**query, "team": "assistant"}).content.decode()

@@ -237,4 +237,4 @@ def test_a_month_with_no_day_left_shows_its_total_not_a_forecast(
     assert shown["note"] == "the month is over: nothing left to forecast"
     html = render_to_string("economics/_month_card.html", {"month_card": shown})
     assert "Month total" in html and "interval" not in html
-    assert f"spend in {shown['month']}</div>" in html  # not "to date"
+    assert f"spend in {shown['month']} (fully loaded)</div>" in html  # not "to date"

@@ -99,7 +99,7 @@ def test_the_window_form_refuses_a_bad_date_by_field_and_value(world: w.World) -
     # ... and shows its default window instead, saying so, as every page does.
     default = client_as("finance").get("/").content.decode()
     assert "showing the default window" in html
-    assert "(exclusive; the 90 days before today) for the whole fleet instead" in html
+    assert "(exclusive; last 90 days) for the whole fleet instead" in html
     assert _window_shown(html) == _window_shown(default)
     assert _body_shown(html) == _body_shown(default)  # the same figures
     year_9999 = client_as("finance").get("/economics/idle/", {"end": "9999-12-31"})

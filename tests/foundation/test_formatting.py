@@ -38,6 +38,14 @@ def test_unit_costs_keep_three_decimals_below_one_unit_and_cents_above() -> None
 def test_usd_is_money_in_dollars_as_it_was_written_before(
     value: float, places: int
 ) -> None:
-    sign = "-" if value < 0 else ""
-    assert fmt.usd(value, places=places) == f"{sign}${abs(value):,.{places}f}"
+    amount = f"{abs(value):,.{places}f}"
+    # As before, except that what rounds to nothing has no minus sign.
+    sign = "-" if value < 0 and float(amount.replace(",", "")) != 0 else ""
+    assert fmt.usd(value, places=places) == f"{sign}${amount}"
     assert fmt.usd(value, places=places) == fmt.money(value, "USD", places=places)
+
+
+def test_an_amount_that_rounds_to_nothing_carries_no_minus_sign() -> None:
+    assert fmt.money(-0.0004, "USD", places=3) == "$0.000"
+    assert fmt.money(-0.0, "EUR") == "EUR 0.00"
+    assert fmt.money(-0.0006, "USD", places=3) == "-$0.001"

@@ -93,6 +93,7 @@ def seed_url_objects() -> dict[str, str]:
         "figure_id": str(figure.pk),
         "deployment": deployment.name,
         "name": deployment.name,
+        "scope": "deployment",
         "share_token": scenario.share_token,
         "run_id": str(run.pk),
     }

@@ -37,6 +37,9 @@ def month_card_context(card: MonthCard) -> dict[str, Any]:
         )
     return {
         "title": "Fleet" if card.scope == "fleet" else card.name or "Selection",
+        # A deployment's spend is direct; a team's and the fleet's carry
+        # pool idle and the unallocated bill.
+        "basis": "direct" if card.scope == "deployment" else "fully loaded",
         "month": card.month.strftime("%B %Y"),
         "as_of": card.as_of.isoformat() if card.as_of else fmt.MISSING,
         "to_date": fmt.money(card.to_date, cur),
