@@ -577,7 +577,7 @@ class ExportFigures:
 def export_measure(end: date, days: int, repeat: int) -> ExportFigures:
     """The year's export against COPY, the month's and the year's peak RSS,
     interleaved run by run so both see the same machine load."""
-    from costapp.costs.allocations import stored_days
+    from costapp.costs.allocations import stored_days_read
     from costapp.costs.export.day_rows import DayRows
     from costapp.costs.export.reads import export_digest_days_read
 
@@ -595,7 +595,7 @@ def export_measure(end: date, days: int, repeat: int) -> ExportFigures:
             c, lines = copy_time(year_start, end)
             copy_s.append(c)
             floor_s.append(python_floor_time(year_start, end)[0])
-    stored = stored_days(year_start, end)
+    stored = stored_days_read(year_start, end)
     whole = len(export_digest_days_read(stored, DayRows().digest()))
     return ExportFigures(
         rows, lines, runs, copy_s, floor_s, peak_month, len(stored), days, whole

@@ -15,7 +15,11 @@ from decimal import Decimal
 from django.db.models import OuterRef, QuerySet, Subquery
 
 from analytics.allocation import IDLE, UNALLOCATED
-from costapp.costs.allocations import allocation_days, bill_days, reconciliation_rows
+from costapp.costs.allocations import (
+    allocation_days_read,
+    bill_days_read,
+    reconciliation_rows_read,
+)
 from costapp.costs.selectors import Basis
 from costapp.days import utc_midnight
 from costapp.economics.forecasts.selectors import budget_statuses_read
@@ -23,7 +27,7 @@ from costapp.economics.moved import moved_read
 from costapp.models import AlertEvent, AlertState, UnitCostFigure
 
 # The rate card is priced in US dollars (the bills area's reconciliation and
-# billed_deployment_days read it so); bills carry their own currency.
+# billed_deployment_days_read read it so); bills carry their own currency.
 PROVISIONAL_CURRENCY = "USD"
 
 
@@ -77,14 +81,14 @@ def spend_days_read(
     cost; each pool's ``__idle__`` and the ``__unallocated__`` remainder as
     rows of their own, so the bills of a day sum to its bill."""
     status: dict[tuple[date, str], str] = {}
-    for b in bill_days(start, end, basis):
+    for b in bill_days_read(start, end, basis):
         key = (b.day, b.currency)
         if b.estimated or status.get(key) == "estimated":
             status[key] = "estimated"
         else:
             status[key] = "final"
     rows: list[SpendRow] = []
-    for r in reconciliation_rows(start, end, basis):
+    for r in reconciliation_rows_read(start, end, basis):
         billed = r.billed is not None
         rows.append(
             SpendRow(
@@ -102,7 +106,7 @@ def spend_days_read(
             )
         )
     overheads: dict[tuple[date, str, str, str], Decimal] = defaultdict(Decimal)
-    for (_account, day, currency), allocation in allocation_days(
+    for (_account, day, currency), allocation in allocation_days_read(
         start, end, basis
     ).items():
         for share in allocation.shares:

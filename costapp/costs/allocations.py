@@ -151,7 +151,7 @@ def allocations_compute(
     return out
 
 
-def stored_days(start: date, end: date, *, digest: str | None = None) -> set[date]:
+def stored_days_read(start: date, end: date, *, digest: str | None = None) -> set[date]:
     """Days of ``start``..``end`` whose stored shares hold: marked (a write
     to a bill line or a deployment-hour of the day drops the mark in its own
     transaction: triggers of migration 0012), computed under the current
@@ -204,17 +204,17 @@ def _day_ranges(days: Collection[date]) -> Iterator[tuple[date, date]]:
         i = j + 1
 
 
-def allocation_days(
+def allocation_days_read(
     start: date, end: date, basis: Basis
 ) -> dict[tuple[str, date, str], DayAllocation]:
     """(account, UTC day, currency) -> the day's allocation.
 
     Read from the stored shares (``costapp.costs.shares``, one query) for the
-    days ``stored_days`` vouches for; every other day of the window (never
+    days ``stored_days_read`` vouches for; every other day of the window (never
     stored, stored before a run or a rule change) is allocated on the fly
     from the lines, exactly as the shares would be. Both give the same
     figures (tests/costs/test_shares.py)."""
-    stored = stored_days(start, end)
+    stored = stored_days_read(start, end)
     out: dict[tuple[str, date, str], DayAllocation] = {}
     if stored:
         shares: dict[tuple[str, date, str], list[Share]] = defaultdict(list)
@@ -245,7 +245,7 @@ def allocation_days(
     return out
 
 
-def billed_deployment_days(
+def billed_deployment_days_read(
     start: date, end: date, basis: Basis = DEFAULT_BASIS, currency: str = "USD"
 ) -> dict[tuple[str, date], Decimal]:
     """The allocated bill per deployment and UTC day (``end`` exclusive), only
@@ -253,7 +253,7 @@ def billed_deployment_days(
     idle and unallocated amounts are not any deployment's. The overview uses
     this to replace its provisional figure once the bill for a day arrives."""
     out: dict[tuple[str, date], Decimal] = {}
-    for (_, day, cur), allocation in allocation_days(start, end, basis).items():
+    for (_, day, cur), allocation in allocation_days_read(start, end, basis).items():
         if cur != currency:
             continue
         for share in allocation.shares:
@@ -281,7 +281,7 @@ class BillDay:
     selected: Decimal | None = None
 
 
-def bill_days(
+def bill_days_read(
     start: date,
     end: date,
     basis: Basis,
@@ -295,7 +295,7 @@ def bill_days(
     scope = deployments_in_scope_read(team=team, deployments=deployments)
     shares: dict[tuple[date, str, str], Decimal] = {}
     if scope is not None:
-        for (account, day, cur), allocation in allocation_days(
+        for (account, day, cur), allocation in allocation_days_read(
             start, end, basis
         ).items():
             shares[(day, account, cur)] = sum(
@@ -338,7 +338,7 @@ def bill_days(
     ]
 
 
-def bill_total(
+def bill_total_read(
     start: date,
     end: date,
     basis: Basis,
@@ -349,7 +349,7 @@ def bill_total(
     """Currency -> total, for sanity checks and the export footer; with
     ``team``/``deployments`` the part allocated to those deployments."""
     out: dict[str, Decimal] = {}
-    for b in bill_days(start, end, basis, team=team, deployments=deployments):
+    for b in bill_days_read(start, end, basis, team=team, deployments=deployments):
         value = b.total if b.selected is None else b.selected
         out[b.currency] = out.get(b.currency, Decimal(0)) + value
     return out
@@ -373,7 +373,7 @@ class ReconciliationRow:
         return self.billed is None
 
 
-def reconciliation_rows(
+def reconciliation_rows_read(
     start: date,
     end: date,
     basis: Basis = DEFAULT_BASIS,
@@ -387,8 +387,8 @@ def reconciliation_rows(
     provisional figure only. ``team``/``deployments`` keep those rows only."""
     scope = deployments_in_scope_read(team=team, deployments=deployments)
     usage = usage_days_read(start, end)
-    billed = billed_deployment_days(start, end, basis)
-    bill_dates = {b.day for b in bill_days(start, end, basis)}
+    billed = billed_deployment_days_read(start, end, basis)
+    bill_dates = {b.day for b in bill_days_read(start, end, basis)}
     book = rate_book()
     fleet = {d.name: d for d in Deployment.objects.select_related("pool")}
     keys = sorted(set(usage) | set(billed), key=lambda k: (k[1], k[0]), reverse=True)

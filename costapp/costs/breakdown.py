@@ -18,7 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from analytics.allocation import IDLE, UNALLOCATED
-from costapp.costs.allocations import allocation_days
+from costapp.costs.allocations import allocation_days_read
 from costapp.costs.export.build import Export, ExportSpec
 from costapp.costs.export.rows import ESTIMATED, FINAL, PROVISIONAL
 from costapp.costs.rates import rate_book
@@ -212,7 +212,7 @@ def _bill_by_line_read(
             _add_line(tally.sums, line, amount)
         return
     lines = {str(x.pk): x for x in cost_lines_read(start, end)}
-    for allocation in allocation_days(start, end, basis).values():
+    for allocation in allocation_days_read(start, end, basis).values():
         for share in allocation.shares:
             if share.target in scope:
                 line = lines[share.line_key]

@@ -2,7 +2,7 @@
 day, and on PostgreSQL the day's finance export rows by deployment built from
 them (``CostExportRow``, ``export_rows_store``).
 
-``allocation_days`` (costs/allocations.py) reads these instead of allocating
+``allocation_days_read`` (costs/allocations.py) reads these instead of allocating
 every bill line on every request. A day is the unit: one transaction per day
 replaces its shares (every account, currency and basis) and its deployments'
 usage whole, then stamps ``CostShareDay`` with the time taken *before* the
@@ -41,7 +41,7 @@ from costapp.costs.allocations import (
     _day_ranges,
     allocation_digest,
     allocations_compute,
-    stored_days,
+    stored_days_read,
 )
 from costapp.costs.export.day_rows import DayRows
 from costapp.costs.export.reads import (
@@ -214,7 +214,7 @@ def cost_shares_rebuild(
     *, start: date | None = None, end: date | None = None, stale_only: bool = True
 ) -> SharesResult:
     """(Re)store ``start``..``end`` (default: every day with data); with
-    ``stale_only`` only the days ``stored_days`` does not vouch for."""
+    ``stale_only`` only the days ``stored_days_read`` does not vouch for."""
     span = data_span()
     if span is None:
         return SharesResult(0, 0, 0)
@@ -224,7 +224,7 @@ def cost_shares_rebuild(
         return SharesResult(0, 0, 0)
     days = {start + timedelta(days=i) for i in range((end - start).days)}
     if stale_only:
-        fresh = stored_days(start, end)
+        fresh = stored_days_read(start, end)
         if connection.vendor == "postgresql":
             # A day whose export rows were built under another fleet or rate
             # card is stale too (the export rebuilds it from its shares).

@@ -128,7 +128,7 @@ def bills(request: HttpRequest) -> HttpResponse:
 def _bills_context(f: Filters) -> dict[str, Any]:
     ctx = _window_context(f)
     w = ctx["window"]
-    days = allocations.bill_days(w["start"], w["end"], w["basis"], **f.scope)
+    days = allocations.bill_days_read(w["start"], w["end"], w["basis"], **f.scope)
     totals: dict[str, Decimal] = {}
     selected: dict[str, Decimal] = {}
     for d in days:
@@ -158,7 +158,7 @@ def _reconciliation_context(f: Filters) -> dict[str, Any]:
     w = ctx["window"]
     return {
         **ctx,
-        "rows": allocations.reconciliation_rows(
+        "rows": allocations.reconciliation_rows_read(
             w["start"], w["end"], w["basis"], **f.scope
         ),
     }
@@ -358,7 +358,9 @@ def reconciliation_export(request: HttpRequest) -> HttpResponseBase:
     if f.errors:
         return HttpResponse("; ".join(f.errors), status=400, content_type="text/plain")
     w = _window_context(f)["window"]
-    rows = allocations.reconciliation_rows(w["start"], w["end"], w["basis"], **f.scope)
+    rows = allocations.reconciliation_rows_read(
+        w["start"], w["end"], w["basis"], **f.scope
+    )
     lines = csv_lines(
         RECONCILIATION_COLUMNS,
         (

@@ -142,7 +142,9 @@ def fleet() -> None:
 def test_every_cent_of_the_day_lands_on_a_deployment_idle_or_unallocated(
     fleet: None,
 ) -> None:
-    allocation = allocations.allocation_days(DAY, DAY + timedelta(days=1), "amortized")
+    allocation = allocations.allocation_days_read(
+        DAY, DAY + timedelta(days=1), "amortized"
+    )
     day = allocation[(ACCOUNT, DAY, "USD")]
     assert day.total == D("1320.96") + D("0.0000000001") + D("19.3152") + D("5.5") - D(
         "100"
@@ -157,7 +159,7 @@ def test_every_cent_of_the_day_lands_on_a_deployment_idle_or_unallocated(
     assert by["p5-pool/__idle__"] == D("305.24")
     assert by["chat"] == D("610.48") + D("0.000000000075")
     assert by["code"] == D("305.24") + D("0.000000000025")
-    billed = allocations.billed_deployment_days(DAY, DAY + timedelta(days=1))
+    billed = allocations.billed_deployment_days_read(DAY, DAY + timedelta(days=1))
     assert set(billed) == {("chat", DAY), ("code", DAY), ("embed", DAY)}
     assert (
         sum(billed.values()) + by["p5-pool/__idle__"] + by["__unallocated__"]
@@ -168,7 +170,7 @@ def test_every_cent_of_the_day_lands_on_a_deployment_idle_or_unallocated(
 def test_reconciliation_puts_the_rate_card_beside_the_bill(fleet: None) -> None:
     rows = {
         (r.deployment, r.day): r
-        for r in allocations.reconciliation_rows(DAY, DAY + timedelta(days=2))
+        for r in allocations.reconciliation_rows_read(DAY, DAY + timedelta(days=2))
     }
     chat = rows[("chat", DAY)]
     assert chat.gpu_hours == D("96.000000")

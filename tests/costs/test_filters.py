@@ -14,7 +14,7 @@ from django.db.models import Sum
 from django.http import QueryDict
 from django.test import Client
 
-from costapp.costs.allocations import bill_total, reconciliation_rows
+from costapp.costs.allocations import bill_total_read, reconciliation_rows_read
 from costapp.costs.breakdown import breakdown_read
 from costapp.economics.unit_costs.services import unit_costs_recompute
 from costapp.filters import filters_read
@@ -61,7 +61,7 @@ def test_a_team_keeps_only_its_deployments_share_of_the_bill(month: None) -> Non
     }
     assert search.idle == [] and search.unallocated == []
     assert search.scoped and not whole.scoped
-    assert bill_total(NOV, DEC, "amortized", team="search") == {"USD": embed_lines}
+    assert bill_total_read(NOV, DEC, "amortized", team="search") == {"USD": embed_lines}
 
 
 def test_the_pool_members_and_the_idle_add_up_to_the_pool_lines(month: None) -> None:
@@ -76,7 +76,7 @@ def test_the_pool_members_and_the_idle_add_up_to_the_pool_lines(month: None) -> 
         "assistant",
         '=HYPERLINK("http://x")',
     }
-    rows = reconciliation_rows(NOV, DEC, "amortized", deployments=["embed"])
+    rows = reconciliation_rows_read(NOV, DEC, "amortized", deployments=["embed"])
     assert rows and {r.deployment for r in rows} == {"embed"}
     assert sum(r.billed for r in rows if r.billed is not None) == sql_sum(
         tag_value="embed"

@@ -19,7 +19,11 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db.models import Sum
 
-from costapp.costs.allocations import allocation_days, allocations_compute, stored_days
+from costapp.costs.allocations import (
+    allocation_days_read,
+    allocations_compute,
+    stored_days_read,
+)
 from costapp.costs.export.build import Export, ExportSpec
 from costapp.costs.export.files import csv_rows, parquet_write, summary_csv
 from costapp.costs.export.rows import SCHEMA_FIELDS
@@ -194,16 +198,18 @@ def _at(day: date) -> datetime:
 
 
 def assert_stored_equals_fresh() -> None:
-    assert stored_days(START, END) == {START + timedelta(days=i) for i in range(DAYS)}
+    assert stored_days_read(START, END) == {
+        START + timedelta(days=i) for i in range(DAYS)
+    }
     for basis in BASES:
         fresh = allocations_compute(START, END, [basis])[basis]  # type: ignore[list-item]
-        assert allocation_days(START, END, basis) == fresh  # type: ignore[arg-type]
+        assert allocation_days_read(START, END, basis) == fresh  # type: ignore[arg-type]
         assert fresh  # a real comparison: three billed days
 
 
 def share_of(day: date, target: str = "chat") -> Decimal:
     key = (ACCOUNT, day, "USD")
-    return allocation_days(START, END, "amortized")[key].by_target()[target]
+    return allocation_days_read(START, END, "amortized")[key].by_target()[target]
 
 
 def chat_share(day: date) -> Decimal:
@@ -223,9 +229,9 @@ def test_the_stored_shares_equal_a_fresh_allocation_after_a_restated_bill_day(
     run_of("cost_explorer", _at(day), _at(day + timedelta(1)), bill(day, p5=D(100)))
     # The run finished after the day was stored: its shares are not read,
     # the day is allocated on the fly from the restated lines.
-    assert day not in stored_days(START, END)
+    assert day not in stored_days_read(START, END)
     fresh = allocations_compute(START, END, ["amortized"])["amortized"]
-    assert allocation_days(START, END, "amortized") == fresh
+    assert allocation_days_read(START, END, "amortized") == fresh
     assert chat_share(day) < before
 
     result = cost_shares_rebuild()
@@ -246,7 +252,7 @@ def test_a_late_telemetry_hour_in_a_pool_changes_the_split_and_the_store_follows
     code, idle = share_of(day, "code"), share_of(day, "p5/__idle__")
     run_of("prometheus", _at(day), _at(day + timedelta(1)),
            hours(day, [("code", 1, 8 * 3600.0, 50.0)]))  # fmt: skip
-    assert day not in stored_days(START, END)
+    assert day not in stored_days_read(START, END)
     # code used more of the pool's paid GPU-hours: more of the node line is
     # code's, less of it the pool's idle.
     assert share_of(day, "code") > code and share_of(day, "p5/__idle__") < idle
@@ -271,7 +277,7 @@ def test_a_pool_change_through_the_fleet_file_restores_the_shares(
     assert_stored_equals_fresh()
     # code left the pool: its GPU-hours no longer use the pool's paid ones.
     assert share_of(START, "p5/__idle__") > idle
-    by = allocation_days(START, END, "amortized")[(ACCOUNT, START, "USD")]
+    by = allocation_days_read(START, END, "amortized")[(ACCOUNT, START, "USD")]
     assert by.by_target()["code"] == D("7.25")
 
 
@@ -282,9 +288,9 @@ def test_a_rule_changed_outside_the_fleet_file_is_never_read_stale(
 
     cost_shares_rebuild()
     Pool.objects.filter(name="p5").update(gpus_per_node=4)
-    assert stored_days(START, END) == set()
+    assert stored_days_read(START, END) == set()
     fresh = allocations_compute(START, END, ["amortized"])["amortized"]
-    assert allocation_days(START, END, "amortized") == fresh
+    assert allocation_days_read(START, END, "amortized") == fresh
 
 
 def export_text(spec: ExportSpec) -> tuple[str, str]:
@@ -431,9 +437,9 @@ def test_a_write_outside_any_run_drops_the_mark_of_the_days_it_touches(
         amortized_cost=D("70")
     )
     DeploymentHour.objects.filter(hour=_at(third)).delete()
-    assert stored_days(START, END) == {START}
+    assert stored_days_read(START, END) == {START}
     fresh = allocations_compute(START, END, ["amortized"])["amortized"]
-    assert allocation_days(START, END, "amortized") == fresh
+    assert allocation_days_read(START, END, "amortized") == fresh
     assert share_of(second, "__unallocated__") == before - D("7.25") + D(70)
     assert cost_shares_rebuild().days == 2
     assert_stored_equals_fresh()

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from django.db import connection
 
-from costapp.costs.allocations import _day_ranges, allocations_compute, stored_days
+from costapp.costs.allocations import _day_ranges, allocations_compute, stored_days_read
 from costapp.costs.export.day_rows import DayRows
 from costapp.costs.export.reads import (
     ByDay,
@@ -167,7 +167,7 @@ class Export:
         (``rows.money_text``): a stored day's are read so from the
         database, sparing a ``Decimal`` made and formatted per cell."""
         spec = self.spec
-        stored = stored_days(spec.start, spec.end)
+        stored = stored_days_read(spec.start, spec.end)
         # Days whose rows by deployment are stored whole under today's fleet
         # and rate card: read, not rebuilt (PostgreSQL only: day_rows).
         whole: set[date] = set()

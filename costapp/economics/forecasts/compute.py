@@ -14,7 +14,7 @@ import pandas as pd
 
 from analytics.allocation import IDLE, Share
 from analytics.forecast import MonthForecast, forecast_month
-from costapp.costs.allocations import allocation_days
+from costapp.costs.allocations import allocation_days_read
 from costapp.costs.selectors import DEFAULT_BASIS
 from costapp.economics.figures import figures_read
 from costapp.models import CostLine, Deployment
@@ -54,7 +54,9 @@ def bill_by_record_type_read(
     of each bill line (``end`` exclusive)."""
     member = _scope_member(scope, name)
     picked: list[tuple[date, str, Decimal]] = []
-    for (_, day, cur), allocation in allocation_days(start, end, DEFAULT_BASIS).items():
+    for (_, day, cur), allocation in allocation_days_read(
+        start, end, DEFAULT_BASIS
+    ).items():
         if cur == currency:
             picked.extend(
                 (day, s.line_key, s.amount) for s in allocation.shares if member(s)

@@ -14,7 +14,7 @@ from django.db.models import Max
 
 from analytics.allocation import IDLE
 from costapp.catalog import LIST_PRICES
-from costapp.costs.allocations import allocation_days, bill_days
+from costapp.costs.allocations import allocation_days_read, bill_days_read
 from costapp.costs.selectors import HOUR_UNITS, basis_or_default, usage_days_read
 from costapp.days import utc_midnight
 from costapp.models import (
@@ -108,13 +108,13 @@ def paid_inputs_read(
         if unit in HOUR_UNITS
     }
     estimated = {(b.day, b.account_id, b.currency): b.estimated
-                 for b in bill_days(start, end, chosen)}  # fmt: skip
+                 for b in bill_days_read(start, end, chosen)}  # fmt: skip
     gpus = instance_gpus_read()
     solo_gpus = dict(
         Deployment.objects.filter(name__in=solo).values_list("name", "instance_type")
     )
     out: dict[tuple[str, str, date, str], Paid] = defaultdict(Paid)
-    for (account, day, cur), alloc in allocation_days(start, end, chosen).items():
+    for (account, day, cur), alloc in allocation_days_read(start, end, chosen).items():
         est = estimated.get((day, account, cur), False)
         line_total: dict[str, Decimal] = defaultdict(Decimal)
         line_count: dict[str, int] = defaultdict(int)

@@ -4,7 +4,7 @@ It runs after the unit-cost recompute (same ``since`` and series) and writes
 ``IdleFigure`` rows per deployment or pool and UTC day:
 
 - ``paid``: a pool's ``__idle__`` share of its allocated bill (exact Decimal,
-  from ``costs.allocations.allocation_days``) with the GPU-hours behind it
+  from ``costs.allocations.allocation_days_read``) with the GPU-hours behind it
   (node-hours x GPUs per node minus the members' measured GPU-hours); for a
   deployment outside pools, the GPU-hours of its billed instance-hour lines
   minus its measured GPU-hours, priced at those lines' own cost per paid

@@ -16,7 +16,7 @@ from django.conf import settings
 from analytics.allocation import IDLE, UNALLOCATED
 from analytics.calendar import holiday_calendar
 from analytics.unit_cost_frames import RecomputeInputs
-from costapp.costs.allocations import allocation_days, bill_days
+from costapp.costs.allocations import allocation_days_read, bill_days_read
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import Basis, basis_or_default
 from costapp.models import CostLine, Deployment, DeploymentHour, TeamHoliday
@@ -82,11 +82,11 @@ def _allocated_read(
     estimated where any of its bill was."""
     estimated = {
         (b.day, b.account_id, b.currency): b.estimated
-        for b in bill_days(start, end, basis)
+        for b in bill_days_read(start, end, basis)
     }
     bill_acc: dict[tuple[str, date, str], list[Any]] = {}
     over_acc: dict[tuple[str, str, date, str], list[Any]] = {}
-    for (account, day, currency), allocation in allocation_days(
+    for (account, day, currency), allocation in allocation_days_read(
         start, end, basis
     ).items():
         est = estimated.get((day, account, currency), False)
