@@ -7,7 +7,11 @@ says a rule would have done is what the rule does.
 - ``breaches`` decides, for each data period, whether the rule's condition
   holds. A period with no value, under the minimum volume, or classed as a
   traffic change (when the rule does not ask for those) is not in breach:
-  missing data never fires.
+  missing data never fires. ``condition: anomaly`` reads the stored flag:
+  above, a cost ``anomaly`` (the band or the sustained detector); below, a
+  ``saving`` or ``check`` (a fall, which pages only for a rule that asks).
+  A band or ratio rule above is in breach on any day flagged ``anomaly``
+  too, so a day the sustained detector holds never resets ``for``.
 - A period that is not closed (still in progress, or its data read before it
   ended) is not judged at all: it never breaches, never resolves and never
   resets ``for``; the state machine passes over it as if it were not there.
@@ -27,11 +31,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
-Condition = Literal["band", "ratio", "threshold"]
+Condition = Literal["band", "ratio", "threshold", "anomaly"]
 Direction = Literal["above", "below"]
 Kind = Literal["firing", "repeat", "resolved"]
 
-CONDITIONS: tuple[Condition, ...] = ("band", "ratio", "threshold")
+CONDITIONS: tuple[Condition, ...] = ("band", "ratio", "threshold", "anomaly")
+# The stored flags of a fall (analytics.anomalies): never a cost anomaly.
+FALL_FLAGS = ("saving", "check")
 DIRECTIONS: tuple[Direction, ...] = ("above", "below")
 DEFAULT_REPEAT = timedelta(hours=4)
 
@@ -47,6 +53,9 @@ class RuleSpec:
     repeat: timedelta = DEFAULT_REPEAT
     min_volume: float | None = None
     include_traffic: bool = False
+    # The stored flag judges this rule's value ($ per 1k requests): a band or
+    # ratio rule above then breaches on a day flagged ``anomaly`` too.
+    reads_flag: bool = True
 
     @property
     def keep_periods(self) -> int:
@@ -96,8 +105,22 @@ def breach(period: Period, rule: RuleSpec) -> bool:
         return False
     if period.flag == "traffic" and not rule.include_traffic:
         return False
-    value = float(period.value)  # type: ignore[arg-type]
     above = rule.direction == "above"
+    if rule.condition == "anomaly":
+        # The stored flag: the band or the sustained detector above, a saving
+        # or data to check below.
+        return period.flag == "anomaly" if above else period.flag in FALL_FLAGS
+    if (
+        above
+        and rule.reads_flag
+        and period.flag == "anomaly"
+        and rule.condition in ("band", "ratio")
+    ):
+        # A day the sustained detector holds is in breach even inside the
+        # band or under the ratio: a step landing just inside it for a day
+        # never resets ``for``.
+        return True
+    value = float(period.value)  # type: ignore[arg-type]
     if rule.condition == "threshold":
         if rule.threshold is None:
             return False

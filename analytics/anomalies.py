@@ -7,11 +7,14 @@ stdout, the only I/O in ``analytics/``, at the edge)::
     python -m analytics.anomalies < history.csv > flags.csv
 
 Input columns: ``series,day,cost,requests`` and optionally ``tokens``,
-``gpu_hours``, ``holiday`` (1/true/yes). Output columns:
+``gpu_hours``, ``holiday`` (1/true/yes), ``final`` (1/true/yes: the day's
+bill is final; without the column every day is). Output columns:
 ``series,day,cost_per_1k,baseline,lower,upper,flag,cause`` then
 ``price,fleet,traffic,size,level_shift,note``. ``flag`` is ``anomaly`` (a cost
-anomaly: price or fleet), ``traffic``, ``size`` or empty; ``cause`` is the
-sentence. Without ``gpu_hours`` the cause can only be cost vs traffic (and
+anomaly, always a rise: price or fleet), ``saving`` (the same, a fall, on a
+final bill), ``check`` (a fall on a bill not final: a missing bill line or
+requests counted twice look the same), ``traffic``, ``size`` or empty;
+``cause`` is the sentence. Without ``gpu_hours`` the cause can only be cost vs traffic (and
 without ``tokens`` there is no size): ``note`` says so on every row, and so
 does a line on stderr.
 
@@ -33,6 +36,10 @@ from analytics.errors import InvalidInput
 from analytics.explain import explain
 
 FLAG_OF_CAUSE = {"cost": "anomaly", "traffic": "traffic", "size": "size"}
+# A cost move down is never an anomaly: a saving where the days' bill is
+# final, data to check where it is not (a missing bill line or requests
+# scraped twice look the same as a price cut).
+SAVING, CHECK = "saving", "check"
 OUTPUT_COLUMNS = (
     "series", "day", "cost_per_1k", "baseline", "lower", "upper", "flag", "cause",
     "price", "fleet", "traffic", "size", "level_shift", "note",
@@ -91,7 +98,8 @@ def detect_run(
     ``frame``: the columns of ``baselines_compute`` (with ``time`` naming the
     period column). Returns a frame on the same index with the input's key
     and time columns, ``cost_per_1k`` (u), ``baseline``, ``lower``, ``upper``,
-    ``flag`` (``anomaly`` / ``traffic`` / ``size`` / ""), ``cause`` (the
+    ``flag`` (``anomaly`` / ``saving`` / ``check`` / ``traffic`` / ``size`` /
+    ""; a ``final`` column says which days' bill is final), ``cause`` (the
     sentence), the LMDI parts, ``level_shift``, ``held``, ``warm``, the
     baseline parts ``cost_b, gpu_hours_b, tokens_b, requests_b``, the band of
     $ per 1M tokens (``baseline_per_1m_tokens``, ``lower_per_1m_tokens``,
@@ -140,7 +148,11 @@ def detect_run(
     for name in ("baseline", "lower", "upper", *TOKEN_BAND):
         columns[name] = base[name].to_numpy()
     flag = np.full(n, "", dtype=object)
-    flag[flagged] = parts["cause"].map(FLAG_OF_CAUSE).fillna("").to_numpy()
+    flag[flagged] = _directed(
+        parts["cause"].to_numpy(object),
+        base["u"].to_numpy(float)[at] < base["baseline"].to_numpy(float)[at],
+        _final(frame)[at],
+    )
     cause = np.full(n, "", dtype=object)
     cause[flagged] = parts["sentence"].to_numpy()
     columns["flag"] = flag
@@ -161,13 +173,31 @@ def detect_run(
     return out, run.checkpoints
 
 
+def _final(frame: pd.DataFrame) -> np.ndarray:
+    """Per row, whether its bill is final (``final`` column; absent: final,
+    as for a CSV of billed days)."""
+    if "final" not in frame.columns:
+        return np.ones(len(frame), dtype=bool)
+    return frame["final"].fillna(False).astype(bool).to_numpy()
+
+
+def _directed(causes: np.ndarray, fell: np.ndarray, final: np.ndarray) -> np.ndarray:
+    """The flag of each explained row: a cost cause is an ``anomaly`` only
+    upwards; downwards a ``saving`` on a final bill, ``check`` otherwise."""
+    flag = pd.Series(causes, dtype=object).map(FLAG_OF_CAUSE).fillna("").to_numpy()
+    down = (flag == "anomaly") & fell
+    flag[down & final] = SAVING
+    flag[down & ~final] = CHECK
+    return flag
+
+
 _TRUE = {"1", "true", "yes", "y", "t"}
 
 
 def read_csv(stream: TextIO) -> pd.DataFrame:
     """Parse and check the CLI's input; errors name the column and value."""
     try:
-        frame = pd.read_csv(stream, dtype={"series": str, "holiday": str})
+        frame = pd.read_csv(stream, dtype={"series": str, "holiday": str, "final": str})
     except pd.errors.EmptyDataError as exc:
         raise InvalidInput("stdin", "", "no CSV header") from exc
     for name in ("series", "day", "cost", "requests"):
@@ -184,10 +214,10 @@ def read_csv(stream: TextIO) -> pd.DataFrame:
             if bad.any():
                 raise InvalidInput(name, frame.loc[bad, name].iloc[0], "not a number")
             frame[name] = values
-    if "holiday" in frame.columns:
-        frame["holiday"] = (
-            frame["holiday"].fillna("").astype(str).str.strip().str.lower().isin(_TRUE)
-        )
+    for name in ("holiday", "final"):
+        if name in frame.columns:
+            text = frame[name].fillna("").astype(str).str.strip().str.lower()
+            frame[name] = text.isin(_TRUE)
     return frame
 
 

@@ -42,6 +42,24 @@ class BaselineConfig:
     min_requests: float = 100.0
     # Rows held out (flags, holidays) for this many days become a level shift.
     hold_days: int = 14
+    # A fall (a saving, never an anomaly) held this many days in a row is the
+    # new level sooner: a price cut is not judged against the old price for
+    # two weeks, and a rise after it is judged against the new one.
+    hold_down_days: int = 2
+    # ... and the slots' weights are multiplied by this on that day.
+    fall_damp: float = 0.3
+    # The sustained-shift CUSUM (analytics.sustained) on the log-likelihood
+    # ratio of a rise by sustained_shift (in ln u) against none: decision
+    # interval (0: off) and cap above it, in nats.
+    sustained_shift: float = 0.18
+    sustained_h: float = 2.0
+    sustained_cap: float = 1.0
+    # The floor under the sigma it divides by (the band's raw sigma, below the
+    # band's floor: the evidence is weighed by the series' own noise), and
+    # how much the baseline's own uncertainty (1 / the slot's EWMA weight)
+    # widens it.
+    sustained_floor: float = 0.03
+    sustained_base: float = 1.0
 
     def slot_kind(self) -> Slots:
         if self.slots is not None:
@@ -59,7 +77,8 @@ def n_slots(kind: Slots) -> int:
 
 _STATE_SERIES_AXIS = {
     "num": 2, "wgt": 2, "nobs": 1, "shadow": 2, "shadow_w": 2, "shadow_on": 0,
-    "run": 0, "lvl_num": 0, "lvl_w": 0, "ss": 1, "sw": 1,
+    "run": 0, "lvl_num": 0, "lvl_w": 0, "ss": 1, "sw": 1, "cusum": 0,
+    "run_down": 0, "down_sum": 0,
 }  # fmt: skip
 
 
@@ -69,7 +88,8 @@ def _fresh_state(S: int, N: int) -> dict[str, np.ndarray]:
         "shadow": np.zeros((4, S, N)), "shadow_w": np.zeros((4, S, N)),
         "shadow_on": np.zeros(N, dtype=bool), "run": np.zeros(N),
         "lvl_num": np.zeros(N), "lvl_w": np.zeros(N),
-        "ss": np.zeros((4, N)), "sw": np.zeros((4, N)),
+        "ss": np.zeros((4, N)), "sw": np.zeros((4, N)), "cusum": np.zeros(N),
+        "run_down": np.zeros(N), "down_sum": np.zeros(N),
     }  # fmt: skip
 
 
@@ -150,7 +170,9 @@ def _state_for(
     pos = np.array([where.get(k, -1) for k in series], dtype=np.int64)
     known = pos >= 0
     for name, axis in _STATE_SERIES_AXIS.items():
-        if known.any():
+        # A state saved before the sustained detector existed has no sums:
+        # they start at zero, as for a fresh series.
+        if known.any() and name in state.arrays:
             taken = np.take(state.arrays[name], pos[known], axis=axis)
             index = [slice(None)] * fresh[name].ndim
             index[axis] = np.flatnonzero(known)  # type: ignore[call-overload]

@@ -20,6 +20,9 @@ day every series and hour is one numpy operation):
   at or above ``min_requests`` (three requests at 4 am are noise);
 - a row with missing, zero or negative cost or requests has no unit cost: no
   flag and no update (credits never drag a baseline down);
+- beside the band, a one-sided CUSUM of ``ln(u / baseline) / sigma``
+  (``analytics.sustained``) flags the days of a small rise that lasts, even
+  those landing just inside the band (``sustained``);
 - flagged rows and calendar holidays are held out of the update; when a
   series has been held out for ``hold_days`` days worth of rows in a row, the
   held values become the new state of their slots: a level shift, reported
@@ -59,6 +62,7 @@ from analytics.baseline_state import (
     n_slots,
 )
 from analytics.errors import InvalidInput
+from analytics.sustained import evidence, sustained_day
 
 COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
 
@@ -117,7 +121,8 @@ def baselines_compute(
     state's cost over its tokens) with ``lower_per_1m_tokens``,
     ``upper_per_1m_tokens`` and ``sigma_tokens`` (of ln $/token: a band only,
     flags stay on $ per 1k requests), ``warm`` (slot past warm-up),
-    ``volume_ok``, ``flag`` (outside the band), ``held`` (kept out of the
+    ``volume_ok``, ``flag`` (outside the band, or held by the sustained
+    detector), ``sustained`` (held by it), ``held`` (kept out of the
     update), ``level_shift``.
     """
     return baselines_run(frame, keys=keys, time=time, config=config).figures
@@ -298,6 +303,7 @@ def baselines_run(
     columns["warm"] = rows_of(res["warm"])
     columns["volume_ok"] = valid & (r_rows >= cfg.min_requests)
     columns["flag"] = rows_of(res["flag"])
+    columns["sustained"] = rows_of(res["sustained"])
     columns["held"] = rows_of(res["held"])
     columns["level_shift"] = rows_of_day(res["shift"])
     figures = pd.DataFrame(columns, index=frame.index, copy=False)
@@ -311,7 +317,8 @@ def _empty(index: pd.Index) -> pd.DataFrame:
         "upper": float, "sigma": float, "sigma_price": float, "sigma_fleet": float,
         "baseline_per_1m_tokens": float, "lower_per_1m_tokens": float,
         "upper_per_1m_tokens": float, "sigma_tokens": float,
-        "warm": bool, "volume_ok": bool, "flag": bool, "held": bool, "level_shift": bool,
+        "warm": bool, "volume_ok": bool, "flag": bool, "sustained": bool, "held": bool,
+        "level_shift": bool,
     }  # fmt: skip
     return pd.DataFrame({k: pd.Series(dtype=v, index=index) for k, v in cols.items()})
 
@@ -368,6 +375,7 @@ def _run(
     a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
     av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
     hold_rows = cfg.hold_days * P
+    hold_down_rows = cfg.hold_down_days * P
     k = cfg.band_k
     floor = cfg.band_floor
 
@@ -397,6 +405,9 @@ def _run(
     num, wgt, nobs = state["num"], state["wgt"], state["nobs"]
     shadow, shadow_w, shadow_on = state["shadow"], state["shadow_w"], state["shadow_on"]
     run = state["run"]
+    run_down = state["run_down"].copy()
+    down_sum = state["down_sum"].copy()
+    cusum = state["cusum"].copy()
     # Sigma of ln u per series: sums of squared log residuals and weights.
     ss_u, sw_u = state["ss"][0].copy(), state["sw"][0].copy()
     saved: dict[int, dict[str, np.ndarray]] = {}
@@ -406,7 +417,8 @@ def _run(
             "num": num.copy(), "wgt": wgt.copy(), "nobs": nobs.copy(),
             "shadow": shadow.copy(), "shadow_w": shadow_w.copy(),
             "shadow_on": shadow_on.copy(), "run": run.copy(), "ss_u": ss_u.copy(),
-            "sw_u": sw_u.copy(),
+            "sw_u": sw_u.copy(), "cusum": cusum.copy(), "run_down": run_down.copy(),
+            "down_sum": down_sum.copy(),
         }  # fmt: skip
 
     # Every day writes all of these: no need to fill them first.
@@ -414,6 +426,7 @@ def _run(
     sig_u = np.empty((n_days, N))
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
+    sust_g = np.zeros((n_days, P, N), dtype=bool)
     held_g = np.zeros((n_days, P, N), dtype=bool)
     learn_g = np.zeros((n_days, P, N), dtype=bool)
     shift_g = np.zeros((n_days, N), dtype=bool)
@@ -429,14 +442,21 @@ def _run(
             np.divide(num[:, sl], wgt[:, sl], out=b)  # the slots' state, unscaled
             has_b = wgt[0, sl] > 0
             ln_ub = np.log(1000.0 * b[0] / b[1])
-            sigma = np.fmax(np.sqrt(ss_u / np.where(sw_u > 0, sw_u, np.nan)), floor)
+            raw = np.sqrt(ss_u / np.where(sw_u > 0, sw_u, np.nan))
+            sigma = np.fmax(raw, floor)
             sig_u[d] = sigma
             warm = nobs[sl] >= cfg.min_obs
             dev = lnU[d] - ln_ub
-            flag = warm & vol[d] & has_b & (np.abs(dev) > k * sigma)
+            judged = warm & vol[d] & has_b
+            flag = judged & (np.abs(dev) > k * sigma)
+            cusum, sustained = sustained_day(
+                cusum, evidence(dev, raw, wgt[0, sl], cfg), judged, cfg
+            )
+            flag |= sustained
             held = valid[d] & (flag | H[d])
             accept = valid[d] & ~held
             warm_g[d], flag_g[d], held_g[d] = warm, flag, held
+            sust_g[d] = sustained
 
             # Sigma learns from accepted, volume-ok rows.
             learn = accept & vol[d] & has_b
@@ -472,14 +492,46 @@ def _run(
                 _masked_update(shadow_w, sl, smask, a, 1.0)
                 shadow_on |= held_after.any(axis=0)
 
+            # The run of held falls (not holidays) per series, the same way.
+            down = flag & (dev < 0) & ~H[d]
+            brk = valid[d] & ~down
+            any_brk = brk.any(axis=0)
+            last_brk = np.where(any_brk, P - 1 - np.argmax(brk[::-1], axis=0), -1)
+            down_after = down & (rows > last_brk[None, :])
+            run_down = np.where(
+                any_brk, down_after.sum(axis=0), run_down + down.sum(axis=0)
+            )
+            down_sum = np.where(any_brk, 0.0, down_sum) + np.where(
+                down_after | (down & ~any_brk[None, :]), dev, 0.0
+            ).sum(axis=0)
+
+            fell = run_down >= hold_down_rows
+            if fell.any():
+                # A fall that lasts is a new price: every slot's cost part is
+                # rescaled by the run's mean ratio, the other parts kept.
+                scale = np.exp(down_sum / np.where(fell, run_down, 1.0))
+                num[0] *= np.where(fell, scale, 1.0)[None, :]
+                # The rescaled state rests on a few days: the next weeks'
+                # values weigh more until the slots have learnt the new level.
+                damp = np.where(fell, cfg.fall_damp, 1.0)[None, None, :]
+                num *= damp
+                wgt *= damp
+                shift_g[d] |= fell
+                for arr in (run, run_down, down_sum):
+                    arr[fell] = 0.0
+                shadow[:, :, fell] = 0.0
+                shadow_w[:, :, fell] = 0.0
+                shadow_on &= ~fell
             shift = run >= hold_rows
             if shift.any():
                 # The held values are the new level of the slots they reached.
                 take = (shadow_w > 0) & shift[None, None, :]
                 num = np.where(take, shadow, num)
                 wgt = np.where(take, shadow_w, wgt)
-                shift_g[d] = shift
+                shift_g[d] |= shift
                 run[shift] = 0.0
+                run_down[shift] = 0.0
+                down_sum[shift] = 0.0
                 shadow[:, :, shift] = 0.0
                 shadow_w[:, :, shift] = 0.0
                 shadow_on &= ~shift
@@ -503,6 +555,7 @@ def _run(
         "sig": sig,
         "warm": warm_g,
         "flag": flag_g,
+        "sustained": sust_g,
         "held": held_g,
         "shift": shift_g,
     }

@@ -143,6 +143,8 @@ def _detect_input(frame: pd.DataFrame) -> pd.DataFrame:
             "holiday": frame["holiday"].to_numpy(bool)
             if "holiday" in frame
             else np.zeros(len(frame), dtype=bool),
+            # A fall is a saving on a final bill, data to check on any other.
+            "final": (frame["clock"] == "final").to_numpy(bool),
             # For the sentence only: the replicas the baseline implies.
             "replicas": pd.to_numeric(frame["replicas"], errors="coerce").to_numpy(
                 float

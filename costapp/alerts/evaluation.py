@@ -84,6 +84,7 @@ def rule_spec(rule: AlertRule) -> RuleSpec:
         repeat=timedelta(minutes=rule.repeat_minutes),
         min_volume=rule.min_requests,
         include_traffic=rule.include_traffic,
+        reads_flag=rule.metric == "cost_per_1k_requests",
     )
 
 

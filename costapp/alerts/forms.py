@@ -54,6 +54,7 @@ class AlertRuleForm(NamedForm):
             ("ratio", "ratio to baseline"),
             ("band", "outside the baseline band"),
             ("threshold", "absolute threshold"),
+            ("anomaly", "flagged as a cost anomaly (band or sustained shift)"),
         ],
         error_messages=CHOICE_ERROR,
     )

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
+from analytics.alert_rules import CONDITIONS
 from analytics.errors import shown
 from costapp.alerts.outbound import address_refusal
 from costapp.models.alerts import METRICS, RULE_SCOPES, STALENESS_METRICS
@@ -61,9 +62,11 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
         problems.append(
             ("scope", f"{scope!r}: bill accounts are the fleet's; use fleet")
         )
-    if condition not in ("band", "ratio", "threshold"):
-        problems.append(("condition", f"{condition!r}: band, ratio or threshold"))
-    elif condition == "band" and metric not in BASELINE_METRICS:
+    if condition not in CONDITIONS:
+        problems.append(
+            ("condition", f"{condition!r}: band, ratio, threshold or anomaly")
+        )
+    elif condition in ("band", "anomaly") and metric not in BASELINE_METRICS:
         problems.append(
             (
                 "condition",

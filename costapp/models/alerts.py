@@ -70,6 +70,7 @@ class AlertRule(models.Model):
             ("band", "outside the baseline band"),
             ("ratio", "ratio to baseline"),
             ("threshold", "absolute threshold"),
+            ("anomaly", "flagged as a cost anomaly (band or sustained shift)"),
         ],
         default="ratio",
     )

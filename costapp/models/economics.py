@@ -33,6 +33,8 @@ FLAGS = [
     ("anomaly", "cost anomaly"),
     ("traffic", "traffic change"),
     ("size", "request size change"),
+    ("saving", "saving"),
+    ("check", "check data"),
 ]
 FLEET = "fleet"  # the name of the one fleet series
 FIGURE_NATURAL_KEY = ("scope", "name", "grain", "period_start", "currency")

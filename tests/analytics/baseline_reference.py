@@ -32,6 +32,7 @@ def reference_run(
     av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
     al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))  # traffic level decay per row
     hold_rows = cfg.hold_days * P
+    hold_down_rows = cfg.hold_down_days * P
     k = cfg.band_k
     floor = cfg.band_floor
 
@@ -61,6 +62,9 @@ def reference_run(
     num, wgt, nobs = state["num"], state["wgt"], state["nobs"]
     shadow, shadow_w, shadow_on = state["shadow"], state["shadow_w"], state["shadow_on"]
     run = state["run"]
+    run_down = state["run_down"].copy()
+    down_sum = state["down_sum"].copy()
+    cusum = state["cusum"]
     # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
     lvl_num, lvl_w = state["lvl_num"], state["lvl_w"]
     # Sigma states per series (u, price, fleet, $ per token): sums of squared
@@ -74,6 +78,8 @@ def reference_run(
             "shadow": shadow.copy(), "shadow_w": shadow_w.copy(),
             "shadow_on": shadow_on.copy(), "run": run.copy(), "lvl_num": lvl_num.copy(),
             "lvl_w": lvl_w.copy(), "ss": ss.copy(), "sw": sw.copy(),
+            "cusum": cusum.copy(), "run_down": run_down.copy(),
+            "down_sum": down_sum.copy(),
         }  # fmt: skip
 
     # Every day writes all of these: no need to fill them first.
@@ -81,6 +87,7 @@ def reference_run(
     sig = np.empty((4, n_days, N))
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
+    sust_g = np.zeros((n_days, P, N), dtype=bool)
     held_g = np.zeros((n_days, P, N), dtype=bool)
     shift_g = np.zeros((n_days, N), dtype=bool)
     rows = np.arange(P)[:, None]
@@ -104,7 +111,26 @@ def reference_run(
             sig[:, d] = sigmas
             warm = nobs[sl] >= cfg.min_obs
             dev = lnU[d] - ln_ub
-            flag = warm & vol[d] & has_b & (np.abs(dev) > k * sigmas[0])
+            judged = warm & vol[d] & has_b
+            flag = judged & (np.abs(dev) > k * sigmas[0])
+            # The sustained detector, period by period (analytics.sustained).
+            for p in range(P):
+                if cfg.sustained_h <= 0:
+                    break
+                # The log-likelihood ratio of a rise by d against none, on
+                # the raw sigma widened by the baseline's 1 / weight.
+                raw = np.sqrt(ss[0] / np.where(sw[0] > 0, sw[0], np.nan))
+                d_up = cfg.sustained_shift
+                var = np.fmax(raw, cfg.sustained_floor) ** 2 * (
+                    1.0 + cfg.sustained_base / slot_w[0, p]
+                )
+                z = np.nan_to_num(d_up * (dev[p] - d_up / 2) / var, nan=0.0)
+                new = np.minimum(
+                    np.maximum(cusum + z, 0.0), cfg.sustained_h + cfg.sustained_cap
+                )
+                cusum = np.where(judged[p], new, cusum)
+                sust_g[d, p] = judged[p] & (cusum > cfg.sustained_h)
+            flag = flag | sust_g[d]
             held = valid[d] & (flag | H[d])
             accept = valid[d] & ~held
             warm_g[d], flag_g[d], held_g[d] = warm, flag, held
@@ -158,14 +184,46 @@ def reference_run(
                 shadow_w[:, sl] = np.where(smask, a * s_w + 1.0, s_w)
                 shadow_on |= held_after.any(axis=0)
 
+            # The run of held falls (not holidays) per series, the same way.
+            down = flag & (dev < 0) & ~H[d]
+            brk = valid[d] & ~down
+            any_brk = brk.any(axis=0)
+            last_brk = np.where(any_brk, P - 1 - np.argmax(brk[::-1], axis=0), -1)
+            down_after = down & (rows > last_brk[None, :])
+            run_down = np.where(
+                any_brk, down_after.sum(axis=0), run_down + down.sum(axis=0)
+            )
+            down_sum = np.where(any_brk, 0.0, down_sum) + np.where(
+                down_after | (down & ~any_brk[None, :]), dev, 0.0
+            ).sum(axis=0)
+
+            fell = run_down >= hold_down_rows
+            if fell.any():
+                # A fall that lasts is a new price: every slot's cost part is
+                # rescaled by the run's mean ratio, the other parts kept.
+                scale = np.exp(down_sum / np.where(fell, run_down, 1.0))
+                num[0] *= np.where(fell, scale, 1.0)[None, :]
+                # The rescaled state rests on a few days: the next weeks'
+                # values weigh more until the slots have learnt the new level.
+                damp = np.where(fell, cfg.fall_damp, 1.0)[None, None, :]
+                num *= damp
+                wgt *= damp
+                shift_g[d] |= fell
+                for arr in (run, run_down, down_sum, lvl_num, lvl_w):
+                    arr[fell] = 0.0
+                shadow[:, :, fell] = 0.0
+                shadow_w[:, :, fell] = 0.0
+                shadow_on &= ~fell
             shift = run >= hold_rows
             if shift.any():
                 # The held values are the new level of the slots they reached.
                 take = (shadow_w > 0) & shift[None, None, :]
                 num = np.where(take, shadow, num)
                 wgt = np.where(take, shadow_w, wgt)
-                shift_g[d] = shift
+                shift_g[d] |= shift
                 run[shift] = 0.0
+                run_down[shift] = 0.0
+                down_sum[shift] = 0.0
                 lvl_num[shift] = 0.0
                 lvl_w[shift] = 0.0
                 shadow[:, :, shift] = 0.0
@@ -181,6 +239,7 @@ def reference_run(
         "sig": sig,
         "warm": warm_g,
         "flag": flag_g,
+        "sustained": sust_g,
         "held": held_g,
         "shift": shift_g,
     }

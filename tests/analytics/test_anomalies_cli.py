@@ -162,3 +162,24 @@ def test_detect_names_the_replicas_the_baseline_implies() -> None:
         "$/1k requests 0.288 → 0.432 (+50%): replicas 6 → 9, "
         "GPU-hours 576 → 864 (+50%) at unchanged traffic"
     )
+
+
+def test_a_fall_is_a_saving_on_a_final_bill_and_data_to_check_on_another() -> None:
+    days = pd.date_range("2025-01-06", periods=60)
+    frame = pd.DataFrame(
+        {
+            "series": "a",
+            "day": days.strftime("%Y-%m-%d"),
+            "cost": np.where(np.arange(60) >= 40, 60.0, 100.0),
+            "requests": 1e5,
+        }
+    )
+    flags = {}
+    for final in ("yes", "no"):
+        code, table, _ = _run(frame.assign(final=final))
+        assert code == 0
+        flags[final] = set(table.loc[table["flag"] != "", "flag"])
+    assert flags == {"yes": {"saving"}, "no": {"check"}}
+    # Two days of the new price, then it is the baseline: no more flags.
+    code, table, _ = _run(frame)  # no column: billed days, final
+    assert list(table.loc[table["flag"] != "", "day"]) == ["2025-02-15", "2025-02-16"]

@@ -31,7 +31,9 @@ def _weekly(n: int, weekend: float = 0.6) -> np.ndarray:
 def test_the_baseline_is_the_ratio_of_the_slot_ewmas_hand_computed() -> None:
     # Mondays only matter for Monday: costs 100, 200 with requests 1e5, 1e5.
     # Half-life 1 observation: EWMA weights 1/2, 1 -> cost_b = (50 + 200) / 1.5.
-    cfg = BaselineConfig(halflife_obs=1.0, min_obs=1, band_floor=1.0)  # no flags
+    cfg = BaselineConfig(  # no flags: a band too wide, no sustained detector
+        halflife_obs=1.0, min_obs=1, band_floor=1.0, sustained_h=0.0
+    )
     frame = _days(15, cost=100.0, requests=1e5)
     frame.loc[7, "cost"] = 200.0
     out = baselines_compute(frame, config=cfg)
@@ -409,3 +411,24 @@ def test_the_benchmark_fleet_shifts_level_and_the_loops_agree_on_it(
             err_msg=col,
         )  # fmt: skip
     assert (got.figures["flag"] == want.figures["flag"]).all()
+
+
+def test_a_state_saved_before_the_sustained_detector_resumes_with_empty_sums() -> None:
+    from analytics.baselines import BaselineState, baselines_run
+
+    frame = _days(56, cost=100.0, requests=1e5)
+    full = baselines_run(frame, checkpoints=[MONDAY + pd.Timedelta(days=28)])
+    state = next(iter(full.checkpoints.values()))
+    old = {
+        k: v
+        for k, v in state.arrays.items()
+        if k not in ("cusum", "run_down", "down_sum")
+    }
+    blob = BaselineState(state.config, state.keys, state.series, state.day, old)
+    resumed = baselines_run(
+        frame[frame["period_start"] >= state.day], initial=blob.select([("a",)])
+    )
+    np.testing.assert_array_equal(
+        resumed.figures["baseline"], full.figures["baseline"].iloc[28:]
+    )
+    assert resumed.final is not None and resumed.final.arrays["cusum"].shape == (1,)
