@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from analytics.errors import InvalidInput
+
 Condition = Literal["band", "ratio", "threshold", "anomaly"]
 Direction = Literal["above", "below"]
 Kind = Literal["firing", "repeat", "resolved"]
@@ -213,3 +215,26 @@ def budget_burn(
         total += cost
         out.append(100.0 * total / monthly_amount if monthly_amount > 0 else None)
     return out
+
+
+# Before the 5th a month-end forecast rests on too few days to page anyone.
+BUDGET_FORECAST_FROM_DAY = 5
+
+
+def budget_forecast_breach(*, forecast: float, budget: float, share: float) -> bool:
+    """Whether a month-end ``forecast`` passes ``share`` of ``budget``
+    (1.0 = the whole budget)."""
+    if budget <= 0:
+        raise InvalidInput("budget", budget, "must be positive")
+    if not 0 < share:
+        raise InvalidInput("share", share, "must be positive")
+    return forecast >= share * budget
+
+
+def burn_day(path: Sequence[Sequence[object]], budget: float) -> str | None:
+    """The first ISO day a stored cumulative path (``[[day, spend], ...]``)
+    reaches ``budget``; None when it does not this month."""
+    for day, spent in path:
+        if float(spent) >= budget:  # type: ignore[arg-type]
+            return str(day)
+    return None

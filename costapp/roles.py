@@ -28,6 +28,9 @@ _FINANCE = frozenset(
         "costapp.view_billingperiodsource",
         "costapp.view_unitcostfigure",
         "costapp.view_budget",
+        # Finance owns the money plan: it sets and edits budgets (issue 24).
+        "costapp.add_budget",
+        "costapp.change_budget",
     }
 )
 
@@ -46,8 +49,6 @@ _TECH_LEAD = _FINANCE | {
     "costapp.add_scenario",
     "costapp.view_calibration",
     "costapp.add_calibration",
-    "costapp.add_budget",
-    "costapp.change_budget",
     "costapp.view_alertrule",
     "costapp.add_alertrule",
     "costapp.change_alertrule",

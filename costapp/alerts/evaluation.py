@@ -36,15 +36,19 @@ from django.db import transaction
 from django.db.models import Q
 
 from analytics.alert_rules import (
+    BUDGET_FORECAST_FROM_DAY,
     Outcome,
     Period,
     RuleSpec,
     Transition,
     budget_burn,
+    budget_forecast_breach,
+    burn_day,
     stale,
     transitions,
 )
 from costapp.alerts.staleness import staleness_ends
+from costapp.days import utc_midnight
 from costapp.models import (
     AlertEvent,
     AlertRule,
@@ -54,10 +58,11 @@ from costapp.models import (
     Channel,
     Delivery,
     Deployment,
+    MonthForecastFigure,
     Silence,
     UnitCostFigure,
 )
-from costapp.models.alerts import STALENESS_METRICS
+from costapp.models.alerts import BUDGET_FORECAST_METRICS, STALENESS_METRICS
 from costapp.models.functions import Epoch
 from costapp.schedule import page_bound_s
 
@@ -248,6 +253,7 @@ def _claim_and_record(
     teams: dict[str, str],
     known_by: datetime | None,
     reason: str = "",
+    explanations: dict[str, str] | None = None,
 ) -> list[AlertEvent]:
     name = state.scope_name
     new = state_changes(
@@ -314,7 +320,9 @@ def _claim_and_record(
                 value=t.value,
                 baseline=t.baseline,
                 reason="restated" if restated and t is new[-1] else reason,
-                explanation=figure.cause if figure else "",
+                explanation=figure.cause
+                if figure
+                else (explanations or {}).get(t.kind, ""),
                 figure_id=figure.pk if figure else None,
                 not_sent=not_sent,
                 late_s=late_s,
@@ -363,6 +371,85 @@ def _staleness(
     return events
 
 
+def _budget_forecast(
+    rule: AlertRule, *, now: datetime, teams: dict[str, str]
+) -> list[AlertEvent]:
+    """Per budget in the rule's scope: one firing when the stored month-end
+    forecast (its 80% lower bound for ``budget_forecast_lower``) passes the
+    rule's share of the budget, judged from the 5th UTC day; one resolve when
+    it falls back. One episode per budget and month: an alert still firing
+    when the month turns is resolved, and the new month is judged anew."""
+    today = now.astimezone(UTC).date()
+    month = today.replace(day=1)
+    month_start = utc_midnight(month)
+    share = rule.threshold or 0.0
+    budgets = Budget.objects.filter(scope=rule.scope)
+    if rule.scope_name:
+        budgets = budgets.filter(name=rule.scope_name)
+    by_name = {
+        b.name if b.currency == "USD" else f"{b.name} {b.currency}": b for b in budgets
+    }
+    forecasts = {
+        (f.name, f.currency): f
+        for f in MonthForecastFigure.objects.filter(
+            scope=rule.scope,
+            month=month,
+            name__in=[b.name for b in by_name.values()],
+        )
+    }
+    lower = rule.metric == "budget_forecast_lower"
+    states = states_of(rule, by_name)
+    events: list[AlertEvent] = []
+    for name, budget in sorted(by_name.items()):
+        state = states[name]
+        firing = state.state == "firing"
+        # An episode is a budget's month: last month's alert ends with it.
+        ended = firing and (state.since is None or state.since < month_start)
+        new: list[Transition] = []
+        texts: dict[str, str] = {}
+        if ended:
+            new.append(Transition("resolved", now, None, None))
+            texts["resolved"] = f"the month ended; {month:%B %Y} is judged anew"
+            firing = False
+        fc = forecasts.get((budget.name, budget.currency))
+        if today.day >= BUDGET_FORECAST_FROM_DAY and fc is not None:
+            amount = float(budget.monthly_amount)
+            value = fc.lower if lower else fc.point
+            hit = budget_forecast_breach(forecast=value, budget=amount, share=share)
+            burn = burn_day(fc.path, amount)
+            text = (
+                f"month-end forecast {'(80% lower bound) ' if lower else ''}"
+                f"{value:,.2f} {budget.currency} is {value / amount:.0%} of the "
+                f"{amount:,.2f} {budget.currency} budget (rule: {share:.0%}) "
+                f"as of {fc.as_of:%Y-%m-%d}; "
+                + (f"runs out on {burn}" if burn else "does not run out this month")
+            )
+            if hit and not firing:
+                new.append(Transition("firing", now, value, amount))
+                texts["firing"] = text
+            elif firing and not hit:
+                new.append(Transition("resolved", now, value, amount))
+                texts["resolved"] = text
+            firing = hit
+        if not new:
+            continue
+        outcome = Outcome(
+            tuple(new), "firing" if firing else "inactive", now if firing else None, ()
+        )
+        events += _claim_and_record(
+            rule=rule,
+            state=state,
+            outcome=outcome,
+            figure_ids={},
+            now=now,
+            replay=True,
+            teams=teams,
+            known_by=None,
+            explanations=texts,
+        )
+    return events
+
+
 @transaction.atomic
 def alert_rules_evaluate(
     *, now: datetime, replay: bool = False, rule_ids: list[int] | None = None
@@ -377,6 +464,10 @@ def alert_rules_evaluate(
     for rule in rules:
         if rule.metric in STALENESS_METRICS:
             recorded.append(_Pending(rule, _staleness(rule, now=now, teams=teams)))
+            continue
+        if rule.metric in BUDGET_FORECAST_METRICS:
+            events = _budget_forecast(rule, now=now, teams=teams)
+            recorded.append(_Pending(rule, events))
             continue
         spec = rule_spec(rule)
         evaluated = getattr(rule, "evaluated", None)

@@ -16,7 +16,7 @@ from analytics.alert_rules import transitions
 from costapp.alerts.evaluation import figures_of, rule_series, rule_spec
 from costapp.days import utc_midnight
 from costapp.models import AlertRule, Channel, Delivery, Deployment, Silence
-from costapp.models.alerts import STALENESS_METRICS
+from costapp.models.alerts import BUDGET_FORECAST_METRICS, STALENESS_METRICS
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,14 @@ def alert_rule_backtest(*, rule: AlertRule, now: datetime, days: int = 90) -> Ba
             (),
             0,
             note="staleness is about where the data ends now, not about figures: "
+            "no backtest",
+        )
+    if rule.metric in BUDGET_FORECAST_METRICS:
+        return Backtest(
+            days,
+            (),
+            0,
+            note="only the latest month-end forecast is stored, not its history: "
             "no backtest",
         )
     spec = rule_spec(rule)

@@ -16,13 +16,18 @@ from django.core.validators import validate_email
 from analytics.alert_rules import CONDITIONS
 from analytics.errors import shown
 from costapp.alerts.outbound import address_refusal
-from costapp.models.alerts import METRICS, RULE_SCOPES, STALENESS_METRICS
+from costapp.models.alerts import (
+    BUDGET_FORECAST_METRICS,
+    METRICS,
+    RULE_SCOPES,
+    STALENESS_METRICS,
+)
 
 Problems = list[tuple[str, str]]
 METRIC_NAMES = [m for m, _ in METRICS]
 BASELINE_METRICS = {"cost_per_1k_requests"}  # the only metric with a stored band
 RATIO_METRICS = {"cost_per_1k_requests", "cost_per_1m_tokens"}  # a stored baseline
-DAY_ONLY = {"daily_spend", "budget_burn"}
+DAY_ONLY = {"daily_spend", "budget_burn", *BUDGET_FORECAST_METRICS}
 # Whole-number fields and their ranges.
 INT_BOUNDS = {
     "for_periods": (1, 1000),
@@ -39,6 +44,8 @@ MAX_THRESHOLD = {
     "staleness": 24.0 * 366,
     "bill_staleness": 24.0 * 366,
 }
+# A month-end forecast as a share of the budget: 10 = ten budgets.
+MAX_BUDGET_SHARE = 10.0
 MAX_MONEY = 1e16
 MAX_MIN_REQUESTS = 1e12
 
@@ -87,7 +94,11 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
                       "(1.2 = 20 % off)")
         )  # fmt: skip
     threshold = data.get("threshold")
-    needs_threshold = condition == "threshold" or metric in STALENESS_METRICS
+    needs_threshold = (
+        condition == "threshold"
+        or metric in STALENESS_METRICS
+        or metric in BUDGET_FORECAST_METRICS
+    )
     high = MAX_THRESHOLD.get(str(metric), MAX_MONEY)
     if needs_threshold and not _is_number(threshold):
         problems.append(("threshold", f"{threshold!r}: a number is required"))
@@ -96,6 +107,14 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
     elif metric in STALENESS_METRICS and not 0 < threshold <= high:
         problems.append(
             ("threshold", f"{threshold!r}: hours, above 0, at most {high:g}")
+        )
+    elif metric in BUDGET_FORECAST_METRICS and not 0 < threshold <= MAX_BUDGET_SHARE:
+        problems.append(
+            (
+                "threshold",
+                f"{threshold!r}: a share of the budget above 0, at most "
+                f"{MAX_BUDGET_SHARE:g} (1.0 = 100 %)",
+            )
         )
     elif not 0 <= threshold <= high:
         problems.append(

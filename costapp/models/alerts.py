@@ -20,9 +20,20 @@ METRICS = [
     ("idle_cost", "idle dollars"),
     ("staleness", "telemetry staleness (hours since a deployment's newest sample)"),
     ("bill_staleness", "bill staleness (hours since an account's newest bill day)"),
+    (
+        "budget_forecast",
+        "budget forecast (month-end forecast as a share of the budget)",
+    ),
+    (
+        "budget_forecast_lower",
+        "budget forecast, 80% lower bound (as a share of the budget)",
+    ),
 ]
 # Metrics about data arriving, not figures: evaluated on the clock.
 STALENESS_METRICS = ("staleness", "bill_staleness")
+# The month-end forecast against each budget in scope; threshold: a share
+# (1.0 = the whole budget). Judged from the 5th, once per budget and month.
+BUDGET_FORECAST_METRICS = ("budget_forecast", "budget_forecast_lower")
 RULE_SCOPES = [("deployment", "deployment"), ("team", "team"), ("fleet", "fleet")]
 ORIGINS = [("ui", "UI"), ("file", "fleet file")]
 

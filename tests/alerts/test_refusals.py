@@ -158,6 +158,14 @@ def test_a_rule_with_absurd_input_is_refused_by_field_and_value(
         ({"threshold": "\u0663"}, "threshold='\u0663': is not a plain number"),
         ({"metric": "budget_burn", "threshold": "-3"}, "threshold=-3.0: between 0"),
         ({"metric": "staleness", "threshold": "100000"}, "at most 8784"),
+        (
+            {"metric": "budget_forecast", "grain": "day", "threshold": "80"},
+            "threshold=80.0: a share of the budget above 0, at most 10",
+        ),
+        (
+            {"metric": "budget_forecast_lower", "grain": "day", "threshold": "0"},
+            "threshold=0.0: a share of the budget above 0",
+        ),
     ],
 )
 def test_thresholds_are_never_negative_and_bounded(

@@ -128,13 +128,19 @@ def test_the_deployment_page_shows_its_band_its_flags_and_its_pool_idle(
 
 
 @time_machine.travel(TODAY + timedelta(hours=9), tick=False)
-def test_finance_reads_budgets_and_forecasts_but_only_leads_set_budgets(
+def test_finance_reads_sets_and_edits_budgets_and_a_user_without_the_right_cannot(
     stepped: UnitCostFigure,
 ) -> None:
     finance = client_as("finance")
     assert finance.get("/economics/budgets/").status_code == 200
-    data = {"scope": "team", "name": "t1", "monthly_amount": "500", "currency": "usd"}
-    assert finance.post("/economics/budgets/", data).status_code == 403
+    data = {"scope": "team", "name": "t1", "monthly_amount": "400", "currency": "usd"}
+    assert client_as().post("/economics/budgets/", data).status_code == 403
+    assert not Budget.objects.exists()
+    assert finance.post("/economics/budgets/", data).status_code == 302
+    assert Budget.objects.get().monthly_amount == Decimal("400")
+    # Finance edits it (the same scope, name and currency: one budget).
+    data["monthly_amount"] = "500"
+    assert finance.post("/economics/budgets/", data).status_code == 302
     lead = client_as("tech lead")
     assert lead.post("/economics/budgets/", data).status_code == 302
     budget = Budget.objects.get()

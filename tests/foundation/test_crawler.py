@@ -43,7 +43,7 @@ EXPECTED: dict[str, Rule] = {
     "landing": Rule(LOGGED_IN, None),
     "overview": Rule(READERS, None),
     "economics:explanation": Rule(READERS, None),
-    "economics:budgets": Rule(READERS, LEADS),
+    "economics:budgets": Rule(READERS, READERS),
     "economics:idle": Rule(READERS, None),
     "economics:moved": Rule(READERS, None),
     "economics:moved_explanation": Rule(READERS, None),

@@ -21,6 +21,8 @@ FINANCE = {
     "costapp.view_billingperiodsource",
     "costapp.view_unitcostfigure",
     "costapp.view_budget",
+    "costapp.add_budget",
+    "costapp.change_budget",
 }
 TECH_LEAD = FINANCE | {
     "costapp.view_fleet",
@@ -37,8 +39,6 @@ TECH_LEAD = FINANCE | {
     "costapp.add_scenario",
     "costapp.view_calibration",
     "costapp.add_calibration",
-    "costapp.add_budget",
-    "costapp.change_budget",
     "costapp.view_alertrule",
     "costapp.add_alertrule",
     "costapp.change_alertrule",
