@@ -194,6 +194,10 @@ def budgets_read() -> list[Budget]:
     return list(Budget.objects.order_by("scope", "name", "currency"))
 
 
+def budget_exists_read(*, scope: str, name: str, currency: str) -> bool:
+    return Budget.objects.filter(scope=scope, name=name, currency=currency).exists()
+
+
 def scope_names_read() -> dict[str, list[str]]:
     """The names a budget or a figure page may refer to, per scope."""
     deployments = list(Deployment.objects.order_by("name").values_list("name", "team"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
@@ -15,6 +16,7 @@ from costapp.days import display_today
 from costapp.economics import present
 from costapp.economics.budgets import budget_upsert
 from costapp.economics.figures import (
+    budget_exists_read,
     explanation_read,
     flagged_read,
     pool_idle_read,
@@ -181,6 +183,13 @@ def budgets(request: HttpRequest) -> HttpResponse:
     form = BudgetForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
+        key = {k: data[k] for k in ("scope", "name", "currency")}
+        # The page writes by upsert: a budget that exists is edited, which
+        # is a right of its own (change_budget), beside adding one.
+        if budget_exists_read(**key) and not request.user.has_perm(
+            "costapp.change_budget"
+        ):
+            raise PermissionDenied
         budget_upsert(
             scope=data["scope"], name=data["name"],
             monthly_amount=data["monthly_amount"], currency=data["currency"],

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 import time_machine
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 
 from costapp.economics.unit_costs.services import unit_costs_recompute
@@ -169,6 +170,23 @@ def test_finance_reads_sets_and_edits_budgets_and_a_user_without_the_right_canno
     assert "&#x27;1e309&#x27; must be a positive amount" in refused
     assert "&#x27;US&#x27; is not a currency code" in refused
     assert Budget.objects.count() == 1
+
+
+@time_machine.travel(TODAY + timedelta(hours=9), tick=False)
+def test_adding_a_budget_is_not_the_right_to_edit_one(world: w.World) -> None:
+    """The page writes by upsert; editing an existing budget needs
+    change_budget, beside the add_budget that opens the form."""
+    user = User.objects.create_user("adds-only")
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_budget", "add_budget"])
+    )
+    client = Client()
+    client.force_login(user)
+    data = {"scope": "team", "name": "t1", "monthly_amount": "400", "currency": "USD"}
+    assert client.post("/economics/budgets/", data).status_code == 302
+    data["monthly_amount"] = "900"
+    assert client.post("/economics/budgets/", data).status_code == 403
+    assert Budget.objects.get().monthly_amount == Decimal("400")
 
 
 def test_an_unknown_figure_is_a_404(world: w.World) -> None:
