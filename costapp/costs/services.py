@@ -131,7 +131,7 @@ class BackfillPlan:
     cost_usd: Decimal
     budget_usd: Decimal
     refused: tuple[str, ...]  # account-months another source owns
-    families: int = 1  # queries per account-month (7 with a tag breakdown)
+    families: int = 1  # queries per account-month (12 with a tag breakdown)
 
     @property
     def over_budget(self) -> bool:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlencode
@@ -28,6 +28,7 @@ from costapp.costs.breakdown import (
     day_chart,
     day_lines_read,
 )
+from costapp.costs.commitments import NONE_TEXT, commitments_read
 from costapp.costs.export.build import Export, ExportSpec, file_stem
 from costapp.costs.export.files import csv_rows, summary_csv, zip_stream
 from costapp.costs.export.reads import coverage_read, in_one_snapshot, one_snapshot
@@ -145,6 +146,22 @@ def _bills_context(f: Filters) -> dict[str, Any]:
         "selected_text": [(c, money(v, c)) for c, v in sorted(selected.items())],
         "runs": selectors.recent_runs_read(),
         "exports": _export_links(w),
+        **_commitments_context(w["start"], w["end"]),
+    }
+
+
+def _commitments_context(start: date, end: date) -> dict[str, Any]:
+    found = commitments_read(start, end)
+    tables = []
+    if found is not None:
+        tables = [
+            ("By month (whole months)", found.months),
+            ("By UTC day of the window", found.days),
+        ]
+    return {
+        "commitments": found,
+        "commitment_tables": tables,
+        "no_commitments_text": NONE_TEXT,
     }
 
 
@@ -276,6 +293,7 @@ LINE_COLUMNS = [
     "service",
     "usage_type",
     "record_type",
+    "commitment",
     "resource_id",
     "tag_key",
     "tag_value",
@@ -311,6 +329,7 @@ def bill_lines_csv(request: HttpRequest) -> HttpResponseBase:
                 x.service,
                 x.usage_type,
                 x.record_type,
+                x.commitment,
                 x.resource_id,
                 x.tag_key,
                 x.tag_value,

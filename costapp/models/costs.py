@@ -31,6 +31,14 @@ RECORD_TYPES = [
     ("discount", "discount"),
     ("other", "other"),
 ]
+# The commitment a line belongs to: usage it covered, its fee (the unused part
+# of the commitment in the amortized view), a savings plan's negation. ""
+# for lines no commitment touches (on-demand usage, credits, tax).
+COMMITMENTS = [
+    ("", "none"),
+    ("savings_plan", "savings plan"),
+    ("reserved", "reserved instance"),
+]
 GRANULARITIES = [("day", "day"), ("hour", "hour")]
 # What makes a bill line the same line when a source sends it again.
 COSTLINE_NATURAL_KEY = (
@@ -41,6 +49,9 @@ COSTLINE_NATURAL_KEY = (
     "service",
     "usage_type",
     "record_type",
+    # Usage a savings plan covered and on-demand usage of the same usage type
+    # and day are two lines, not one.
+    "commitment",
     "resource_id",
     "tag_key",
     "tag_value",
@@ -62,6 +73,9 @@ class CostLine(models.Model):
     service = models.CharField(max_length=200)
     usage_type = models.CharField(max_length=200, blank=True)
     record_type = models.CharField(max_length=16, choices=RECORD_TYPES, default="usage")
+    commitment = models.CharField(
+        max_length=16, choices=COMMITMENTS, blank=True, default="", db_default=""
+    )
     resource_id = models.CharField(max_length=500, blank=True)
     tag_key = models.CharField(max_length=128, blank=True)
     tag_value = models.CharField(max_length=256, blank=True)

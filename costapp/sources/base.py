@@ -34,6 +34,7 @@ class CostRecord:
     granularity: Literal["day", "hour"] = "day"
     usage_type: str = ""
     record_type: str = "usage"
+    commitment: str = ""  # "", "savings_plan" or "reserved" (models.costs)
     resource_id: str = ""
     tag_key: str = ""
     tag_value: str = ""
@@ -156,6 +157,9 @@ class Batch:
     api_requests: int = 0
     # What the run should say it could not measure (stored on the run).
     warnings: tuple[str, ...] = ()
+    # What the source saw, by topic (the DCGM exporter generation per
+    # deployment): kept on the run under params["observed"].
+    observed: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class Source(Protocol):

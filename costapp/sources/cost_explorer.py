@@ -69,6 +69,17 @@ RECORD_TYPES = {
     "BundledDiscount": "discount",
     "Discount": "discount",
 }
+# RECORD_TYPE dimension values that belong to a commitment -> which kind. In
+# the amortized view a covered line carries the commitment it used and a fee
+# line the part left unused (docs/costs.md, "Commitments").
+COMMITMENTS = {
+    "DiscountedUsage": "reserved",
+    "RIFee": "reserved",
+    "SavingsPlanCoveredUsage": "savings_plan",
+    "SavingsPlanRecurringFee": "savings_plan",
+    "SavingsPlanUpfrontFee": "savings_plan",
+    "SavingsPlanNegation": "savings_plan",
+}
 
 
 def _parse_start(value: str) -> tuple[datetime, str]:
@@ -111,6 +122,7 @@ def records_from_response(
                 "service": "",
                 "estimated": estimated,
                 "record_type": RECORD_TYPES.get(record_type or "Usage", "other"),
+                "commitment": COMMITMENTS.get(record_type or "Usage", ""),
             }
             for spec, value in zip(keys, group.get("Keys", []), strict=False):
                 kind, key = spec["Type"], spec["Key"]
@@ -125,6 +137,7 @@ def records_from_response(
                     fields["account_id"] = value
                 elif key == "RECORD_TYPE":
                     fields["record_type"] = RECORD_TYPES.get(value, "other")
+                    fields["commitment"] = COMMITMENTS.get(value, "")
                 elif key == "REGION":
                     fields["region"] = value
                 elif key == "RESOURCE_ID":
@@ -176,13 +189,26 @@ HOURLY_DAYS = 14  # Cost Explorer keeps hourly data for the trailing 14 days
 MAX_RESTARTS = 3  # RequestChangedException restarts of one window
 DEFAULT_MAX_ATTEMPTS = 6
 
+
+def _families() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """RECORD_TYPE values by (our record type, commitment), named
+    ``usage``, ``usage:reserved``, ``fee:savings_plan`` ...: every value of
+    one family maps to the same line kind, so its first names them all."""
+    grouped: dict[str, list[str]] = {}
+    for aws, ours in RECORD_TYPES.items():
+        commitment = COMMITMENTS.get(aws, "")
+        grouped.setdefault(f"{ours}:{commitment}" if commitment else ours, []).append(
+            aws
+        )
+    return tuple((name, tuple(values)) for name, values in grouped.items())
+
+
 # One filtered query per family when RECORD_TYPE cannot be grouped (two other
-# GroupBy keys are in use). The last family catches record types we do not
-# know by name, so the bill total is complete whatever AWS adds.
-FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
-    (ours, tuple(k for k, v in RECORD_TYPES.items() if v == ours))
-    for ours in ("usage", "fee", "credit", "refund", "tax", "discount")
-)
+# GroupBy keys are in use): covered usage, fees and negations apart from
+# on-demand lines, so commitments are kept (each query is $0.01). The last
+# family catches record types we do not know by name, so the bill total is
+# complete whatever AWS adds.
+FAMILIES = _families()
 OTHER_FAMILY = ("other", ())
 ALLOWED_DIMENSIONS = {"SERVICE", "USAGE_TYPE", "RECORD_TYPE", "REGION", "RESOURCE_ID"}
 
@@ -481,8 +507,9 @@ def _merge(records: Iterable[CostRecord]) -> Iterator[CostRecord]:
     """One record per natural key.
 
     Grouping by USAGE_TYPE with RECORD_TYPE mapped onto fewer record types
-    (DiscountedUsage and Usage are both "usage") can give two groups with
-    the same key: their amounts add up, since they are parts of one line.
+    (Fee and a purchase's fee are both "fee", a savings plan's recurring and
+    upfront fees both "fee" of a savings plan) can give two groups with the
+    same key: their amounts add up, since they are parts of one line.
     """
     merged: dict[tuple[Any, ...], CostRecord] = {}
     for r in records:
@@ -493,6 +520,7 @@ def _merge(records: Iterable[CostRecord]) -> Iterator[CostRecord]:
             r.service,
             r.usage_type,
             r.record_type,
+            r.commitment,
             r.resource_id,
             r.tag_key,
             r.tag_value,

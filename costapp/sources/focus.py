@@ -37,6 +37,8 @@ import pandas as pd
 from analytics.errors import InvalidInput, shown
 from costapp.days import day_start
 from costapp.sources.base import Batch, CostRecord, ReplaceScope, Window
+from costapp.sources.focus_commitments import COLUMNS as COMMITMENT_COLUMNS
+from costapp.sources.focus_commitments import commitment_of
 from costapp.sources.focus_csv import CappedReader, FocusError
 from costapp.sources.focus_parquet import ParquetRefused, parquet_rows
 from costapp.validation import (
@@ -76,6 +78,7 @@ OPTIONAL = (
     "PricingQuantity",  # checked, not stored
     "ChargeClass",  # "Correction": may take back usage (negative quantities)
     "x_UsageType",  # AWS Data Exports' provider column; FOCUS has no usage type
+    *COMMITMENT_COLUMNS,
 )
 CHARGE_CATEGORIES = {
     "Usage": "usage",
@@ -462,7 +465,10 @@ class FocusSource:
                 f"period from {period_start:%Y-%m-%d} to {sums[i]:f}; amounts "
                 f"stay below {bound(MAX_MAGNITUDE)}",
             )
-        record_type = CHARGE_CATEGORIES[category]
+        try:
+            commitment, record_type = commitment_of(text, CHARGE_CATEGORIES[category])
+        except InvalidInput as exc:
+            raise self._error(n, exc.field, exc.value, exc.reason) from None
         usage_type = text("x_UsageType")
         resource = text("ResourceId")[:500]
         line_key = (
@@ -470,6 +476,7 @@ class FocusSource:
             service,
             usage_type,
             record_type,
+            commitment,
             resource,
             tag_key,
             tag_value,
@@ -484,6 +491,7 @@ class FocusSource:
                     "service": service[:200],
                     "usage_type": usage_type[:200],
                     "record_type": record_type,
+                    "commitment": commitment,
                     "resource_id": resource,
                     "tag_key": tag_key[:128],
                     "tag_value": tag_value[:256],

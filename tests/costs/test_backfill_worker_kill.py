@@ -9,6 +9,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import fields
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -20,7 +21,7 @@ from django.conf import settings
 from costapp.costs.services import bills_backfill_create
 from costapp.ingest import ingest_run_create, ingest_run_execute
 from costapp.models import CostLine, IngestRun
-from costapp.sources.base import Window
+from costapp.sources.base import CostRecord, Window
 from costapp.sources.registry import source_for_run
 from costapp.tasks import ingest_run_task
 from tests.costs.ce_emulator import CostExplorerEmulator, Line
@@ -181,5 +182,6 @@ def test_a_killed_worker_then_a_rerun_leaves_the_same_bill_as_an_uninterrupted_r
     ingest_run_execute(run=reference, source=source_for_run(reference))
     assert after_rerun == cost_lines()
     assert len(after_rerun) == 90 * 2
-    total = sum(line[13] for line in after_rerun)  # amortized_cost
+    amortized = 1 + [f.name for f in fields(CostRecord)].index("amortized_cost")
+    total = sum(line[amortized] for line in after_rerun)
     assert total == 90 * (Decimal("1320.9612345678") + Decimal("0.0000000001"))

@@ -251,7 +251,7 @@ def test_a_backfill_above_budget_asks_for_confirmation(
     }
     page = client.post("/costs/backfill/", form)
     assert page.status_code == 200
-    assert b"14</strong>" in page.content  # 2 months x 7 record families
+    assert b"24</strong>" in page.content  # 2 months x 12 record families
     assert b"Above the budget" in page.content
     assert IngestRun.objects.count() == 0
     with django_capture_on_commit_callbacks(execute=True):  # type: ignore[operator]
@@ -259,7 +259,7 @@ def test_a_backfill_above_budget_asks_for_confirmation(
     assert done.status_code == 302
     run = IngestRun.objects.get()
     assert run.status == IngestRun.SUCCEEDED, run.error
-    assert run.api_requests == 14 and run.api_cost_usd == D("0.14")
+    assert run.api_requests == 24 and run.api_cost_usd == D("0.24")
     assert CostLine.objects.get().amortized_cost == D("19.3152")
     progress = client.get(done["Location"])
     assert b"59 / 59" in progress.content

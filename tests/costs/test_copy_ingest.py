@@ -3,6 +3,7 @@ path writes (awkward strings, NULLs, ten-decimal amounts, reruns)."""
 
 from __future__ import annotations
 
+from dataclasses import fields
 from decimal import Decimal
 
 import pytest
@@ -55,4 +56,5 @@ def test_copy_and_orm_paths_store_the_same_lines(
     # A rerun upserts in place: same rows, new amounts, no duplicates.
     batch_write(batch=Batch(batch("1.5").records), source="cost_explorer")
     assert len(cost_lines()) == 21
-    assert {abs(line[13]) for line in cost_lines()} == {Decimal("1.5")}
+    amortized = 1 + [f.name for f in fields(CostRecord)].index("amortized_cost")
+    assert {abs(line[amortized]) for line in cost_lines()} == {Decimal("1.5")}

@@ -27,10 +27,11 @@ EKS = "Amazon Elastic Container Service for Kubernetes"
 def bill_batches(
     simulated: list[_Simulated], t_first: int, t_last: int, *, end: datetime
 ) -> Iterator[Batch]:
-    usage = _usage_days(simulated, t_first, t_last, end=end)
+    usage, covered = _usage_days(simulated, t_first, t_last, end=end)
     fees, credits = _monthly_days(t_first, t_last, end=end)
     for request, group_by, record_type in (
         (usage, [{"Type": "DIMENSION", "Key": "SERVICE"}, {"Type": "TAG", "Key": TAG_KEY}], "Usage"),
+        (covered, [{"Type": "DIMENSION", "Key": "SERVICE"}, {"Type": "TAG", "Key": TAG_KEY}], "DiscountedUsage"),
         (fees, [{"Type": "DIMENSION", "Key": "SERVICE"}, {"Type": "DIMENSION", "Key": "USAGE_TYPE"}], "RIFee"),
         (credits, [{"Type": "DIMENSION", "Key": "SERVICE"}, {"Type": "DIMENSION", "Key": "USAGE_TYPE"}], "Credit"),
     ):  # fmt: skip
@@ -56,15 +57,17 @@ def _amount(value: Decimal, unit: str = "USD") -> dict[str, str]:
 
 def _usage_days(
     simulated: list[_Simulated], t_first: int, t_last: int, *, end: datetime
-) -> list[dict[str, Any]]:
-    """ResultsByTime for GroupBy SERVICE + TAG, RECORD_TYPE Usage."""
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """ResultsByTime for GroupBy SERVICE + TAG, RECORD_TYPE Usage, and
+    RECORD_TYPE DiscountedUsage (the reserved instances' hours)."""
     by_name = {s.spec.name: s for s in simulated}
     chat = by_name["chat"]
-    results = []
+    results, covered_results = [], []
     for day_t in range(t_first, t_last, DAY):
         day = datetime.fromtimestamp(day_t, UTC).date()
         hours = range(day_t, day_t + DAY, HOUR)
         groups: list[dict[str, Any]] = []
+        covered_groups: list[dict[str, Any]] = []
 
         def add(
             service: str,
@@ -103,15 +106,16 @@ def _usage_days(
             sim = by_name[name]
             inst_hours = Decimal(sum(sim.slot_hours[h] for h in hours))
             price = _list_price(sim.spec.instance_type, day)
-            unblended = inst_hours * price
-            amortized = unblended
+            covered = Decimal(0)
             if name == "summarize":
                 # Two reserved g6e.xlarge (no upfront, 38% off) cover the
                 # floor: their usage is 0 unblended, the fee is amortized in.
                 covered = Decimal(48)
-                unblended = (inst_hours - covered) * price
-                amortized = unblended + covered * price * Decimal("0.62")
-            add(EC2, name, amortized, unblended, inst_hours, "Hrs")
+                reserved = covered * price * Decimal("0.62")
+                add(EC2, name, reserved, Decimal(0), covered, "Hrs", covered_groups)
+            on_demand_hours = inst_hours - covered
+            on_demand = on_demand_hours * price
+            add(EC2, name, on_demand, on_demand, on_demand_hours, "Hrs")
             ebs_hours += inst_hours
         # EBS volumes and data transfer: small, proportional to nodes/traffic.
         for tag, node_hours in (
@@ -134,7 +138,8 @@ def _usage_days(
         eks = Decimal("2.4")  # the cluster itself: nobody's, on purpose
         add(EKS, "", eks, eks, Decimal(24), "Hrs")
         results.append(_result(day_t, groups, end=end))
-    return results
+        covered_results.append(_result(day_t, covered_groups, end=end))
+    return results, covered_results
 
 
 def _monthly_days(
