@@ -14,6 +14,11 @@ from rest_framework.exceptions import APIException
 from analytics.errors import InvalidInput, shown
 from analytics.moved import SORTABLE as MOVED_SORTABLE
 from costapp.costs.selectors import BASES, DEFAULT_BASIS
+from costapp.days import display_today
+from costapp.economics.forms import DEFAULT_DAYS as PAGE_DEFAULT_DAYS
+from costapp.economics.forms import MAX_DAYS as PAGE_MAX_DAYS
+from costapp.filters import PRESETS, preset_window
+from costapp.models import Deployment
 from costapp.models.economics import GRAINS, SCOPES
 from costapp.validation import date_in
 
@@ -171,4 +176,55 @@ class MovedQuery(Window):
         attrs = super().validate(attrs)
         if attrs.get("name") and not attrs.get("scope"):
             raise serializers.ValidationError({"name": "needs scope"})
+        return attrs
+
+
+class OverviewQuery(serializers.Serializer):
+    """The overview page's window and scope, with its bounds and defaults
+    (``/?preset=7d``, ``/?start=..&end=..&team=..``): a preset ends at the
+    last complete UTC day; days run to any end, today's labelled partial."""
+
+    preset = serializers.ChoiceField(
+        choices=list(PRESETS), required=False,
+        help_text="As on the page; custom (or none) takes start and end.",
+    )  # fmt: skip
+    start = BoundedDate(help_text="First UTC day; default: 90 days before end.")
+    end = BoundedDate(
+        help_text="UTC day after the last one (exclusive); default: today (UTC)."
+    )
+    team = serializers.RegexField(NAME_PATTERN, required=False)
+    deployment = serializers.RegexField(
+        NAME_PATTERN, required=False, help_text="One deployment (with team: of it)."
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        today = display_today()
+        preset = attrs.pop("preset", "custom")
+        if preset != "custom":
+            if "start" in attrs or "end" in attrs:
+                # The page lets the preset win; a program gets told.
+                raise serializers.ValidationError(
+                    {"preset": "sets the days itself: give start/end without it "
+                               "(or with preset=custom)"}
+                )  # fmt: skip
+            attrs["start"], attrs["end"] = preset_window(preset, today)
+        end = attrs.get("end") or today
+        start = attrs.get("start") or end - timedelta(days=PAGE_DEFAULT_DAYS["day"])
+        longest = PAGE_MAX_DAYS["day"]
+        if start >= end:
+            raise serializers.ValidationError(
+                {"end": f"must be after start={start.isoformat()}"}
+            )
+        if (end - start).days > longest:
+            raise serializers.ValidationError(
+                {"start": f"the window {start.isoformat()}..{end.isoformat()} is "
+                          f"{(end - start).days} days; at most {longest}"}
+            )  # fmt: skip
+        for field, column in (("team", "team"), ("deployment", "name")):
+            wanted = attrs.get(field)
+            if wanted and not Deployment.objects.filter(**{column: wanted}).exists():
+                raise serializers.ValidationError(
+                    {field: f"not a {field} of the fleet"}
+                )
+        attrs["start"], attrs["end"], attrs["today"] = start, end, today
         return attrs

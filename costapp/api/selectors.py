@@ -2,7 +2,8 @@
 
 Nothing here computes a figure of its own: unit costs, baselines and idle
 dollars are the stored ``UnitCostFigure`` rows; spend is the bills area's
-allocation and reconciliation; budgets are economics' statuses.
+allocation and reconciliation; budgets are economics' statuses; the
+overview's cards are the page's own read (``overview_read``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from costapp.costs.selectors import Basis
 from costapp.days import utc_midnight
 from costapp.economics.forecasts.selectors import budget_statuses_read
 from costapp.economics.moved import moved_read
+from costapp.economics.selectors import overview_read
 from costapp.models import AlertEvent, AlertState, UnitCostFigure
 
 # The rate card is priced in US dollars (the bills area's reconciliation and
@@ -221,3 +223,76 @@ def moved_rows_read(
         "before_end": found.before_end,
     }
     return [compared | r for r in rows.to_dict("records")]
+
+
+# The overview's cards are the deployments' direct cost (the page says so
+# beside them: economics/present.py DIRECT).
+CARD_BASIS = "direct"
+
+
+@dataclass(frozen=True)
+class OverviewCard:
+    card: str
+    label: str
+    unit: str  # money, money_unit (per 1k requests, per 1M tokens), count
+    currency: str
+    value: float
+    previous: float
+    change: float
+    basis: str
+    window_start: date
+    window_end: date
+    start: date  # the cards' days, [start, end)
+    end: date
+    previous_start: date  # as many days before them, [previous_start, start)
+    previous_end: date
+    days: int
+    covered: int  # days with a figure
+    previous_covered: int
+    clocks: str  # of the days' figures, "+"-joined as in moved/
+    previous_clocks: str
+    partial_today: bool  # the cards' days reach into today (not over yet)
+
+
+def overview_cards_read(
+    *,
+    start: date,
+    end: date,
+    today: date,
+    team: str = "",
+    deployment: str | None = None,
+) -> list[OverviewCard]:
+    """The overview's cards for the window [start, end), each against the
+    equal days before the cards' own, read as the page reads them."""
+    data = overview_read(
+        today=end,
+        days=(end - start).days,
+        team=team,
+        deployments=None if deployment is None else [deployment],
+    )
+    p = data.period
+    return [
+        OverviewCard(
+            card=k.key,
+            label=k.label,
+            unit=k.unit,
+            currency=data.currency,
+            value=k.value,
+            previous=k.previous,
+            change=k.change,
+            basis=CARD_BASIS,
+            window_start=start,
+            window_end=end,
+            start=p.start,
+            end=p.end,
+            previous_start=p.previous_start,
+            previous_end=p.start,
+            days=p.days,
+            covered=p.covered,
+            previous_covered=p.previous_covered,
+            clocks="+".join(sorted(p.clocks)),
+            previous_clocks="+".join(sorted(p.previous_clocks)),
+            partial_today=p.end > today,
+        )
+        for k in data.kpis
+    ]

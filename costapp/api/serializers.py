@@ -209,6 +209,34 @@ class Moved(serializers.Serializer):
     reason = ro(serializers.CharField, help_text='"" when decomposed')
 
 
+class OverviewCard(serializers.Serializer):
+    card = ro(
+        serializers.CharField,
+        help_text="spend, cost_per_1k_requests, cost_per_1m_tokens or requests",
+    )
+    label = ro(serializers.CharField, help_text="as the page titles the card")
+    unit = ro(serializers.CharField, help_text="money, money_unit or count")
+    currency = ro(serializers.CharField)
+    value = Money(help_text="over the cards' days")
+    previous = Money(help_text="over as many days before them; null: no figure")
+    change = Number(help_text="relative (0.14 is +14%); null: not comparable")
+    basis = ro(serializers.CharField, help_text="direct: idle and unallocated left out")
+    window_start = ro(serializers.DateField)
+    window_end = ro(serializers.DateField, help_text="exclusive")
+    start = ro(serializers.DateField, help_text="the cards' days: the window's last 7")
+    end = ro(serializers.DateField, help_text="exclusive: the window's end")
+    previous_start = ro(serializers.DateField)
+    previous_end = ro(serializers.DateField, help_text="exclusive: start")
+    days = ro(serializers.IntegerField)
+    covered = ro(serializers.IntegerField, help_text="days with a figure")
+    previous_covered = ro(serializers.IntegerField)
+    clocks = ro(serializers.CharField, help_text="final, estimated, provisional")
+    previous_clocks = ro(serializers.CharField)
+    partial_today = ro(
+        serializers.BooleanField, help_text="the days reach into today: partial"
+    )
+
+
 class Problem(serializers.Serializer):
     detail = ro(serializers.CharField)
 

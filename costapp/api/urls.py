@@ -29,6 +29,7 @@ urlpatterns = [
     path("v1/spend/", token_view(views.Spend), name="spend"),
     path("v1/idle/", token_view(views.Idle), name="idle"),
     path("v1/moved/", token_view(views.Moved), name="moved"),
+    path("v1/overview/", token_view(views.Overview), name="overview"),
     path("v1/budgets/", token_view(views.Budgets), name="budgets"),
     path("v1/alerts/events/", token_view(views.AlertEvents), name="alert_events"),
     path("v1/alerts/active/", token_view(views.ActiveAlerts), name="alerts_active"),

@@ -131,6 +131,21 @@ class Moved(ReadView):
         return selectors.moved_rows_read(**params)
 
 
+class Overview(ReadView):
+    required_permission = "costapp.view_overview"
+    query_class = q.OverviewQuery
+    serializer_class = s.OverviewCard
+
+    @documented(query=q.OverviewQuery, response=s.OverviewCard(many=True),
+                summary="The overview's cards against the equal days before them",
+                right=required_permission)  # fmt: skip
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def rows(self, **params: Any) -> Any:
+        return selectors.overview_cards_read(**params)
+
+
 class NoQuery(serializers.Serializer):
     pass
 

@@ -272,6 +272,8 @@ class Kpi:
     previous: float
     change: float  # relative, NaN when not comparable
     unit: Literal["money", "money_unit", "count"]  # money in the overview's currency
+    # The card's name in the API (``api/v1/overview/``): labels are for people.
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -514,19 +516,22 @@ def _kpis(sums: list[dict[str, Any]], *, days: int) -> list[Kpi]:
     if not any(r["any_prev"] for r in sums):
         # No figure before the period: missing, not $0.00.
         prev = _totals(math.nan, math.nan, math.nan)
+    if not any(r["any7"] for r in sums):
+        # Nor in it (a window before the first figure): missing too.
+        cur = _totals(math.nan, math.nan, math.nan)
     last = f"last {days} day{'s' if days != 1 else ''}"
     return [
         Kpi(f"Spend, {last}", cur.cost, prev.cost,
-            relative_change(cur.cost, prev.cost), "money"),
+            relative_change(cur.cost, prev.cost), "money", "spend"),
         Kpi("$ per 1k requests", cur.cost_per_1k_requests,
             prev.cost_per_1k_requests,
             relative_change(cur.cost_per_1k_requests, prev.cost_per_1k_requests),
-            "money_unit"),
+            "money_unit", "cost_per_1k_requests"),
         Kpi("$ per 1M tokens", cur.cost_per_1m_tokens, prev.cost_per_1m_tokens,
             relative_change(cur.cost_per_1m_tokens, prev.cost_per_1m_tokens),
-            "money_unit"),
+            "money_unit", "cost_per_1m_tokens"),
         Kpi(f"Requests, {last}", cur.requests, prev.requests,
-            relative_change(cur.requests, prev.requests), "count"),
+            relative_change(cur.requests, prev.requests), "count", "requests"),
     ]  # fmt: skip
 
 

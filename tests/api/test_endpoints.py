@@ -314,6 +314,8 @@ def test_a_user_without_a_role_gets_403_everywhere(
         "baselines",
         "spend",
         "idle",
+        "moved",
+        "overview",
         "budgets",
         "alerts/events",
         "alerts/active",

@@ -20,9 +20,10 @@ def test_the_docs_page_lists_every_operation_from_the_served_schema(
     schema = client.get("/api/schema/").json()
     assert schema == api_get("/api/v1/schema/", token_for("finance")).json()
     paths = sorted(schema["paths"])
-    assert len(paths) == 8
+    assert len(paths) == 9
     page = client.get("/api/docs/").content.decode()
     for path in paths:
         assert f'data-operation="GET {path}"' in page
     # Bounds are written out where a reader sees them.
     assert "1..1000" in page and "costapp.view_alertrule" in page
+    assert "7d | 30d | 90d | mtd | last_month | custom" in page  # overview/'s preset
