@@ -313,6 +313,17 @@ def batch_write(
     return batches_write(batches=[batch], source=source, run=run)
 
 
+def _observed_keep(run: IngestRun, observed: list[dict[str, dict[str, str]]]) -> None:
+    """Merge what the source saw into the run's params["observed"]."""
+    params = IngestRun.objects.filter(pk=run.pk).values_list("params", flat=True)
+    stored = dict(params.first() or {})
+    seen: dict[str, dict[str, str]] = dict(stored.get("observed") or {})
+    for topics in observed:
+        for topic, values in topics.items():
+            seen[topic] = {**seen.get(topic, {}), **values}
+    IngestRun.objects.filter(pk=run.pk).update(params={**stored, "observed": seen})
+
+
 @transaction.atomic
 def batches_write(
     *, batches: Sequence[Batch], source: str, run: IngestRun | None = None
@@ -334,6 +345,9 @@ def batches_write(
             IngestRun.objects.filter(pk=run.pk).update(
                 warnings=[*(stored.first() or []), *warnings][:MAX_WARNINGS]
             )
+        observed = [b.observed for b in batches if b.observed]
+        if observed:
+            _observed_keep(run, observed)
         requests = sum(b.api_requests for b in batches)
         IngestRun.objects.filter(pk=run.pk).update(
             steps_done=F("steps_done") + sum(b.steps for b in batches),

@@ -12,6 +12,7 @@ the newest is used for that instance, so nothing is counted twice.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -253,27 +254,141 @@ TGI = EngineTable(
 ENGINES: dict[str, EngineTable] = {t.engine: t for t in (VLLM, SGLANG, TGI)}
 
 
+# -- dcgm-exporter ----------------------------------------------------------
+#
+# What changed, release by release (the exporter's tags are
+# <DCGM version>-<exporter version>; sources in docs/telemetry.md):
+# - up to 3.3.6-3.4.2: the default counters file lists the PCIe rates as
+#   DCGM_FI_DEV_PCIE_{TX,RX}_THROUGHPUT "(in KB)", typed counter; no DCP fields.
+# - 3.3.7-3.5.0 (NVIDIA/dcgm-exporter#357, 219eb08): they become
+#   DCGM_FI_PROF_PCIE_{TX,RX}_BYTES, still typed *counter* though DCGM defines
+#   them as bytes per second over the sample period (#87, #88); counter files
+#   copied from these releases still say counter.
+# - 4.0.0-4.0.1 (5f9250c): PROF_PCIE_* typed gauge "in bytes per second";
+#   GR_ENGINE_ACTIVE, PIPE_TENSOR_ACTIVE and DRAM_ACTIVE (ratios 0..1) in the
+#   defaults; FB "in MiB". 4.3.1-4.4.0 (6949141) adds FB_RESERVED (MiB).
+# - 4.6.0-4.8.3 (#711, 2026-07-14) ships #655 (d5e5f51): the label Hostname
+#   is renamed hostname on every series.
+# - DCGM 4.7 removed DCGM_FI_DEV_PCIE_{TX,RX}_THROUGHPUT: 4.8.4 refuses to
+#   start with them in its counter file (netdata/netdata#23964).
+# GPU_UTIL stays a percentage, FB_* MiB and TOTAL_ENERGY_CONSUMPTION mJ in
+# every default file up to 4.5.3-4.8.2; no release read changes those units.
+
+Semantics = Literal["gauge", "counter", "rate"]
+
+
 @dataclass(frozen=True)
-class DeviceField:
-    field: str  # DeviceHourRecord field
-    kind: Kind
-    scale: float = 1.0
+class DcgmField:
+    """One exporter field as we read it. ``kind`` is what DCGM defines the
+    field to be, never the scrape's ``# TYPE``: a rate (bytes per second) read
+    as a counter would turn into nonsense increases."""
+
+    field: str | None  # DeviceHourRecord field; None: known, not stored
+    kind: Semantics
+    unit: str  # as the exporter sends it
+    scale: float = 1.0  # exporter unit -> the stored unit
+    releases: str = "every release"
+    # Rank as the "this GPU or MIG instance was up" series (0 first).
+    up: int | None = None
 
 
-# dcgm-exporter names -> DeviceHourRecord fields. GPU_UTIL is absent on MIG
-# instances; energy is a counter in millijoules.
-DCGM: dict[str, DeviceField] = {
-    "DCGM_FI_DEV_GPU_UTIL": DeviceField("gpu_util_mean", "gauge"),
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": DeviceField("gr_engine_active_mean", "gauge"),
-    "DCGM_FI_PROF_DRAM_ACTIVE": DeviceField("dram_active_mean", "gauge"),
-    "DCGM_FI_DEV_FB_USED": DeviceField("fb_used_mib_mean", "gauge"),
-    "DCGM_FI_DEV_FB_FREE": DeviceField("fb_free_mib_mean", "gauge"),
-    "DCGM_FI_DEV_POWER_USAGE": DeviceField("power_w_mean", "gauge"),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": DeviceField("energy_j", "counter", 1e-3),
+DCGM_FIELDS: dict[str, DcgmField] = {
+    # FB_USED first: reported for whole GPUs and MIG instances alike; but some
+    # exporters leave FB_* out on H100 MIG instances (NVIDIA/dcgm-exporter
+    # #512) and counter files differ, so each of the next stands in for it.
+    "DCGM_FI_DEV_FB_USED": DcgmField("fb_used_mib_mean", "gauge", "MiB", up=0),
+    "DCGM_FI_DEV_FB_FREE": DcgmField("fb_free_mib_mean", "gauge", "MiB", up=1),
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": DcgmField(
+        "gr_engine_active_mean", "gauge", "ratio 0..1", releases="default 4.0+", up=2
+    ),
+    # Absent on MIG instances.
+    "DCGM_FI_DEV_GPU_UTIL": DcgmField("gpu_util_mean", "gauge", "%", up=3),
+    # MIG rows repeat the parent GPU's power and energy.
+    "DCGM_FI_DEV_POWER_USAGE": DcgmField("power_w_mean", "gauge", "W", up=4),
+    "DCGM_FI_PROF_DRAM_ACTIVE": DcgmField(
+        "dram_active_mean", "gauge", "ratio 0..1", releases="default 4.0+"
+    ),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": DcgmField(
+        "energy_j", "counter", "mJ", 1e-3
+    ),
+    # Known, not stored: declared so that nothing reads them by their # TYPE.
+    "DCGM_FI_PROF_PCIE_TX_BYTES": DcgmField(
+        None, "rate", "B/s", releases="default 3.3.7-3.5.0+"
+    ),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": DcgmField(
+        None, "rate", "B/s", releases="default 3.3.7-3.5.0+"
+    ),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": DcgmField(None, "rate", "B/s"),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": DcgmField(None, "rate", "B/s"),
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": DcgmField(
+        None, "rate", "KB/s", releases="default up to 3.3.6-3.4.2; gone in DCGM 4.7"
+    ),
+    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": DcgmField(
+        None, "rate", "KB/s", releases="default up to 3.3.6-3.4.2; gone in DCGM 4.7"
+    ),
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": DcgmField(None, "counter", "counts"),
 }
-# The series whose samples say "this GPU or MIG instance was up": FB_USED is
-# reported for whole GPUs and MIG instances alike.
-DCGM_UP = "DCGM_FI_DEV_FB_USED"
+# The names read from Prometheus: the stored fields.
+DCGM: dict[str, DcgmField] = {n: f for n, f in DCGM_FIELDS.items() if f.field}
+DCGM_UP: dict[str, int] = {n: f.up for n, f in DCGM.items() if f.up is not None}
+
+
+@dataclass(frozen=True)
+class ExporterGeneration:
+    name: str  # shown on the telemetry page and kept on the run
+    releases: str
+    hostname_label: str
+    source: str
+
+
+DCGM_EXPORTER_GENERATIONS: tuple[ExporterGeneration, ...] = (
+    ExporterGeneration(
+        "4.8.3+",
+        "4.6.0-4.8.3 (July 2026) and later",
+        "hostname",
+        "NVIDIA/dcgm-exporter#655, released in #711",
+    ),
+    ExporterGeneration(
+        "to 4.8.2",
+        "up to 4.5.3-4.8.2 (May 2026)",
+        "Hostname",
+        "NVIDIA/dcgm-exporter render_metrics.go before d5e5f51",
+    ),
+)
+# A label the exporter renamed -> its other spelling, both ways: a selector
+# written for either generation is checked against the other.
+DCGM_LABEL_RENAMES: dict[str, str] = {"Hostname": "hostname", "hostname": "Hostname"}
+
+
+def dcgm_exporter_generations(
+    label_sets: Iterable[dict[str, str]],
+) -> list[ExporterGeneration]:
+    """Which exporter generations wrote these series, by their host label;
+    none when no series carries one (--no-hostname, or relabelled)."""
+    labels = {k for labels in label_sets for k in labels}
+    return [g for g in DCGM_EXPORTER_GENERATIONS if g.hostname_label in labels]
+
+
+def dcgm_exporter_generation(label_sets: Iterable[dict[str, str]]) -> str:
+    return " and ".join(g.name for g in dcgm_exporter_generations(label_sets))
+
+
+# GPU_I_PROFILE as the exporter reports it: "3g.40gb", "1g.10gb+me",
+# "1c.3g.40gb" (a compute instance in a 3g GPU instance), and memory sizes
+# NVIDIA's tables do not list: "1g.11gb" for H100 NVL's 1g.12gb
+# (NVIDIA/dcgm-exporter#544), "7g.79gb" for A100's 7g.80gb (#713). The compute
+# slices are what the cost share is made of; the memory part is not trusted.
+_MIG_PROFILE = re.compile(r"^(?:\d+c\.)?(\d+)g\.\d+gb(?:[+-][a-z]+)*$")
+MIG_SLICES = 7
+
+
+def mig_slices(profile: str) -> int | None:
+    """Compute slices of a GPU instance profile; None when not one."""
+    m = _MIG_PROFILE.match(profile.strip().lower())
+    if m is None:
+        return None
+    slices = int(m.group(1))
+    return slices if 1 <= slices <= MIG_SLICES else None
 
 
 @dataclass(frozen=True)
@@ -286,21 +401,20 @@ class DeviceKey:
     mig_profile: str = ""
 
     @property
-    def gpu_share(self) -> float:
-        """GPU-equivalents: a MIG instance is its compute slices over 7."""
+    def gpu_share(self) -> float | None:
+        """GPU-equivalents: a MIG instance is its compute slices over 7;
+        None for a profile we cannot read (its GPU-seconds are unknown)."""
         if not self.mig_profile:
             return 1.0
-        try:
-            return int(self.mig_profile.split("g.", 1)[0]) / 7
-        except ValueError:
-            return 1.0
+        slices = mig_slices(self.mig_profile)
+        return None if slices is None else slices / MIG_SLICES
 
 
 def device_key(labels: dict[str, str]) -> DeviceKey:
     """Which GPU or MIG instance a DCGM series is about."""
     hostname = (
-        labels.get("Hostname")
-        or labels.get("hostname")
+        labels.get("hostname")
+        or labels.get("Hostname")
         or labels.get("kubernetes_node")
         or labels.get("instance", "")
     )

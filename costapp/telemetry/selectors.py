@@ -20,6 +20,11 @@ from costapp.models import (
     HistogramHour,
     IngestRun,
 )
+from costapp.sources.engines import (
+    DCGM_FIELDS,
+    ExporterGeneration,
+    dcgm_exporter_generations,
+)
 from costapp.telemetry.series import Raw, raw_read
 
 LATENCY_METRICS = ("ttft", "itl", "e2e", "queue", "prefill", "decode")
@@ -143,6 +148,19 @@ def device_summary(
 
 def discovery(deployment: Deployment) -> EngineDiscovery | None:
     return EngineDiscovery.objects.filter(deployment=deployment).first()
+
+
+def dcgm_exporter_read(found: EngineDiscovery | None) -> list[ExporterGeneration]:
+    """The DCGM exporter generation the last discovery saw, by the host label
+    of the DCGM series it kept."""
+    if found is None:
+        return []
+    return dcgm_exporter_generations(
+        labels
+        for name, sets in found.label_sets.items()
+        if name in DCGM_FIELDS
+        for labels in sets
+    )
 
 
 def latency_daily_percentiles(

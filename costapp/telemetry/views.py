@@ -113,6 +113,7 @@ def _deployment_context(
         ),
         "kv": charts.kv_cache(chart_series, tz=tz),
     }
+    found = selectors.discovery(dep)
     return {
         "deployment": dep,
         "start": start,
@@ -130,5 +131,6 @@ def _deployment_context(
         "has_hours": not chart_series.empty,
         "window_latency": selectors.window_latency(dep, start, end, raw),
         "devices": selectors.device_summary(dep, start, end),
-        "discovery": selectors.discovery(dep),
+        "discovery": found,
+        "dcgm_exporter": selectors.dcgm_exporter_read(found),
     }

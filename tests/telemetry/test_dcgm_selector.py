@@ -3,13 +3,25 @@ gives its own."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from django.test import Client
 
-from costapp.models import Deployment, DeploymentHour, DeviceHour, IngestRun
+from costapp.ingest import batches_write
+from costapp.models import (
+    Deployment,
+    DeploymentHour,
+    DeviceHour,
+    EngineDiscovery,
+    IngestRun,
+)
+from costapp.pipeline.runs import run_execute
+from costapp.sources.base import Batch
+from costapp.sources.prometheus import PrometheusConfig, PrometheusSource, Target
+from costapp.sources.promql import Matcher, selector_parse
 from costapp.sources.registry import source_for_run
 from costapp.telemetry.services import telemetry_run_create
 from tests.support.users import user_in
@@ -126,3 +138,153 @@ def test_the_refresh_task_reads_gpus_through_the_deployments_dcgm_selector(
     assert check_deployment_hours(
         prometheus.truth, "chat-v0", hours, END - 3 * 3600, END
     )
+
+
+# -- a selector that matches nothing says why ----------------------------------
+
+
+class Index:
+    """The series index of /api/v1/series, over a fixed list of label sets
+    (a unit test of the discovery's diagnosis; the integration test below
+    asks a real Prometheus)."""
+
+    def __init__(self, series: list[dict[str, str]]) -> None:
+        self.all = series
+        self.requests = 0
+
+    def series(
+        self, matchers: list[str], start_ms: int, end_ms: int
+    ) -> list[dict[str, str]]:
+        self.requests += 1
+        (text,) = matchers
+        wanted = selector_parse(text.strip("{}"))
+        return [s for s in self.all if all(_matches(m, s) for m in wanted)]
+
+
+def _matches(m: Matcher, labels: dict[str, str]) -> bool:
+    value = labels.get(m.label, "")
+    hit = re.fullmatch(m.value, value) if "~" in m.op else m.value == value
+    return bool(hit) == (m.op in ("=", "=~"))
+
+
+def exporter(host_label: str) -> list[dict[str, str]]:
+    return [
+        {
+            "__name__": "DCGM_FI_DEV_FB_USED",
+            "gpu": str(gpu),
+            "UUID": f"GPU-{gpu}",
+            host_label: "node-1",
+        }
+        for gpu in range(2)
+    ]
+
+
+def unmatched_warning(selector: str, series: list[dict[str, str]]) -> str:
+    source = PrometheusSource(
+        targets=[Target("chat", "vllm", 'namespace="chat"', 1.0, selector)],
+        config=PrometheusConfig(url="http://127.0.0.1:9"),
+    )
+    source.client = Index(series)  # type: ignore[assignment]
+    source.discover(T0, T0 + 3600)
+    (warning,) = source.warnings
+    return warning
+
+
+def test_a_selector_written_for_hostname_names_the_label_the_exporter_carries() -> None:
+    warning = unmatched_warning('Hostname="node-1"', exporter("hostname"))
+    assert (
+        'dcgm_selector Hostname="node-1" matched no series; the exporter\'s series '
+        'carry hostname (not Hostname): write hostname="node-1"'
+    ) in warning
+    assert "GPU-hours unknown (not zero)" in warning
+
+
+def test_a_selector_written_for_the_new_label_against_an_old_exporter() -> None:
+    warning = unmatched_warning('hostname="node-1",gpu=~"0|1"', exporter("Hostname"))
+    assert (
+        "the exporter's series carry Hostname (not hostname): write "
+        'Hostname="node-1",gpu=~"0|1"'
+    ) in warning
+
+
+def test_a_selector_on_a_label_no_series_carries_lists_the_labels() -> None:
+    warning = unmatched_warning('node="node-1"', exporter("hostname"))
+    assert (
+        "the exporter's series carry no node (they carry UUID, gpu, hostname)"
+        in warning
+    )
+
+
+def test_a_selector_on_a_value_no_series_has_lists_the_values() -> None:
+    warning = unmatched_warning('hostname="node-2"', exporter("hostname"))
+    assert "values the exporter's series carry: hostname: node-1" in warning
+
+
+def test_the_run_keeps_the_exporter_generation_it_saw() -> None:
+    source = PrometheusSource(
+        targets=[Target("chat", "vllm", 'namespace="chat"', 1.0, 'hostname="node-1"')],
+        config=PrometheusConfig(url="http://127.0.0.1:9"),
+    )
+    source.client = Index(exporter("hostname"))  # type: ignore[assignment]
+    source.discover(T0, T0 + 3600)
+    assert source.warnings == []
+    assert source.observed == {"dcgm_exporter": {"chat": "4.8.3+"}}
+
+
+def test_the_run_and_the_telemetry_page_show_the_exporter_generation(
+    prometheus_url: None, client: Client
+) -> None:
+    dep = deployment(dcgm_selector='hostname="node-1"')
+    run = telemetry_run_create(deployments=["chat-v0"], start=at(T0), end=at(T0 + DAY))
+    batches_write(
+        batches=[Batch(records=[], observed={"dcgm_exporter": {"chat-v0": "4.8.3+"}})],
+        source="prometheus",
+        run=run,
+    )
+    run.refresh_from_db()
+    assert run.params["observed"] == {"dcgm_exporter": {"chat-v0": "4.8.3+"}}
+    EngineDiscovery.objects.create(
+        deployment=dep,
+        observed_at=at(T0),
+        engine="vllm",
+        label_sets={"DCGM_FI_DEV_FB_USED": exporter("hostname")},
+    )
+    client.force_login(user_in("lead", "tech lead"))
+    page = client.get("/telemetry/chat-v0/").content.decode()
+    assert 'DCGM exporter <span class="badge">4.8.3+</span>' in page
+    assert "host label <code>hostname</code>" in page
+
+
+@pytest.mark.integration
+def test_a_backfill_through_a_selector_for_the_other_generation_names_the_label(
+    settings: Any, prometheus: PromServer
+) -> None:
+    """The generated fleet carries Hostname (an exporter before 4.6.0-4.8.3);
+    a fleet file written for the new one matches nothing and says why."""
+    settings.PROMETHEUS_URL = prometheus.url
+    settings.PROMETHEUS_MAX_SAMPLES = BUDGET
+    settings.PROMETHEUS_TIMEOUT_S = 10.0
+    deployment(dcgm_selector='hostname="node-a",GPU_I_ID="1"')
+    run = telemetry_run_create(
+        deployments=["chat-v0"],
+        start=at(T0),
+        end=at(T0 + 6 * 3600),
+        options={"scrape_interval_s": 60},
+    )
+    run = run_execute(run)[0]
+    warnings = " ".join(run.warnings)
+    assert (
+        "the exporter's series carry Hostname (not hostname): write "
+        'Hostname="node-a",GPU_I_ID="1"'
+    ) in warnings
+    Deployment.objects.filter(name="chat-v0").update(dcgm_selector=MIG_1)
+    fixed = run_execute(
+        telemetry_run_create(
+            deployments=["chat-v0"],
+            start=at(T0),
+            end=at(T0 + 6 * 3600),
+            options={"scrape_interval_s": 60},
+        )
+    )[0]
+    assert fixed.warnings == []
+    assert fixed.params["observed"] == {"dcgm_exporter": {"chat-v0": "to 4.8.2"}}

@@ -158,6 +158,41 @@ class _Simulated:
     activity: dict[int, float]  # hour -> mean utilisation of a replica
 
 
+# vLLM preempts a running request only when a step finds no free KV block,
+# that is with the cache full: below KV_PREEMPT_FROM of a minute's mean usage
+# nothing is preempted; at a full cache PREEMPT_AT_FULL of the requests that
+# finish in the minute were preempted once on the way.
+KV_PREEMPT_FROM = 0.9
+PREEMPT_AT_FULL = 0.05
+
+
+def preemption_rate(kv: np.ndarray) -> np.ndarray:
+    """Preemptions per finished request at a minute's KV-cache usage."""
+    near_full = np.clip((kv - KV_PREEMPT_FROM) / (1 - KV_PREEMPT_FROM), 0.0, 1.0)
+    rate: np.ndarray = PREEMPT_AT_FULL * near_full**2
+    return rate
+
+
+def kv_cache(
+    spec: DemoDeployment,
+    running: np.ndarray,
+    utilisation: np.ndarray,
+    incident: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(KV usage, running, waiting) per minute: each running sequence holds its
+    prompt and half its output on average; no more run than the cache holds
+    (the rest wait), so usage never passes 1 while the batch grows."""
+    kv_capacity = spec.kv_tokens * np.where(np.repeat(incident, 60), 0.5, 1.0)
+    sequence_tokens = spec.prompt_mean + spec.gen_mean / 2
+    fits = kv_capacity / sequence_tokens
+    queued = np.maximum(running - fits, 0.0)
+    running = np.minimum(running, fits)
+    kv = np.clip(running * sequence_tokens / kv_capacity, 0.01, 1.0)
+    waiting = np.maximum(0.0, running * (np.repeat(utilisation, 60) - 0.8) * 2.5)
+    waiting = np.where(np.repeat(incident, 60), waiting + 0.3 * running, waiting)
+    return kv, running, waiting + queued
+
+
 def traffic(
     rng: np.random.Generator,
     spec: DemoDeployment,
@@ -246,51 +281,12 @@ def simulate(
     generation = rng.poisson(done * spec.gen_mean)
     hit_rate = np.clip(rng.normal(0.35, 0.05, n_hours), 0.05, 0.9)
     hits = np.round(prompt * np.repeat(hit_rate, 60)[None, :])
-    preempt_rate = np.where(
-        np.repeat(incident, 60), 0.02, 0.0005 * np.repeat(utilisation, 60)
-    )
-    preemptions = rng.poisson(done * preempt_rate[None, :])
-    counters = {
-        "requests_stop": stop,
-        "requests_length": length,
-        "requests_aborted": abort,
-        "prompt_tokens": prompt,
-        "generation_tokens": generation,
-        "preemptions": preemptions,
-        "prefix_cache_queries": prompt,
-        "prefix_cache_hits": hits,
-    }
+    # Drawn and dropped (preemptions used to be drawn here): the draws after
+    # it stay what they were, so every series but the preemptions is as before.
+    dropped_rate = np.where(incident, 0.02, 0.0005 * utilisation)
+    rng.poisson(done * np.repeat(dropped_rate, 60)[None, :])
     # Pods restart now and then (OOM, node drain): the counter resets.
     restarts = rng.random((slots, n_min)) < 1 / (3 * 1440)
-
-    totals: dict[str, dict[int, float]] = {k: defaultdict(float) for k in counters}
-    for slot in range(slots):
-        on = active[slot]
-        edges = np.flatnonzero(np.diff(np.concatenate(([0], on.astype(int), [0]))))
-        for a, b in zip(edges[::2], edges[1::2], strict=True):
-            # One pod's life [a, b): pods alive at the start were born
-            # before the window, so their first sample is only a baseline.
-            born = a > 0
-            seen = scraped[a:b]
-            if not seen.any():
-                continue
-            resets = restarts[slot, a:b]
-            last_reset = np.maximum.accumulate(np.where(resets, np.arange(b - a), -1))
-            ts = minute_t[a:b][seen] + MINUTE // 2  # scraped mid-minute
-            for key, per_minute in counters.items():
-                cum = np.cumsum(per_minute[slot, a:b], dtype=float)
-                padded = np.concatenate(([0.0], cum))
-                # A restart zeroes the counter: value since the last one.
-                value = cum - np.where(
-                    last_reset >= 0, padded[np.maximum(last_reset, 0)], 0.0
-                )
-                if not born:
-                    # Running since before the window, until it restarts.
-                    value = value + np.where(last_reset < 0, 1_000_000.0, 0.0)
-                for h, v in hourly_counter_increases(
-                    ts, value[seen], born_in_window=born
-                ).items():
-                    totals[key][h] += v
 
     # The hour's median ITL under load (the histogram's, for the deployments
     # without a declared curve): slower as the pods fill, and in the incident.
@@ -320,12 +316,51 @@ def simulate(
         # measured at (chat's tokens/s came out 1.42x running / mean ITL).
         mean_itl = loaded_itl * math.exp(LATENCY_SIGMA**2 / 2)
         running = per_pod_rps * spec.gen_mean * np.repeat(mean_itl, 60) * running_noise
-    kv_capacity = spec.kv_tokens * np.where(np.repeat(incident, 60), 0.5, 1.0)
-    kv = np.clip(
-        running * (spec.prompt_mean + spec.gen_mean / 2) / kv_capacity, 0.01, 1.0
+    kv, running, waiting = kv_cache(spec, running, utilisation, incident)
+    # Preempted requests finish later: counted against the minute's finished
+    # ones, at the rate the cache's fullness gives (its own stream).
+    preemptions = np.random.default_rng([seed, index, 2]).poisson(
+        done * preemption_rate(kv)[None, :]
     )
-    waiting = np.maximum(0.0, running * (np.repeat(utilisation, 60) - 0.8) * 2.5)
-    waiting = np.where(np.repeat(incident, 60), waiting + 0.3 * running, waiting)
+    counters = {
+        "requests_stop": stop,
+        "requests_length": length,
+        "requests_aborted": abort,
+        "prompt_tokens": prompt,
+        "generation_tokens": generation,
+        "preemptions": preemptions,
+        "prefix_cache_queries": prompt,
+        "prefix_cache_hits": hits,
+    }
+    totals: dict[str, dict[int, float]] = {k: defaultdict(float) for k in counters}
+    for slot in range(slots):
+        on = active[slot]
+        edges = np.flatnonzero(np.diff(np.concatenate(([0], on.astype(int), [0]))))
+        for a, b in zip(edges[::2], edges[1::2], strict=True):
+            # One pod's life [a, b): pods alive at the start were born
+            # before the window, so their first sample is only a baseline.
+            born = a > 0
+            seen = scraped[a:b]
+            if not seen.any():
+                continue
+            resets = restarts[slot, a:b]
+            last_reset = np.maximum.accumulate(np.where(resets, np.arange(b - a), -1))
+            ts = minute_t[a:b][seen] + MINUTE // 2  # scraped mid-minute
+            for key, per_minute in counters.items():
+                cum = np.cumsum(per_minute[slot, a:b], dtype=float)
+                padded = np.concatenate(([0.0], cum))
+                # A restart zeroes the counter: value since the last one.
+                value = cum - np.where(
+                    last_reset >= 0, padded[np.maximum(last_reset, 0)], 0.0
+                )
+                if not born:
+                    # Running since before the window, until it restarts.
+                    value = value + np.where(last_reset < 0, 1_000_000.0, 0.0)
+                for h, v in hourly_counter_increases(
+                    ts, value[seen], born_in_window=born
+                ).items():
+                    totals[key][h] += v
+
     gauges = {
         "replicas": hourly_gauge_stats(
             sample_t[scraped], minute_replicas[scraped].astype(float)

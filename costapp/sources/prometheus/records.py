@@ -13,6 +13,7 @@ import numpy as np
 
 from analytics.telemetry import (
     HOUR_S,
+    counter_increases,
     hourly_counter_increases,
     hourly_gauge_stats,
 )
@@ -26,7 +27,6 @@ from costapp.sources.base import (
 from costapp.sources.engines import (
     ABORTED_FIELD,
     DCGM,
-    DCGM_UP,
     ENGINES,
     REASON_FIELDS,
     DeviceKey,
@@ -56,6 +56,7 @@ def _counter_hourly(
     state: CounterState,
     born: bool,
     slice_start_s: float,
+    hours: _HourRuns | None = None,
 ) -> dict[int, float]:
     key = _label_key(s.labels)
     previous = state.last.get(key)
@@ -64,9 +65,65 @@ def _counter_hourly(
         t = np.concatenate([[previous[0]], t])
         v = np.concatenate([[previous[1]], v])
         born = False
-    hourly = hourly_counter_increases(t, v, born_in_window=born)
+    runs = (hours or _HourRuns()).of(t)
+    if runs is None:
+        hourly = hourly_counter_increases(t, v, born_in_window=born)
+    else:
+        # hourly_counter_increases bit for bit: the same increases summed by
+        # np.bincount in the same order, without its two sorts.
+        sums = np.bincount(
+            runs.index, weights=counter_increases(v, born_in_window=born)
+        )
+        hourly = dict(zip(runs.hours.tolist(), sums.tolist(), strict=True))
     state.last[key] = (float(s.t[-1]), float(s.v[-1]))
     return {h: x for h, x in hourly.items() if h >= slice_start_s}
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Samples in time order cut at the hours, as ``np.unique(hours,
+    return_index, return_counts, return_inverse)`` would give them."""
+
+    hours: np.ndarray
+    first: np.ndarray
+    counts: np.ndarray
+    index: np.ndarray
+
+
+class _HourRuns:
+    """The hour runs of each distinct timestamp array of a slice.
+
+    ``np.unique`` sorting every series (already sorted by ``merge_samples``)
+    was most of a backfill's CPU after decoding (docs/benchmarks.md). The
+    series of one scrape share their timestamps, so a deployment's ~90 series
+    hold a few distinct arrays: each is cut once, the others compared to it.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[int, float, float], list[tuple[np.ndarray, _Runs]]]
+        self._known = defaultdict(list)
+
+    def of(self, t: np.ndarray) -> _Runs | None:
+        """None when the samples are not in time order (or there are none)."""
+        if t.size == 0:
+            return None
+        known = self._known[(t.size, float(t[0]), float(t[-1]))]
+        for other, runs in known:
+            if bool((other == t).all()):
+                return runs
+        if not bool(np.all(t[1:] >= t[:-1])):
+            return None
+        hours = (np.floor(t / HOUR_S) * HOUR_S).astype(np.int64)
+        starts = np.concatenate(([True], hours[1:] != hours[:-1]))
+        first = np.flatnonzero(starts)
+        runs = _Runs(
+            hours=hours[first],
+            first=first,
+            counts=np.diff(np.append(first, t.size)),
+            index=np.cumsum(starts) - 1,
+        )
+        known.append((t, runs))
+        return runs
 
 
 def _preferred(
@@ -124,12 +181,17 @@ def deployment_records(
     counted: set[LabelKey] = set()
 
     hourly_by_key: dict[LabelKey, dict[int, float]] = {}
+    hour_runs = _HourRuns()
     for s, role in pairs:
         key = _label_key(s.labels)
         if key not in counted:
             counted.add(key)
-            hours = (np.floor(s.t / HOUR_S) * HOUR_S).astype(np.int64)
-            uniq, first, n = np.unique(hours, return_index=True, return_counts=True)
+            runs = hour_runs.of(s.t)
+            if runs is None:
+                hours = (np.floor(s.t / HOUR_S) * HOUR_S).astype(np.int64)
+                uniq, first, n = np.unique(hours, return_index=True, return_counts=True)
+            else:
+                uniq, first, n = runs.hours, runs.first, runs.counts
             # Samples are in time order: an hour's last is its newest.
             last = (s.t[first + n - 1]).tolist()
             for h, c, t in zip(uniq.tolist(), n.tolist(), last, strict=True):
@@ -146,7 +208,11 @@ def deployment_records(
         # counter) is turned into increases once, then routed to both.
         if key not in hourly_by_key:
             hourly_by_key[key] = _counter_hourly(
-                s, state=state, born=born(s.labels), slice_start_s=slice_start_s
+                s,
+                state=state,
+                born=born(s.labels),
+                slice_start_s=slice_start_s,
+                hours=hour_runs,
             )
         hourly = hourly_by_key[key]
         if role.kind == "counter":
@@ -268,13 +334,19 @@ def device_records(
     slice_end_s: float,
     interval_default: float,
 ) -> tuple[list[DeviceHourRecord], dict[int, float]]:
-    """Per GPU or MIG instance and hour; and GPU-equivalent seconds per hour."""
+    """Per GPU or MIG instance and hour; and GPU-equivalent seconds per hour.
+
+    A device's samples of its best "up" series (``DCGM_UP``: FB_USED, or the
+    next the exporter reports for it) are its seconds up; an hour with a
+    device whose share cannot be read (an unknown MIG profile) is unknown.
+    """
     interval = scrape_interval([s.t for s in series], interval_default)
     per_device: dict[DeviceKey, dict[str, Any]] = defaultdict(dict)
+    up_by_rank: dict[DeviceKey, dict[int, dict[int, int]]] = defaultdict(dict)
     for s in series:
         name = s.labels.get("__name__", "")
         mapped = DCGM.get(name)
-        if mapped is None:
+        if mapped is None or mapped.field is None:
             continue
         key = device_key(s.labels)
         if mapped.kind == "counter":
@@ -284,27 +356,33 @@ def device_records(
             per_device[key][mapped.field] = {
                 h: x * mapped.scale for h, x in hourly.items()
             }
-        else:
-            stats = hourly_gauge_stats(s.t, s.v * mapped.scale)
-            per_device[key][mapped.field] = {
-                h: m for h, (m, _, _) in stats.items() if h >= slice_start_s
+            continue
+        stats = hourly_gauge_stats(s.t, s.v * mapped.scale)
+        per_device[key][mapped.field] = {
+            h: m for h, (m, _, _) in stats.items() if h >= slice_start_s
+        }
+        if mapped.up is not None:
+            up_by_rank[key][mapped.up] = {
+                h: n for h, (_, _, n) in stats.items() if h >= slice_start_s
             }
-            if name == DCGM_UP:
-                per_device[key]["_samples"] = {
-                    h: n for h, (_, _, n) in stats.items() if h >= slice_start_s
-                }
     records: list[DeviceHourRecord] = []
     gpu_seconds: dict[int, float] = defaultdict(float)
+    unknown: set[int] = set()
     for key in sorted(
         per_device, key=lambda k: (k.hostname, k.gpu_uuid, k.gpu_instance_id)
     ):
         values = per_device[key]
-        hours = sorted({h for f, per in values.items() for h in per if h < slice_end_s})
+        ranks = up_by_rank.get(key, {})
+        up = ranks[min(ranks)] if ranks else {}
+        share = key.gpu_share
+        hours = sorted({h for per in values.values() for h in per if h < slice_end_s})
         for h in hours:
-            up = values.get("_samples", {})
             n = up.get(h, 0)
-            if h in up:  # an hour without the "up" series measured nothing
-                gpu_seconds[h] += n * interval * key.gpu_share
+            if h in up:  # an hour without an "up" series measured nothing
+                if share is None:
+                    unknown.add(h)
+                else:
+                    gpu_seconds[h] += n * interval * share
             records.append(
                 DeviceHourRecord(
                     hostname=key.hostname,
@@ -316,11 +394,7 @@ def device_records(
                     mig_profile=key.mig_profile,
                     gpu_instance_id=key.gpu_instance_id,
                     samples=int(n),
-                    **{
-                        f: per.get(h)
-                        for f, per in values.items()
-                        if not f.startswith("_")
-                    },
+                    **{f: per.get(h) for f, per in values.items()},
                 )
             )
-    return records, dict(gpu_seconds)
+    return records, {h: x for h, x in gpu_seconds.items() if h not in unknown}

@@ -38,7 +38,13 @@ from costapp.sources.base import (
     SourceError,
     Window,
 )
-from costapp.sources.engines import DCGM, ENGINES, names_used
+from costapp.sources.engines import (
+    DCGM,
+    DCGM_UP,
+    ENGINES,
+    dcgm_exporter_generation,
+    names_used,
+)
 from costapp.sources.prometheus.client import (
     PrometheusClient,
     PrometheusConfig,
@@ -58,6 +64,7 @@ from costapp.sources.prometheus.records import (
     device_records,
 )
 from costapp.sources.prometheus.targets import Options, Target, plan_steps
+from costapp.sources.prometheus.unmatched import unmatched_reason
 from costapp.sources.promql import selector_problem
 
 logger = logging.getLogger(__name__)
@@ -104,6 +111,9 @@ class PrometheusSource:
         self._known_counts: dict[tuple[Any, ...], dict[str, int]] = {}
         # What could not be measured (GPU-hours unknown), for the run.
         self.warnings: list[str] = []
+        # What the run saw (the DCGM exporter generation per deployment), kept
+        # on the run beside its parameters.
+        self.observed: dict[str, dict[str, str]] = {}
         problem = selector_problem(self.options.fleet_dcgm_selector)
         if problem is not None:
             raise SourceError(f"fleet_dcgm_selector={problem}", permanent=True)
@@ -134,6 +144,7 @@ class PrometheusSource:
             steps=1,
             api_requests=self.client.requests - before,
             warnings=tuple(self.warnings),
+            observed=self.observed,
         )
         fleet: _Job | None = None
         if self.options.fleet_dcgm_selector:
@@ -252,7 +263,8 @@ class PrometheusSource:
                         "matched no DCGM series between "
                         f"{_hour(start_s):%Y-%m-%d %H:%M} and "
                         f"{_hour(end_s):%Y-%m-%d %H:%M} UTC: GPU-hours "
-                        "unknown (not zero) for every hour read; check the selector"
+                        "unknown (not zero) for every hour read; "
+                        + self._unmatched_why(target.dcgm_selector, start_s, end_s)
                     )
                     self.warnings.append(message)
                     error = "; ".join(p for p in (error, message) if p)
@@ -261,6 +273,11 @@ class PrometheusSource:
                     labels = {k: v for k, v in s.items() if k != "__name__"}
                     if labels not in label_sets[name] and len(label_sets[name]) < 20:
                         label_sets[name].append(labels)
+            if dcgm_names:
+                generation = dcgm_exporter_generation(dcgm_found or [])
+                self.observed.setdefault("dcgm_exporter", {})[target.name] = (
+                    generation or "unknown (no host label)"
+                )
             records.append(
                 DiscoveryRecord(
                     deployment=target.name,
@@ -286,6 +303,20 @@ class PrometheusSource:
                         (tuple(dcgm_names), target.dcgm_selector, start_s, end_s)
                     ] = _counted(dcgm_found or [], dcgm_names)
         return jobs, records
+
+    def _unmatched_why(self, selector: str, start_s: int, end_s: int) -> str:
+        """Why a DCGM selector matched nothing, from the index (read only when
+        a selector failed)."""
+
+        def lookup(labels: str) -> list[dict[str, str]]:
+            return self.client.series(
+                [_selector(sorted(DCGM), labels)], start_s * 1000, end_s * 1000 - 1
+            )
+
+        try:
+            return unmatched_reason(selector, lookup)
+        except QueryError as exc:
+            return f"check the selector (the index read to say why failed: {exc})"
 
     def _series_of_targets(
         self, start_s: int, end_s: int
@@ -507,7 +538,8 @@ def _unknown_gpu_hours(job: _Job, records: list[Record]) -> tuple[str, ...]:
         return ()
     target = job.target
     if target.dcgm_selector:
-        why = f"no DCGM samples for {{{target.dcgm_selector}}}"
+        device_up = " or ".join(sorted(DCGM_UP, key=DCGM_UP.__getitem__))
+        why = f"no {device_up} samples for {{{target.dcgm_selector}}}"
     else:
         table = ENGINES[target.engine]
         up = sorted(
