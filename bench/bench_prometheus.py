@@ -16,9 +16,13 @@ repetition:
   docs/benchmarks.md measures apart);
 * floor: the very same HTTP requests (recorded from the costapp run, with the
   Accept-Encoding costapp sent) fetched with plain ``requests`` at the same
-  concurrency, bodies read, not parsed.
+  concurrency, each body read whole in one read as costapp reads it, not
+  parsed.
 
-Prints medians and the ratio costapp / floor (goal: <= 1.5).
+Prints medians and the ratio costapp / floor (goal: <= 1.5), and, because the
+machine is often shared, the CPU seconds behind each side (this process's and
+Prometheus's) and the load average: on a busy machine the wall-clock ratio
+follows the CPU one.
 """
 
 from __future__ import annotations
@@ -156,6 +160,23 @@ def build(
     return samples, gen_s, build_s
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def read_whole(session: requests.Session, url: str, encoding: str) -> int:
+    """One body, read whole in one read (as costapp's client reads it)."""
+    response = session.get(
+        url, headers={"Accept-Encoding": encoding}, timeout=120, stream=True
+    )
+    try:
+        return len(response.raw.read(decode_content=True))
+    finally:
+        response.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--days", type=int, default=1)
@@ -243,6 +264,10 @@ def main() -> None:
             )
             ours: list[float] = []
             floor: list[float] = []
+            # (this process, Prometheus) CPU seconds per run, for each side.
+            ours_cpu: list[tuple[float, float]] = []
+            floor_cpu: list[tuple[float, float]] = []
+            loads: list[float] = []
             for _ in range(args.repeat):
                 source = PrometheusSource(
                     targets=targets,
@@ -262,26 +287,28 @@ def main() -> None:
                         (r.request.url, r.request.headers.get("Accept-Encoding", ""))
                     )
                 )
-                t = time.perf_counter()
+                loads.append(os.getloadavg()[0])
+                c, p, t = (
+                    time.process_time(),
+                    cpu_seconds(proc.pid),
+                    time.perf_counter(),
+                )
                 records = sum(len(b.records) for b in source.fetch(window))
                 ours.append(time.perf_counter() - t)
+                ours_cpu.append((time.process_time() - c, cpu_seconds(proc.pid) - p))
 
                 session = requests.Session()
-                t = time.perf_counter()
+                c, p, t = (
+                    time.process_time(),
+                    cpu_seconds(proc.pid),
+                    time.perf_counter(),
+                )
                 with ThreadPoolExecutor(args.concurrency) as pool:
                     sizes = list(
-                        pool.map(
-                            lambda u: len(
-                                session.get(
-                                    u[0],
-                                    headers={"Accept-Encoding": u[1]},
-                                    timeout=120,
-                                ).content
-                            ),
-                            urls,
-                        )
+                        pool.map(lambda u: read_whole(session, u[0], u[1]), urls)
                     )
                 floor.append(time.perf_counter() - t)
+                floor_cpu.append((time.process_time() - c, cpu_seconds(proc.pid) - p))
             ratio = statistics.median(ours) / statistics.median(floor)
             print(
                 f"window: {args.days} d x {args.deployments} deployments, {args.step} s scrapes, "
@@ -299,6 +326,21 @@ def main() -> None:
                 f"raw HTTP floor median:   {statistics.median(floor):.2f} s  runs {[round(x, 2) for x in floor]}"
             )
             print(f"ratio costapp / floor:   {ratio:.2f}  (goal <= 1.5)")
+
+            def cpu(runs: list[tuple[float, float]]) -> str:
+                client = statistics.median(r[0] for r in runs)
+                server = statistics.median(r[1] for r in runs)
+                return f"{client:.2f} s here + {server:.2f} s Prometheus"
+
+            total_ours = statistics.median(sum(r) for r in ours_cpu)
+            total_floor = statistics.median(sum(r) for r in floor_cpu)
+            print(f"CPU costapp (median):    {cpu(ours_cpu)}")
+            print(f"CPU floor (median):      {cpu(floor_cpu)}")
+            print(
+                f"CPU ratio (all seconds): {total_ours / total_floor:.2f}  "
+                f"load average at each run: {[round(x, 1) for x in loads]} "
+                f"on {os.cpu_count()} CPUs"
+            )
         finally:
             proc.terminate()
             proc.wait(timeout=30)

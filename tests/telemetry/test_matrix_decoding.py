@@ -175,3 +175,68 @@ def test_a_target_denser_than_assumed_is_refused_halved_and_read_identically(
     assert n_dense > n_right
     assert dense == right
     assert len([r for r in right if isinstance(r, DeploymentHourRecord)]) == 24
+
+
+def assert_same_by_any_path(body: bytes) -> None:
+    got = matrix_from_json(body)
+    want = reference(body)
+    assert [g[0] for g in got] == [w[0] for w in want]
+    for (_, t, v), (_, wt, wv) in zip(got, want, strict=True):
+        np.testing.assert_array_equal(t, np.array(wt))
+        np.testing.assert_array_equal(v, np.array(wv))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(series, max_size=4))
+def test_a_matrix_written_with_spaces_reads_the_same_through_json(
+    result: list[dict[str, Any]],
+) -> None:
+    body = {"status": "success", "data": {"resultType": "matrix", "result": result}}
+    assert_same_by_any_path(json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # Another server's layouts: never cut at the wrong byte, read by json.
+        '[[1, "2"],[3,"4"]]',
+        '[[1,"2"], [3,"4"]]',
+        '[["1","2"],[3,"4"]]',
+        '[[1,2],[3,"4"]]',
+        '[[1,"2","5"],[3,"4"]]',
+        '[[1,"2"],[3,"4" ]]',
+        '[[1,"\\u0032"],[3,"4"]]',
+    ],
+)
+def test_pairs_laid_out_otherwise_fall_back_and_read_exactly(values: str) -> None:
+    body = (
+        '{"status":"success","data":{"resultType":"matrix","result":['
+        '{"metric":{"a":"b"},"values":[[7,"8"]]},'
+        f'{{"metric":{{}},"values":{values}}}]}}}}'
+    ).encode()
+    assert_same_by_any_path(body)
+
+
+def test_series_of_one_sample_each_keep_their_own_samples() -> None:
+    body = matrix(
+        [{"metric": {"i": str(i)}, "values": [[i, str(i / 10)]]} for i in range(5)]
+    )
+    assert_same(body)
+
+
+@pytest.mark.parametrize(
+    "result",
+    [
+        # Native histograms after the float samples of the same series.
+        '{"metric":{"a":"1"},"values":[[1,"2"]],"histograms":[[3,{"count":"4"}]]},'
+        '{"metric":{"b":"2"},"values":[[5,"6"],[7,"8"]]}',
+        # Keys in the other order.
+        '{"values":[[1,"2"]],"metric":{"a":"x]]},{\\"metric\\":"}},'
+        '{"values":[[3,"4"]],"metric":{}}',
+    ],
+)
+def test_series_with_other_keys_around_their_values_read_exactly(result: str) -> None:
+    body = (
+        f'{{"status":"success","data":{{"resultType":"matrix","result":[{result}]}}}}'
+    ).encode()
+    assert_same_by_any_path(body)

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import requests
+import urllib3
 from django.conf import settings
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from requests.adapters import HTTPAdapter
@@ -86,6 +87,27 @@ def _prometheus_error(exc: PrometheusApiClientException) -> tuple[str, str]:
         except (ValueError, SyntaxError, AttributeError):
             pass
     return "", text
+
+
+def _whole_body(response: requests.Response) -> bytes:
+    """The body of a ``stream=True`` response in one read.
+
+    ``response.content`` gathers it through ``iter_content`` in 10 kB pieces:
+    three times the CPU of one read for a 10 MB answer (docs/benchmarks.md).
+    urllib3's errors are raised as requests' (``_transport`` words them).
+    """
+    try:
+        # A response hook (the tests record every answer) may have read it.
+        if response.raw is None or getattr(response, "_content_consumed", False):
+            return response.content
+        body: bytes = response.raw.read(decode_content=True)
+    except urllib3.exceptions.ReadTimeoutError as exc:
+        raise requests.Timeout(exc) from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise requests.ConnectionError(exc) from exc
+    finally:
+        response.close()
+    return body
 
 
 class PrometheusClient:
@@ -205,23 +227,28 @@ class PrometheusClient:
                 auth=prom.auth,
                 cert=prom._session.cert,
                 timeout=prom._timeout,
+                stream=True,
             )
+            body = _whole_body(response)
         except requests.RequestException as exc:
             raise self._transport(exc, f"query {promql[:120]}") from exc
         if response.status_code >= 500:
             raise SourceError(
                 f"Prometheus at {self.url} answered HTTP Status Code "
-                f"{response.status_code} ({response.content[:300]!r})"
+                f"{response.status_code} ({body[:300]!r})"
             )
         if response.status_code != 200:
             try:
-                body = json.loads(response.content)
-                error_type, text = str(body.get("errorType", "")), str(body["error"])
+                answer = json.loads(body)
+                error_type, text = (
+                    str(answer.get("errorType", "")),
+                    str(answer["error"]),
+                )
             except (ValueError, KeyError, AttributeError):
-                error_type, text = "", response.text[:300]
+                error_type, text = "", body[:300].decode("utf-8", "replace")
             raise QueryError(text, error_type=error_type, query=promql)
         try:
-            return matrix_from_json(response.content)
+            return matrix_from_json(body)
         except ValueError as exc:
             raise SourceError(
                 f"Prometheus at {self.url} answered an unreadable body "

@@ -2,8 +2,8 @@
 
 At backfill sizes ``response.json()`` was half of the adapter's time: a list, a
 float and a str per sample, then the garbage collector walking them. Here the
-``values`` blocks are cut out of the body and parsed by Arrow in C++
-(docs/benchmarks.md, telemetry).
+``values`` blocks are cut out of the body, their numbers located with numpy and
+converted by one Arrow cast in C++ (docs/benchmarks.md, telemetry).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pa_compute
-import pyarrow.csv as pa_csv
 
 # One (labels, times in s, values) per series.
 Samples = tuple[dict[str, str], np.ndarray, np.ndarray]
@@ -22,21 +21,19 @@ Samples = tuple[dict[str, str], np.ndarray, np.ndarray]
 # Inside a JSON string every '"' is escaped, so this can only be the real key;
 # pairs hold no brackets, so the first "]]" after it ends the block.
 _VALUES_KEY = b'"values":[['
-# Once "],[" becomes a newline (Arrow's replace_substring, without the GIL), a
-# block is a two-column CSV, "t,\"v\"" per row, which Arrow's C++ reader turns
-# into float64 columns without a Python object per sample (and without the
-# GIL, so the other requests' threads keep reading meanwhile).
-_PAIR_SEP = "],["
-# Between two series: a row whose timestamp is NaN, which no sample has.
-_SERIES_END = b'\nNaN,"0"\n'
-_CSV_PARSE = pa_csv.ParseOptions(newlines_in_values=False)
-_CSV_CONVERT = pa_csv.ConvertOptions(
-    column_types={"t": pa.float64(), "v": pa.float64()},
-    # "NaN" is a value here, never a missing one.
-    null_values=[],
-    strings_can_be_null=False,
-    quoted_strings_can_be_null=False,
-)
+# Where one series' samples end and the next series begins, when "values" is
+# its last key (as Prometheus writes it). Its braces occur in no values block
+# and its bare quote in no JSON string, so the first one after a block's start
+# ends that block unless a colon (another key) lies between. bytes.find skips
+# through the digits several bytes at a time: ~3x faster than for "]]".
+_NEXT_SERIES = b']]},{"metric":'
+# The blocks joined by the text between two pairs, so that every sample of the
+# answer reads the same: t,"v"],[t,"v"],[ ... ,[t,"v"
+_PAIR_SEP = b"],["
+# The bytes around the numbers; with them deleted the numbers lie end to end,
+# one Arrow string each once the commas' positions say where each ends.
+_PUNCTUATION = b'[]",'
+_COMMA, _QUOTE = b",", b'"'
 
 
 def matrix_from_json(body: bytes) -> list[Samples]:
@@ -44,37 +41,16 @@ def matrix_from_json(body: bytes) -> list[Samples]:
 
     ``response.json()`` builds a list, a float and a str per sample (and the
     garbage collector then walks those millions of lists); here the ``values``
-    blocks are cut out of the body and parsed by Arrow in C++, and
+    blocks are cut out of the body and their numbers cast by Arrow in C++, and
     only the small rest (labels) goes through ``json``. The result equals
     ``float()`` of every timestamp and value, NaN and +-Inf included. A body
     of any other layout is decoded by ``json`` in full instead.
     """
-    view = memoryview(body)
-    pieces: list[memoryview | bytes] = []
-    blocks: list[memoryview] = []
-    # Every "[[" and "]]" at once (numpy scans without the GIL; bytes.find
-    # holds it for the whole values block); "[[" counts only after "values":.
-    octets = np.frombuffer(body, dtype=np.uint8)
-    opens = np.flatnonzero((octets[:-1] == 0x5B) & (octets[1:] == 0x5B)).tolist()
-    closes = np.flatnonzero((octets[:-1] == 0x5D) & (octets[1:] == 0x5D))
-    key_length = len(_VALUES_KEY) - 2
-    starts = [
-        p + 2
-        for p in opens
-        if p >= key_length and body.startswith(_VALUES_KEY, p - key_length)
-    ]
-    ends = np.searchsorted(closes, starts).tolist()
-    pos = 0
-    for i, k in zip(starts, ends, strict=True):
-        if k >= closes.size or i < pos:
-            return _matrix_slow(body)
-        # Pairs hold no brackets: the first "]]" after the key ends the block.
-        j = int(closes[k])
-        pieces += (view[pos : i - len(_VALUES_KEY)], b'"values":%d' % len(blocks))
-        blocks.append(view[i:j])
-        pos = j + 2
-    pieces.append(view[pos:])
-    doc = json.loads(b"".join(pieces))
+    found = _values_blocks(body)
+    if found is None:
+        return _matrix_slow(body)
+    labels_text, blocks = found
+    doc = json.loads(labels_text)
     if doc.get("status") != "success":
         raise ValueError(f"status {doc.get('status')!r}: {doc.get('error', '')}")
     data = doc.get("data") or {}
@@ -83,44 +59,102 @@ def matrix_from_json(body: bytes) -> list[Samples]:
     result = data.get("result") or []
     if not blocks:
         return _matrix_slow(body) if result else []
-    joined = pa.py_buffer(_SERIES_END.join(blocks))
-    one = pa.Array.from_buffers(
-        pa.large_binary(),
-        1,
-        [None, pa.py_buffer(np.array([0, joined.size], dtype=np.int64)), joined],
-    )
-    csv = pa_compute.replace_substring(one, _PAIR_SEP, "\n")[0].as_buffer()
-    try:
-        table = pa_csv.read_csv(
-            csv,
-            # One block: the columns come out as one array each, which numpy
-            # then views without a copy.
-            read_options=pa_csv.ReadOptions(
-                column_names=["t", "v"], use_threads=False, block_size=csv.size + 1
-            ),
-            parse_options=_CSV_PARSE,
-            convert_options=_CSV_CONVERT,
-        )
-    except pa.ArrowInvalid:
+    joined = _PAIR_SEP.join(blocks)
+    parsed = _numbers(joined)
+    if parsed is None:
         return _matrix_slow(body)
-    if table.column("t").num_chunks != 1:
-        return _matrix_slow(body)
-    # Array.to_numpy: a view, no copy (ChunkedArray's would import pandas).
-    t = table.column("t").chunk(0).to_numpy()
-    v = table.column("v").chunk(0).to_numpy()
-    ends = np.flatnonzero(np.isnan(t)).tolist()
-    if len(ends) != len(blocks) - 1:
-        return _matrix_slow(body)
-    starts = [0] + [e + 1 for e in ends]
-    ends.append(t.size)
+    numbers, commas = parsed
+    t, v = numbers[0::2], numbers[1::2]
+    # Two commas per sample: a block's first sample follows all the commas
+    # of the blocks (and separators) before it.
+    block_starts = np.cumsum([0] + [len(b) + len(_PAIR_SEP) for b in blocks[:-1]])
+    firsts = (np.searchsorted(commas, block_starts) // 2).tolist()
+    firsts.append(t.size)
     out: list[Samples] = []
     for item in result:
         k = item.get("values")
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k < len(blocks):
             return _matrix_slow(body)
-        a, b = starts[k], ends[k]
+        a, b = firsts[k], firsts[k + 1]
         out.append((item.get("metric") or {}, t[a:b], v[a:b]))
     return out
+
+
+def _values_blocks(body: bytes) -> tuple[bytes, list[memoryview]] | None:
+    """The body with each ``values`` block replaced by its number, and the
+    blocks (between "[[" and "]]"); None when a block has no end."""
+    view = memoryview(body)
+    pieces: list[memoryview | bytes] = []
+    blocks: list[memoryview] = []
+    pos = 0
+    while (key := body.find(_VALUES_KEY, pos)) >= 0:
+        i = key + len(_VALUES_KEY)
+        j = body.find(_NEXT_SERIES, i)
+        if j < 0 or body.find(b":", i, j) >= 0:
+            # The last series, or one whose "values" is not its last key (the
+            # text found then ends a later series: a key's colon lies between).
+            # Pairs hold no brackets: the first "]]" after the key ends it.
+            j = body.find(b"]]", i)
+        if j < 0:
+            return None
+        pieces += (view[pos:key], b'"values":%d' % len(blocks))
+        blocks.append(view[i:j])
+        pos = j + 2
+    pieces.append(view[pos:])
+    return b"".join(pieces), blocks
+
+
+def _numbers(joined: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """t0, v0, t1, v1, ... of ``t,"v"],[t,"v"...`` as float64, each exactly
+    ``float()`` of its text, and the positions of the commas; None when the
+    text is laid out otherwise."""
+    octets = np.frombuffer(joined, dtype=np.uint8)
+    commas = np.flatnonzero(octets == ord(_COMMA))
+    if commas.size % 2 == 0 or octets[-1] != ord(_QUOTE) or commas[0] == 0:
+        return None
+    inside, between = commas[0::2], commas[1::2]
+    # t,"v  inside a pair and "],[  between two, read as one 2- and one 4-byte
+    # word per comma: anything else is another layout.
+    if not (
+        bool(np.all(_words(joined, 2)[inside] == _word(b',"')))
+        and bool(np.all(_words(joined, 4)[between - 2] == _word(b'"],[')))
+    ):
+        return None
+    # With the punctuation gone (the 6 bytes ,"  "],[ of each pair), the k-th
+    # number (t0, v0, t1, ...) ends 3k bytes before the k-th comma, a v one
+    # byte more.
+    offsets = np.empty(commas.size + 2, dtype=np.int64)
+    offsets[0] = 0
+    offsets[1:-1] = commas - np.arange(0, 3 * commas.size, 3)
+    offsets[2:-1:2] -= 1
+    offsets[-1] = octets.size - 3 * commas.size
+    packed = joined.translate(None, _PUNCTUATION)
+    # Only the delimiters checked above were deleted: a number holding a
+    # bracket, quote or comma of its own would leave the lengths unequal.
+    if len(packed) != offsets[-1]:
+        return None
+    texts = pa.Array.from_buffers(
+        pa.large_string(),
+        commas.size + 1,
+        [None, pa.py_buffer(offsets), pa.py_buffer(packed)],
+    )
+    try:
+        # Arrow's cast parses as float() does (correctly rounded; NaN, Inf).
+        numbers: np.ndarray = pa_compute.cast(texts, pa.float64()).to_numpy()
+    except pa.ArrowInvalid:
+        return None
+    return numbers, commas
+
+
+def _words(text: bytes, size: int) -> np.ndarray:
+    """Every ``size`` bytes of ``text`` at every offset, as one integer each."""
+    return np.ndarray(
+        (len(text) - size + 1,), dtype=f"<u{size}", buffer=text, strides=(1,)
+    )
+
+
+def _word(octets: bytes) -> int:
+    return int.from_bytes(octets, "little")
 
 
 def _matrix_slow(body: bytes) -> list[Samples]:
