@@ -12,6 +12,10 @@ says a rule would have done is what the rule does.
   ``saving`` or ``check`` (a fall, which pages only for a rule that asks).
   A band or ratio rule above is in breach on any day flagged ``anomaly``
   too, so a day the sustained detector holds never resets ``for``.
+  ``condition: price`` fires on the one day a known price change is told
+  (``analytics.price_events``), above for a rise (a discount's expiry),
+  below for a fall; no other condition breaches on it, since the day is
+  judged against the rescaled baseline.
 - A period that is not closed (still in progress, or its data read before it
   ended) is not judged at all: it never breaches, never resolves and never
   resets ``for``; the state machine passes over it as if it were not there.
@@ -33,11 +37,11 @@ from typing import Literal
 
 from analytics.errors import InvalidInput
 
-Condition = Literal["band", "ratio", "threshold", "anomaly"]
+Condition = Literal["band", "ratio", "threshold", "anomaly", "price"]
 Direction = Literal["above", "below"]
 Kind = Literal["firing", "repeat", "resolved"]
 
-CONDITIONS: tuple[Condition, ...] = ("band", "ratio", "threshold", "anomaly")
+CONDITIONS: tuple[Condition, ...] = ("band", "ratio", "threshold", "anomaly", "price")
 # The stored flags of a fall (analytics.anomalies): never a cost anomaly.
 FALL_FLAGS = ("saving", "check")
 DIRECTIONS: tuple[Direction, ...] = ("above", "below")
@@ -76,6 +80,9 @@ class Period:
     # False while the period is in progress (or its figure rests on data read
     # before it ended): it is shown, never judged.
     closed: bool = True
+    # The LMDI price part of a ``price`` day ($ per 1k requests): its sign is
+    # the direction of the known change (None: not known).
+    price_part: float | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,13 @@ def breach(period: Period, rule: RuleSpec) -> bool:
         # The stored flag: the band or the sustained detector above, a saving
         # or data to check below.
         return period.flag == "anomaly" if above else period.flag in FALL_FLAGS
+    if rule.condition == "price":
+        # A known price change (analytics.price_events), on its one day: a
+        # discount's expiry raising cost is worth one page to finance.
+        part = period.price_part
+        return period.flag == "price" and (
+            _missing(part) or (float(part) > 0 if above else float(part) < 0)  # type: ignore[arg-type]
+        )
     if (
         above
         and rule.reads_flag

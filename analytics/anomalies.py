@@ -34,6 +34,14 @@ import pandas as pd
 from analytics.baselines import BaselineConfig, BaselineState, baselines_run
 from analytics.errors import InvalidInput
 from analytics.explain import explain
+from analytics.price_events import (
+    PRICE,
+    change_sentence,
+    known_rows,
+    lump_sentence,
+    old_price,
+    text_column,
+)
 
 FLAG_OF_CAUSE = {"cost": "anomaly", "traffic": "traffic", "size": "size"}
 # A cost move down is never an anomaly: a saving where the days' bill is
@@ -128,7 +136,7 @@ def detect_run(
         if c in frame
     ]
     needed = ["cost_b", "gpu_hours_b", "tokens_b", "requests_b", "flag", "sigma_price",
-              "sigma_fleet"]  # fmt: skip
+              "sigma_fleet", "sigma"]  # fmt: skip
     # Column by column with one index array: a boolean .loc over a million
     # rows and a concat cost more than the LMDI of the flagged ones.
     at = np.flatnonzero(flagged)
@@ -155,12 +163,18 @@ def detect_run(
     )
     cause = np.full(n, "", dtype=object)
     cause[flagged] = parts["sentence"].to_numpy()
+    values = {
+        name: np.full(n, np.nan)
+        for name in ("price", "fleet", "traffic", "size", "cost")
+    }
+    for name, v in values.items():
+        v[flagged] = parts[name].to_numpy(float)
+    _tell_known_prices(
+        frame, base, keys, time, rows.columns, (flag, cause, values), cfg, sentences
+    )
     columns["flag"] = flag
     columns["cause"] = cause
-    for name in ("price", "fleet", "traffic", "size", "cost"):
-        values = np.full(n, np.nan)
-        values[flagged] = parts[name].to_numpy(float)
-        columns[name] = values
+    columns.update(values)
     for name in ("level_shift", "held", "warm", *BASE_PARTS):
         columns[name] = base[name].to_numpy()
     notes = []
@@ -171,6 +185,51 @@ def detect_run(
     columns["note"] = np.full(n, "; ".join(notes), dtype=object)
     out = pd.DataFrame(columns, index=frame.index, copy=False)
     return out, run.checkpoints
+
+
+def _tell_known_prices(
+    frame: pd.DataFrame, base: pd.DataFrame, keys: list[str], time: str,
+    needed: pd.Index, out: tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]],
+    cfg: BaselineConfig, sentences: bool,
+) -> None:  # fmt: skip
+    """Flag and explain the known price days (``analytics.price_events``) in
+    ``out`` (flag, cause, parts), in place: the day a known change moved the
+    baseline is ``price``, explained against the price before it; a flagged
+    lump day that moved the lump's way is ``price`` with the line named; a
+    flag beside a known change says the change is in its baseline already."""
+    flag, cause, values = out
+    flagged = base["flag"].to_numpy(bool)
+    change, lump = known_rows(
+        frame, base, keys, time, flagged, min_change=cfg.price_told
+    )
+    said = text_column(frame, "price_change")
+    at = np.flatnonzero(change)
+    if len(at):
+        rows = pd.DataFrame(
+            {c: (frame[c] if c in frame else base[c]).to_numpy()[at] for c in needed
+             if c in frame or c in base},
+            index=frame.index[at],
+        )  # fmt: skip
+        ratio = base["price_ratio"].to_numpy(float)[at]
+        parts = explain(old_price(rows, ratio), band_k=cfg.band_k, sentences=False)
+        before = base["baseline"].to_numpy(float)[at] / ratio
+        u = base["u"].to_numpy(float)[at]
+        flag[at] = PRICE
+        cause[at] = [
+            change_sentence(c, b, x) if sentences else ""
+            for c, b, x in zip(said[at], before, u, strict=True)
+        ]
+        for name, v in values.items():
+            v[at] = parts[name].to_numpy(float)
+    beside = flagged & np.isfinite(base["price_ratio"].to_numpy(float))
+    for i in np.flatnonzero(beside & (said != "")):
+        cause[i] = (
+            f"{cause[i]} (a known price change the same day, {said[i]}, is in the baseline)"
+        )
+    lumps = text_column(frame, "price_lump")
+    for i in np.flatnonzero(lump):
+        flag[i] = PRICE
+        cause[i] = lump_sentence(lumps[i], cause[i])
 
 
 def _final(frame: pd.DataFrame) -> np.ndarray:
@@ -197,7 +256,11 @@ _TRUE = {"1", "true", "yes", "y", "t"}
 def read_csv(stream: TextIO) -> pd.DataFrame:
     """Parse and check the CLI's input; errors name the column and value."""
     try:
-        frame = pd.read_csv(stream, dtype={"series": str, "holiday": str, "final": str})
+        frame = pd.read_csv(
+            stream,
+            dtype={"series": str, "holiday": str, "final": str, "price_change": str,
+                   "price_lump": str},
+        )  # fmt: skip
     except pd.errors.EmptyDataError as exc:
         raise InvalidInput("stdin", "", "no CSV header") from exc
     for name in ("series", "day", "cost", "requests"):
@@ -207,7 +270,7 @@ def read_csv(stream: TextIO) -> pd.DataFrame:
     if days.isna().any():
         raise InvalidInput("day", frame.loc[days.isna(), "day"].iloc[0], "not a date")
     frame["day"] = days.dt.tz_convert(None).dt.normalize()
-    for name in ("cost", "requests", "tokens", "gpu_hours"):
+    for name in ("cost", "requests", "tokens", "gpu_hours", "price_lump_amount"):
         if name in frame.columns:
             values = pd.to_numeric(frame[name], errors="coerce")
             bad = values.isna() & frame[name].notna()

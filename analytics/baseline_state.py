@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Literal
@@ -60,6 +61,17 @@ class BaselineConfig:
     # widens it.
     sustained_floor: float = 0.03
     sustained_base: float = 1.0
+    # A known price change (analytics.price_events) smaller than this, in
+    # ln of the price, does nothing: a clock switch that moved no price.
+    price_min: float = 0.02
+    # ... and one is told (flagged ``price``) from this size on: a clock
+    # switch of a few percent is the bill's rounding, not news.
+    price_told: float = 0.05
+    # ... and the days after it that move the change to their mean price,
+    # each day's price residual clipped (in ln) so that an incident in that
+    # week moves the baseline little.
+    price_settle_days: int = 7
+    price_clip: float = 0.1
 
     def slot_kind(self) -> Slots:
         if self.slots is not None:
@@ -71,6 +83,17 @@ class BaselineConfig:
         return 1 if self.grain == "day" else 24
 
 
+def warmup_days(config: BaselineConfig) -> int:
+    """Days of history a new series needs before every slot can flag."""
+    kind = config.slot_kind()
+    if kind in ("weekday", "hour_of_week"):
+        return 7 * config.min_obs
+    if kind == "daytype_hour":
+        # Weekend slots see 2 rows a week.
+        return 7 * math.ceil(config.min_obs / 2)
+    return config.min_obs
+
+
 def n_slots(kind: Slots) -> int:
     return {"weekday": 7, "hour_of_week": 168, "daytype_hour": 48, "none": 1}[kind]
 
@@ -78,7 +101,7 @@ def n_slots(kind: Slots) -> int:
 _STATE_SERIES_AXIS = {
     "num": 2, "wgt": 2, "nobs": 1, "shadow": 2, "shadow_w": 2, "shadow_on": 0,
     "run": 0, "lvl_num": 0, "lvl_w": 0, "ss": 1, "sw": 1, "cusum": 0,
-    "run_down": 0, "down_sum": 0,
+    "run_down": 0, "down_sum": 0, "price_n": 0, "price_sum": 0, "price_fix": 0,
 }  # fmt: skip
 
 
@@ -89,7 +112,8 @@ def _fresh_state(S: int, N: int) -> dict[str, np.ndarray]:
         "shadow_on": np.zeros(N, dtype=bool), "run": np.zeros(N),
         "lvl_num": np.zeros(N), "lvl_w": np.zeros(N),
         "ss": np.zeros((4, N)), "sw": np.zeros((4, N)), "cusum": np.zeros(N),
-        "run_down": np.zeros(N), "down_sum": np.zeros(N),
+        "run_down": np.zeros(N), "down_sum": np.zeros(N), "price_n": np.zeros(N),
+        "price_sum": np.zeros(N), "price_fix": np.zeros(N),
     }  # fmt: skip
 
 
@@ -170,8 +194,8 @@ def _state_for(
     pos = np.array([where.get(k, -1) for k in series], dtype=np.int64)
     known = pos >= 0
     for name, axis in _STATE_SERIES_AXIS.items():
-        # A state saved before the sustained detector existed has no sums:
-        # they start at zero, as for a fresh series.
+        # A state saved before the sustained detector (or known price
+        # changes) existed has no sums: they start at zero, as when fresh.
         if known.any() and name in state.arrays:
             taken = np.take(state.arrays[name], pos[known], axis=axis)
             index = [slice(None)] * fresh[name].ndim

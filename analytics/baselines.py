@@ -16,24 +16,22 @@ day every series and hour is one numpy operation):
 - the band is ``baseline * exp(+-k * sigma)``, sigma an exponentially
   weighted RMS of ``ln(u / baseline)`` over the series' recent accepted rows,
   floored (a noiseless series would otherwise flag float noise);
-- a row flags only after warm-up (its slot has ``min_obs`` accepted rows) and
-  at or above ``min_requests`` (three requests at 4 am are noise);
-- a row with missing, zero or negative cost or requests has no unit cost: no
-  flag and no update (credits never drag a baseline down);
-- beside the band, a one-sided CUSUM of ``ln(u / baseline) / sigma``
-  (``analytics.sustained``) flags the days of a small rise that lasts, even
-  those landing just inside the band (``sustained``);
-- flagged rows and calendar holidays are held out of the update; when a
-  series has been held out for ``hold_days`` days worth of rows in a row, the
-  held values become the new state of their slots: a level shift, reported
-  on that day (``level_shift``).
+- a row flags only after warm-up (``min_obs`` accepted rows in its slot) and
+  at or above ``min_requests``; a row with missing, zero or negative cost or
+  requests has no unit cost: no flag and no update;
+- beside the band, a one-sided CUSUM (``analytics.sustained``) flags the days
+  of a small rise that lasts, even those just inside the band;
+- known price changes rescale the price from their day
+  (``analytics.price_events``);
+- flagged rows and calendar holidays are held out of the update; held out for
+  ``hold_days`` days in a row, the held values become the new state of their
+  slots: a level shift (``level_shift``).
 
 No I/O, no clock: the same frame always gives the same answer.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,27 +39,22 @@ import numpy as np
 import pandas as pd
 
 from analytics.baseline_levels import levels_and_sigmas
+from analytics.baseline_state import BaselineConfig as BaselineConfig
+from analytics.baseline_state import BaselineState as BaselineState
 from analytics.baseline_state import (
-    _STATE_SERIES_AXIS as _STATE_SERIES_AXIS,
-)
-from analytics.baseline_state import (
-    BaselineConfig as BaselineConfig,
-)
-from analytics.baseline_state import (
-    BaselineState as BaselineState,
-)
-from analytics.baseline_state import (
-    Grain as Grain,
-)
-from analytics.baseline_state import (
-    Slots as Slots,
-)
-from analytics.baseline_state import (
+    Slots,
     _fresh_state,
     _state_for,
     n_slots,
 )
+from analytics.baseline_state import warmup_days as warmup_days
 from analytics.errors import InvalidInput
+from analytics.price_events import (
+    measured_ratio,
+    price_residual,
+    settle_step,
+    text_column,
+)
 from analytics.sustained import evidence, sustained_day
 
 COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
@@ -110,7 +103,9 @@ def baselines_compute(
     clock in them where they vary), ``time`` (UTC period start: midnight for
     days, the hour for hours), ``cost`` and ``requests`` (required),
     ``gpu_hours`` and ``tokens`` (optional, NaN where unknown), ``holiday``
-    (optional bool). One row per series and period.
+    (optional bool), ``price_change`` and ``price_lump`` (optional text: a
+    known price change effective that day, a one-off amount on that day;
+    ``analytics.price_events``). One row per series and period.
 
     Returns a frame on the same index with: ``slot``, ``cost_b``,
     ``gpu_hours_b``, ``tokens_b``, ``requests_b`` (the slot's EWMA before the
@@ -123,7 +118,9 @@ def baselines_compute(
     flags stay on $ per 1k requests), ``warm`` (slot past warm-up),
     ``volume_ok``, ``flag`` (outside the band, or held by the sustained
     detector), ``sustained`` (held by it), ``held`` (kept out of the
-    update), ``level_shift``.
+    update), ``level_shift``, ``price_ratio`` (the known price change applied
+    to the baseline on that day, every row of the day; NaN: none) and
+    ``lump`` (a one-off amount, held out).
     """
     return baselines_run(frame, keys=keys, time=time, config=config).figures
 
@@ -241,6 +238,11 @@ def baselines_run(
         else np.zeros(n_rows)
     )
     H = grid(hol_values) > 0.5
+    lump = text_column(frame, "price_lump") != ""
+    L = grid(lump.astype(float)) > 0.5
+    changes = text_column(frame, "price_change") != ""
+    # A change is effective from its day: any row of the day carries it.
+    K = np.asarray((grid(changes.astype(float)) > 0.5).any(axis=1))
 
     grid_days = day0 + pd.to_timedelta(np.arange(n_days), unit="D")
     grid_stamps = grid_days.repeat(per_day) + pd.to_timedelta(
@@ -258,7 +260,7 @@ def baselines_run(
     in_range = frozenset(d for d in wanted if 0 <= d < n_days)
     init = _state_for(initial, series_keys) if initial is not None else None
     res, saved, final = _run(
-        C, R, G, T, H, slot_grid, n_slots(kind), cfg, init, in_range
+        C, R, G, T, H, slot_grid, n_slots(kind), cfg, init, in_range, known=K, lumps=L
     )
 
     def as_state(arrays: dict[str, np.ndarray], day: pd.Timestamp) -> BaselineState:
@@ -306,6 +308,8 @@ def baselines_run(
     columns["sustained"] = rows_of(res["sustained"])
     columns["held"] = rows_of(res["held"])
     columns["level_shift"] = rows_of_day(res["shift"])
+    columns["price_ratio"] = rows_of_day(res["price_ratio"])
+    columns["lump"] = lump
     figures = pd.DataFrame(columns, index=frame.index, copy=False)
     return BaselineRun(figures, states, as_state(final, end_day))
 
@@ -318,7 +322,7 @@ def _empty(index: pd.Index) -> pd.DataFrame:
         "baseline_per_1m_tokens": float, "lower_per_1m_tokens": float,
         "upper_per_1m_tokens": float, "sigma_tokens": float,
         "warm": bool, "volume_ok": bool, "flag": bool, "sustained": bool, "held": bool,
-        "level_shift": bool,
+        "level_shift": bool, "price_ratio": float, "lump": bool,
     }  # fmt: skip
     return pd.DataFrame({k: pd.Series(dtype=v, index=index) for k, v in cols.items()})
 
@@ -356,6 +360,9 @@ def _run(
     cfg: BaselineConfig,
     init: dict[str, np.ndarray] | None = None,
     checkpoints: frozenset[int] = frozenset(),
+    *,
+    known: np.ndarray,
+    lumps: np.ndarray,
 ) -> tuple[
     dict[str, np.ndarray], dict[int, dict[str, np.ndarray]], dict[str, np.ndarray]
 ]:
@@ -408,6 +415,7 @@ def _run(
     run_down = state["run_down"].copy()
     down_sum = state["down_sum"].copy()
     cusum = state["cusum"].copy()
+    price = {k: state[k].copy() for k in ("price_n", "price_sum", "price_fix")}
     # Sigma of ln u per series: sums of squared log residuals and weights.
     ss_u, sw_u = state["ss"][0].copy(), state["sw"][0].copy()
     saved: dict[int, dict[str, np.ndarray]] = {}
@@ -418,7 +426,7 @@ def _run(
             "shadow": shadow.copy(), "shadow_w": shadow_w.copy(),
             "shadow_on": shadow_on.copy(), "run": run.copy(), "ss_u": ss_u.copy(),
             "sw_u": sw_u.copy(), "cusum": cusum.copy(), "run_down": run_down.copy(),
-            "down_sum": down_sum.copy(),
+            "down_sum": down_sum.copy(), **{k: v.copy() for k, v in price.items()},
         }  # fmt: skip
 
     # Every day writes all of these: no need to fill them first.
@@ -430,6 +438,7 @@ def _run(
     held_g = np.zeros((n_days, P, N), dtype=bool)
     learn_g = np.zeros((n_days, P, N), dtype=bool)
     shift_g = np.zeros((n_days, N), dtype=bool)
+    ratio_g = np.full((n_days, N), np.nan)
     rows = np.arange(P)[:, None]
     index = [_slot_index(slot_grid[d]) for d in range(n_days)]
 
@@ -440,6 +449,32 @@ def _run(
             sl = index[d]  # distinct slots within a day
             b = base[:, d]
             np.divide(num[:, sl], wgt[:, sl], out=b)  # the slots' state, unscaled
+            # A known price change: judged against the new price from its day.
+            settling = known[d].any() or bool(price["price_n"].any())
+            if settling:
+                residual = price_residual(b, X[:, d], valid[d])
+                ratio = measured_ratio(residual, known[d], cfg.price_min)
+                moved = np.isfinite(ratio)
+                if moved.any():
+                    num[0] *= np.where(moved, ratio, 1.0)[None, :]
+                    shadow[0] *= np.where(moved, ratio, 1.0)[None, :]
+                    # As after a fall: the rescaled state rests on one day.
+                    num *= np.where(moved, cfg.fall_damp, 1.0)[None, None, :]
+                    wgt *= np.where(moved, cfg.fall_damp, 1.0)[None, None, :]
+                    for arr in (cusum, run_down, down_sum, price["price_sum"]):
+                        arr[moved] = 0.0
+                    price["price_n"][moved] = 1.0
+                    price["price_fix"][moved] = 0.0
+                    ratio_g[d] = ratio
+                # A holiday or a one-off amount is no evidence of the price.
+                used = valid[d].any(axis=0) & ~moved & ~(H[d] | lumps[d]).any(axis=0)
+                scale = settle_step(
+                    price, np.clip(residual, -cfg.price_clip, cfg.price_clip), used,
+                    cfg.price_settle_days,
+                )  # fmt: skip
+                num[0] *= scale[None, :]
+                shadow[0] *= scale[None, :]
+                np.divide(num[:, sl], wgt[:, sl], out=b)
             has_b = wgt[0, sl] > 0
             ln_ub = np.log(1000.0 * b[0] / b[1])
             raw = np.sqrt(ss_u / np.where(sw_u > 0, sw_u, np.nan))
@@ -449,11 +484,12 @@ def _run(
             dev = lnU[d] - ln_ub
             judged = warm & vol[d] & has_b
             flag = judged & (np.abs(dev) > k * sigma)
+            # A one-off amount neither adds evidence of a shift nor resets it.
             cusum, sustained = sustained_day(
-                cusum, evidence(dev, raw, wgt[0, sl], cfg), judged, cfg
+                cusum, evidence(dev, raw, wgt[0, sl], cfg), judged & ~lumps[d], cfg
             )
             flag |= sustained
-            held = valid[d] & (flag | H[d])
+            held = valid[d] & (flag | H[d] | lumps[d])
             accept = valid[d] & ~held
             warm_g[d], flag_g[d], held_g[d] = warm, flag, held
             sust_g[d] = sustained
@@ -493,7 +529,7 @@ def _run(
                 shadow_on |= held_after.any(axis=0)
 
             # The run of held falls (not holidays) per series, the same way.
-            down = flag & (dev < 0) & ~H[d]
+            down = flag & (dev < 0) & ~H[d] & ~lumps[d]
             brk = valid[d] & ~down
             any_brk = brk.any(axis=0)
             last_brk = np.where(any_brk, P - 1 - np.argmax(brk[::-1], axis=0), -1)
@@ -514,9 +550,11 @@ def _run(
                 # The rescaled state rests on a few days: the next weeks'
                 # values weigh more until the slots have learnt the new level.
                 damp = np.where(fell, cfg.fall_damp, 1.0)[None, None, :]
-                num *= damp
-                wgt *= damp
+                num, wgt = num * damp, wgt * damp
                 shift_g[d] |= fell
+                # The next days settle the ratio, as after a known change.
+                price["price_n"][fell] = run_down[fell] / P
+                price["price_sum"][fell] = price["price_fix"][fell] = 0.0
                 for arr in (run, run_down, down_sum):
                     arr[fell] = 0.0
                 shadow[:, :, fell] = 0.0
@@ -558,16 +596,6 @@ def _run(
         "sustained": sust_g,
         "held": held_g,
         "shift": shift_g,
+        "price_ratio": ratio_g,
     }
     return figures, saved, final
-
-
-def warmup_days(config: BaselineConfig) -> int:
-    """Days of history a new series needs before every slot can flag."""
-    kind = config.slot_kind()
-    if kind in ("weekday", "hour_of_week"):
-        return 7 * config.min_obs
-    if kind == "daytype_hour":
-        # Weekend slots see 2 rows a week.
-        return 7 * math.ceil(config.min_obs / 2)
-    return config.min_obs

@@ -55,7 +55,8 @@ def explain(
     baselines ``cost_b, gpu_hours_b, tokens_b, requests_b`` (``gpu_hours`` and
     ``tokens`` may be absent or NaN), ``flag`` (bool), ``sigma_price`` and
     ``sigma_fleet`` (from ``baselines_compute``; absent means no band test),
-    and optionally ``holiday`` (bool), ``replicas`` and ``replicas_b``.
+    and optionally ``holiday`` (bool), ``sigma`` (of ln u: the cost's noise
+    where GPU-hours are unknown), ``replicas`` and ``replicas_b``.
     ``unchanged`` is the relative move under which a series is "unchanged"
     in the sentence.
 
@@ -109,9 +110,16 @@ def explain(
     # the way u moved and the cost itself (price x fleet) did not follow. A
     # pool whose fixed bill spreads over fewer GPU-hours is that case (price
     # up, fleet down, cost unchanged); a cost rise on a holiday is not.
+    # "Did not follow": within ``unchanged`` or the cost's own noise (band_k
+    # of its sigmas: price and fleet together, or the unit cost's where
+    # GPU-hours are unknown), so a noisy series' holiday is not a cost anomaly
+    # on a day its cost wobbled by the noise the band already allows.
     with np.errstate(divide="ignore", invalid="ignore"):
         ln_cost = np.log(_num(frame, "cost") / _num(frame, "cost_b")) * direction
-    cost_still = np.nan_to_num(ln_cost, nan=np.inf) <= math.log1p(unchanged)
+        noise = np.sqrt(sig_p**2 + sig_f**2)
+        noise = np.where(np.isfinite(noise), noise, _num(frame, "sigma"))
+    allowed = np.fmax(math.log1p(unchanged), np.nan_to_num(band_k * noise, nan=0.0))
+    cost_still = np.nan_to_num(ln_cost, nan=np.inf) <= allowed
     holiday_dip = holiday & (contrib[1] > 0) & cost_still
     cause = np.where(holiday_dip, "traffic", cause)
     out = parts.copy()

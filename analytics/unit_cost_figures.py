@@ -29,7 +29,9 @@ import pandas as pd
 
 from analytics.anomalies import TOKEN_BAND, detect_run
 from analytics.baselines import BaselineState, baselines_run
+from analytics.known_prices import MARKS
 from analytics.lmdi import lmdi_aggregate
+from analytics.price_events import PRICE
 from analytics.unit_cost_frames import (
     KEYS,
     RecomputeInputs,
@@ -145,6 +147,8 @@ def _detect_input(frame: pd.DataFrame) -> pd.DataFrame:
             else np.zeros(len(frame), dtype=bool),
             # A fall is a saving on a final bill, data to check on any other.
             "final": (frame["clock"] == "final").to_numpy(bool),
+            # Known price changes and one-off amounts (analytics.price_events).
+            **{m: frame[m].to_numpy() for m in MARKS if m in frame},
             # For the sentence only: the replicas the baseline implies.
             "replicas": pd.to_numeric(frame["replicas"], errors="coerce").to_numpy(
                 float
@@ -212,7 +216,8 @@ def _aggregate_parts(
     requests. ``every`` is the whole day frame: members' baselines come from
     their own series whether or not this (incremental) recompute rewrites
     them. A new frame; ``found`` itself where nothing changes."""
-    flagged = (found["flag"] != "").to_numpy() & frame["scope"].isin(
+    # A known price day keeps its parts against the price before the change.
+    flagged = (~found["flag"].isin(["", PRICE])).to_numpy() & frame["scope"].isin(
         ["team", "fleet"]
     ).to_numpy()
     if not flagged.any() or members.empty:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from analytics.clocks import CLOCK_ORDER, clock_costs, effective_rates
+from analytics.known_prices import MARKS, known_price_marks
 
 KEYS = ("scope", "name", "currency")
 SUMMED = (
@@ -30,7 +31,8 @@ FIGURE_COLUMNS = (
     *KEYS, "period_start", "clock", "rate_source", *SUMMED, "replicas",
     "effective_rate", "note",
 )  # fmt: skip
-# ``holiday`` is added per row once the series are known (holiday_marks).
+# ``holiday`` is added per row once the series are known (holiday_marks), and
+# the known price changes (analytics.known_prices.MARKS).
 NOTE_GPU_UNKNOWN = "GPU-hours unknown: no provisional cost"
 NOTE_NO_RATE = "no rate card: no provisional cost"
 NOTE_HOURLY_DIRECT = "direct cost only: idle and unallocated are known per day"
@@ -49,7 +51,8 @@ class RecomputeInputs:
     delay).
     ``bills``: one row per deployment, UTC day and currency that received a
     share of the allocated bill: deployment, day, currency, bill_cost (float),
-    bill_status (final / estimated).
+    bill_status (final / estimated), optionally recurring, lump and
+    lump_amount (its price lines, ``analytics.known_prices``).
     ``overheads``: pool idle and unallocated dollars: pool ("" for
     unallocated), kind (idle / unallocated), day, currency, amount, bill_status.
     ``deployments``: name, team, pool.
@@ -176,7 +179,9 @@ def _deployment_days(inputs: RecomputeInputs) -> pd.DataFrame:
         days = pd.DataFrame(
             columns=[*by, *traffic, "gpu_hours", "replicas", "rate_card"]
         )
-    days = days.merge(inputs.bills, on=by, how="outer")
+    # The bill's price lines are read apart (analytics.known_prices).
+    bills = inputs.bills[[*by, "bill_cost", "bill_status"]]
+    days = days.merge(bills, on=by, how="outer")
     meta = inputs.deployments.set_index("name")
     days["team"] = days["deployment"].map(meta["team"]).fillna("")
     days["pool"] = days["deployment"].map(meta["pool"]).fillna("")
@@ -414,6 +419,11 @@ def figure_frames(inputs: RecomputeInputs, *, fleet: str) -> dict[str, pd.DataFr
         frame["holiday"] = holiday_marks(
             frame, inputs.holidays, inputs.deployments, fleet=fleet
         )
+    # The bill's lines are daily: hours see the clock and the rates only.
+    for frame, bills in ((day, inputs.bills), (hour, inputs.bills.iloc[:0])):
+        marks = known_price_marks(frame, bills, inputs.deployments, fleet=fleet)
+        for name in MARKS:
+            frame[name] = marks[name].to_numpy()
     return {"day": day, "hour": hour, "members": members}
 
 

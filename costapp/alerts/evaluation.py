@@ -147,7 +147,7 @@ def rule_series(
     columns = [
         "name", "pk", "epoch", VALUE_FIELD[rule.metric], baseline or "pk",
         "lower" if unit else "pk", "upper" if unit else "pk", "requests", "flag",
-        "complete",
+        "complete", "parts",
     ]  # fmt: skip
     by_name: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for row in (
@@ -177,6 +177,7 @@ def rule_series(
                 volume=_f(f[7]),
                 flag=f[8],
                 closed=f[9] and f[2] <= last_closed,
+                price_part=_f((f[10] or {}).get("price")),
             )
             for f, at, v in zip(figures, starts, values, strict=True)
         ]

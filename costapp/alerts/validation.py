@@ -71,9 +71,9 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
         )
     if condition not in CONDITIONS:
         problems.append(
-            ("condition", f"{condition!r}: band, ratio, threshold or anomaly")
+            ("condition", f"{condition!r}: band, ratio, threshold, anomaly or price")
         )
-    elif condition in ("band", "anomaly") and metric not in BASELINE_METRICS:
+    elif condition in ("band", "anomaly", "price") and metric not in BASELINE_METRICS:
         problems.append(
             (
                 "condition",

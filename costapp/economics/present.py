@@ -39,6 +39,7 @@ FLAG_LABELS = {
     "size": "request size change",
     "saving": "saving (not an anomaly)",
     "check": "check data",
+    "price": "known price change (not an anomaly)",
 }
 PARTIAL = "partial, not closed"
 

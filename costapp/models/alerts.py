@@ -82,6 +82,7 @@ class AlertRule(models.Model):
             ("ratio", "ratio to baseline"),
             ("threshold", "absolute threshold"),
             ("anomaly", "flagged as a cost anomaly (band or sustained shift)"),
+            ("price", "a known price change (rate card, commitment, clock), once"),
         ],
         default="ratio",
     )

@@ -35,6 +35,7 @@ FLAGS = [
     ("size", "request size change"),
     ("saving", "saving"),
     ("check", "check data"),
+    ("price", "known price change"),
 ]
 FLEET = "fleet"  # the name of the one fleet series
 FIGURE_NATURAL_KEY = ("scope", "name", "grain", "period_start", "currency")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from analytics.baseline_state import BaselineConfig, _fresh_state
+from analytics.price_events import measured_ratio, price_residual, settle_step
 
 
 def reference_run(
@@ -21,6 +22,9 @@ def reference_run(
     cfg: BaselineConfig,
     init: dict[str, np.ndarray] | None = None,
     checkpoints: frozenset[int] = frozenset(),
+    *,
+    known: np.ndarray | None = None,
+    lumps: np.ndarray | None = None,
 ) -> tuple[
     dict[str, np.ndarray], dict[int, dict[str, np.ndarray]], dict[str, np.ndarray]
 ]:
@@ -28,6 +32,8 @@ def reference_run(
     (component, slot, series) with components cost, requests, GPU-hours,
     tokens in that order."""
     n_days, P, N = C.shape
+    known = np.zeros((n_days, N), dtype=bool) if known is None else known
+    lumps = np.zeros((n_days, P, N), dtype=bool) if lumps is None else lumps
     a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
     av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
     al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))  # traffic level decay per row
@@ -65,6 +71,7 @@ def reference_run(
     run_down = state["run_down"].copy()
     down_sum = state["down_sum"].copy()
     cusum = state["cusum"]
+    price = {k: state[k].copy() for k in ("price_n", "price_sum", "price_fix")}
     # Traffic level per series: EWMA of ln(R / R_slot) over accepted rows.
     lvl_num, lvl_w = state["lvl_num"], state["lvl_w"]
     # Sigma states per series (u, price, fleet, $ per token): sums of squared
@@ -79,7 +86,7 @@ def reference_run(
             "shadow_on": shadow_on.copy(), "run": run.copy(), "lvl_num": lvl_num.copy(),
             "lvl_w": lvl_w.copy(), "ss": ss.copy(), "sw": sw.copy(),
             "cusum": cusum.copy(), "run_down": run_down.copy(),
-            "down_sum": down_sum.copy(),
+            "down_sum": down_sum.copy(), **{k: v.copy() for k, v in price.items()},
         }  # fmt: skip
 
     # Every day writes all of these: no need to fill them first.
@@ -90,6 +97,7 @@ def reference_run(
     sust_g = np.zeros((n_days, P, N), dtype=bool)
     held_g = np.zeros((n_days, P, N), dtype=bool)
     shift_g = np.zeros((n_days, N), dtype=bool)
+    ratio_g = np.full((n_days, N), np.nan)
     rows = np.arange(P)[:, None]
 
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -99,6 +107,29 @@ def reference_run(
             sl = slot_grid[d]  # (P,) distinct slots within a day
             slot_num = num[:, sl]  # (4, P, N)
             slot_w = wgt[:, sl]
+            # A known change (analytics.price_events) rescales the price from
+            # its day; the next days, and those after a fall, settle it.
+            if known[d].any() or price["price_n"].any():
+                residual = price_residual(slot_num / slot_w, X[:, d], valid[d])
+                ratio = measured_ratio(residual, known[d], cfg.price_min)
+                moved = np.isfinite(ratio)
+                if moved.any():
+                    num[0] *= np.where(moved, ratio, 1.0)[None, :]
+                    shadow[0] *= np.where(moved, ratio, 1.0)[None, :]
+                    num *= np.where(moved, cfg.fall_damp, 1.0)[None, None, :]
+                    wgt *= np.where(moved, cfg.fall_damp, 1.0)[None, None, :]
+                    for arr in (cusum, run_down, down_sum, price["price_sum"]):
+                        arr[moved] = 0.0
+                    price["price_n"][moved] = 1.0
+                    price["price_fix"][moved] = 0.0
+                    ratio_g[d] = ratio
+                residual = np.clip(residual, -cfg.price_clip, cfg.price_clip)
+                used = valid[d].any(axis=0) & ~moved & ~(H[d] | lumps[d]).any(axis=0)
+                scale = settle_step(price, residual, used, cfg.price_settle_days)
+                num[0] *= scale[None, :]
+                shadow[0] *= scale[None, :]
+                slot_num = num[:, sl]
+                slot_w = wgt[:, sl]
             b = slot_num / slot_w
             ln_rb_slot = np.log(b[1])
             # One factor for all four parts: u_b is untouched, but the parts
@@ -128,10 +159,11 @@ def reference_run(
                 new = np.minimum(
                     np.maximum(cusum + z, 0.0), cfg.sustained_h + cfg.sustained_cap
                 )
-                cusum = np.where(judged[p], new, cusum)
-                sust_g[d, p] = judged[p] & (cusum > cfg.sustained_h)
+                judged_p = judged[p] & ~lumps[d, p]  # a one-off amount
+                cusum = np.where(judged_p, new, cusum)
+                sust_g[d, p] = judged_p & (cusum > cfg.sustained_h)
             flag = flag | sust_g[d]
-            held = valid[d] & (flag | H[d])
+            held = valid[d] & (flag | H[d] | lumps[d])
             accept = valid[d] & ~held
             warm_g[d], flag_g[d], held_g[d] = warm, flag, held
 
@@ -185,7 +217,7 @@ def reference_run(
                 shadow_on |= held_after.any(axis=0)
 
             # The run of held falls (not holidays) per series, the same way.
-            down = flag & (dev < 0) & ~H[d]
+            down = flag & (dev < 0) & ~H[d] & ~lumps[d]
             brk = valid[d] & ~down
             any_brk = brk.any(axis=0)
             last_brk = np.where(any_brk, P - 1 - np.argmax(brk[::-1], axis=0), -1)
@@ -209,6 +241,8 @@ def reference_run(
                 num *= damp
                 wgt *= damp
                 shift_g[d] |= fell
+                price["price_n"][fell] = run_down[fell] / P
+                price["price_sum"][fell] = price["price_fix"][fell] = 0.0
                 for arr in (run, run_down, down_sum, lvl_num, lvl_w):
                     arr[fell] = 0.0
                 shadow[:, :, fell] = 0.0
@@ -237,6 +271,7 @@ def reference_run(
         "tokens_b": base[3],
         "requests_b": base[1],
         "sig": sig,
+        "price_ratio": ratio_g,
         "warm": warm_g,
         "flag": flag_g,
         "sustained": sust_g,

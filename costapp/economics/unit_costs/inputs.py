@@ -12,13 +12,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.conf import settings
+from django.db.models import Q
 
 from analytics.allocation import IDLE, UNALLOCATED
 from analytics.calendar import holiday_calendar
+from analytics.forecast import LUMP_TYPES
 from analytics.unit_cost_frames import RecomputeInputs
 from costapp.costs.allocations import allocation_days_read, bill_days_read
 from costapp.costs.rates import rate_book
 from costapp.costs.selectors import Basis, basis_or_default
+from costapp.days import utc_midnight
 from costapp.models import CostLine, Deployment, DeploymentHour, TeamHoliday
 from costapp.models.functions import Epoch
 
@@ -27,7 +30,10 @@ HOUR_COLUMNS = (
     "requests_length", "prompt_tokens", "generation_tokens", "gpu_hours",
     "replicas", "rate_card", "currency", "complete",
 )  # fmt: skip
-BILL_COLUMNS = ["deployment", "day", "currency", "bill_cost", "bill_status"]
+BILL_COLUMNS = [
+    "deployment", "day", "currency", "bill_cost", "bill_status", "recurring", "lump",
+    "lump_amount",
+]  # fmt: skip
 OVERHEAD_COLUMNS = ["pool", "kind", "day", "currency", "amount", "bill_status"]
 
 
@@ -78,13 +84,15 @@ def _allocated_read(
     start: date, end: date, basis: Basis
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The allocated bill of [start, end) as ``RecomputeInputs.bills`` (per
-    deployment) and ``overheads`` (pool idle, unallocated), each day's status
-    estimated where any of its bill was."""
+    deployment, with its recurring discount lines and one-off amounts for
+    ``analytics.known_prices``) and ``overheads`` (pool idle, unallocated),
+    each day's status estimated where any of its bill was."""
     estimated = {
         (b.day, b.account_id, b.currency): b.estimated
         for b in bill_days_read(start, end, basis)
     }
-    bill_acc: dict[tuple[str, date, str], list[Any]] = {}
+    labels = _price_lines_read(start, end)
+    bill_acc: dict[tuple[str, date, str], _BillDay] = {}
     over_acc: dict[tuple[str, str, date, str], list[Any]] = {}
     for (account, day, currency), allocation in allocation_days_read(
         start, end, basis
@@ -95,16 +103,15 @@ def _allocated_read(
                 kind = "idle" if share.target == IDLE else "unallocated"
                 key = (share.pool if kind == "idle" else "", kind, day, currency)
                 slot = over_acc.setdefault(key, [Decimal(0), False])
-            else:
-                slot = bill_acc.setdefault(
-                    (share.target, day, currency), [Decimal(0), False]
-                )
-            slot[0] += share.amount
-            slot[1] |= est
+                slot[0] += share.amount
+                slot[1] |= est
+                continue
+            acc = bill_acc.setdefault((share.target, day, currency), _BillDay())
+            acc.add(share.amount, est, labels.get(share.line_key))
     bills = pd.DataFrame.from_records(
         [
-            (name, pd.Timestamp(day), cur, float(v[0]), _status(v[1]))
-            for (name, day, cur), v in sorted(bill_acc.items())
+            (name, pd.Timestamp(day), cur, *acc.row(cur))
+            for (name, day, cur), acc in sorted(bill_acc.items())
         ],
         columns=BILL_COLUMNS,
     )
@@ -116,6 +123,79 @@ def _allocated_read(
         columns=OVERHEAD_COLUMNS,
     )
     return bills, overheads
+
+
+# One-off amounts are the forecast's lumps (analytics.forecast.LUMP_TYPES);
+# discounts recur daily while a commitment runs.
+RECURRING_RECORD_TYPES = ("discount",)
+
+
+def _price_lines_read(start: date, end: date) -> dict[str, tuple[str, str]]:
+    """Line key -> (recurring or lump, its name) for the bill lines of
+    [start, end) that can move a price: one-off amounts, discounts and usage
+    a commitment covers (few, against every usage line)."""
+    lines = (
+        CostLine.objects.filter(
+            period_start__gte=utc_midnight(start), period_start__lt=utc_midnight(end)
+        )
+        .filter(
+            Q(record_type__in=(*LUMP_TYPES, *RECURRING_RECORD_TYPES))
+            | ~Q(commitment="")
+        )
+        .values_list("pk", "record_type", "commitment", "usage_type")
+    )
+    return {
+        str(pk): (
+            "lump" if kind in LUMP_TYPES else "recurring",
+            _line_name(kind, commitment, usage_type),
+        )
+        for pk, kind, commitment, usage_type in lines
+    }
+
+
+def _line_name(kind: str, commitment: str, usage_type: str) -> str:
+    """The commitment a line belongs to (``CostLine.commitment``) where it
+    has one, then its record type and usage type: "reserved instance usage
+    (BoxUsage:g6e.xlarge)", "credit (USE1-PromotionalCredit)"."""
+    what = {"savings_plan": "savings plan", "reserved": "reserved instance"}.get(
+        commitment, ""
+    )
+    what = f"{what} {kind}" if what else kind
+    return f"{what} ({usage_type})" if usage_type else what
+
+
+class _BillDay:
+    """One deployment's allocated bill of a day, summed over its shares."""
+
+    def __init__(self) -> None:
+        self.amount = Decimal(0)
+        self.estimated = False
+        self.recurring: set[str] = set()
+        self.lumps: dict[str, Decimal] = {}
+
+    def add(
+        self, amount: Decimal, estimated: bool, line: tuple[str, str] | None
+    ) -> None:
+        self.amount += amount
+        self.estimated |= estimated
+        if line is None or not amount:
+            return
+        kind, name = line
+        if kind == "recurring":
+            self.recurring.add(name)
+        else:
+            self.lumps[name] = self.lumps.get(name, Decimal(0)) + amount
+
+    def row(self, currency: str) -> tuple[Any, ...]:
+        lump = "; ".join(
+            f"{name} {amount:+,.2f} {currency}"
+            for name, amount in sorted(self.lumps.items())
+        )
+        total = float(sum(self.lumps.values(), Decimal(0))) if self.lumps else np.nan
+        return (
+            float(self.amount), _status(self.estimated),
+            "; ".join(sorted(self.recurring)), lump, total,
+        )  # fmt: skip
 
 
 def _status(estimated: bool) -> str:
