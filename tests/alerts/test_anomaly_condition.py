@@ -103,7 +103,9 @@ def test_the_anomaly_condition_is_for_the_metric_that_carries_the_flag() -> None
     assert refused and refused[0][0] == "condition"
     assert "'anomaly'" in refused[0][1] and "daily_spend" in refused[0][1]
     unknown = rule_problems(base | {"condition": "cusum"})
-    assert unknown == [("condition", "'cusum': band, ratio, threshold, anomaly or price")]
+    assert unknown == [
+        ("condition", "'cusum': band, ratio, threshold, anomaly or price")
+    ]
 
 
 @pytest.mark.django_db
