@@ -466,7 +466,6 @@ def _run(
                     price["price_n"][moved] = 1.0
                     price["price_fix"][moved] = 0.0
                     ratio_g[d] = ratio
-                # A holiday or a one-off amount is no evidence of the price.
                 used = valid[d].any(axis=0) & ~moved & ~(H[d] | lumps[d]).any(axis=0)
                 scale = settle_step(
                     price, np.clip(residual, -cfg.price_clip, cfg.price_clip), used,

@@ -88,7 +88,8 @@ def settle_step(
     noise that paged as often again in the weeks after). Each of the next
     ``days`` days with a price (``used``), before it is judged, moves the
     change to the mean of every day measured since it, the change's day
-    included (its residual counts as 0: it was rescaled onto it). The
+    included (its residual counts as 0: it was rescaled onto it); a holiday
+    or a one-off amount is no evidence of the price (not ``used``). The
     caller clips each residual, so an incident in that week moves the
     baseline by little. Returns the factor to apply to the cost part of
     every slot (1 where nothing moves)."""
