@@ -4,18 +4,27 @@ One table serves both the Prometheus adapter (which names to query, how to
 route each returned series) and the /metrics text parser, so a name handled in
 one place is handled everywhere.
 
-Names changed across engine versions (vLLM V0 -> V1, SGLang early 2025 -> 0.5).
-A field lists its alternatives newest first; when one engine instance exports
-several of them (vLLM 0.10 kept the deprecated names next to the new ones), only
-the newest is used for that instance, so nothing is counted twice.
+Names changed across engine versions (vLLM V0 -> V1 -> 0.12, SGLang early
+2025 -> 0.5, and its two prefixes). A field lists its alternatives newest first;
+when one engine instance exports several of them (vLLM 0.9.2-0.11 kept the
+deprecated names next to the new ones), only the newest is used for that
+instance, so nothing is counted twice. Series we recognise but have no stored
+field for yet are declared apart (``EngineTable.declared``), with their meaning.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
+
+from costapp.catalog import mig_slices_per_gpu
+from costapp.sources.engine_declared import (
+    SGLANG_REALTIME_TOKENS,
+    VLLM_DECLARED,
+    Declared,
+)
 
 Kind = Literal["counter", "gauge", "histogram", "info"]
 
@@ -59,6 +68,7 @@ class Role:
     # For histograms: which part of the family this name is.
     part: Literal["", "bucket", "sum", "count"] = ""
     scale: float = 1.0
+    releases: str = ""  # the engine releases that export this name
 
 
 @dataclass(frozen=True)
@@ -74,6 +84,8 @@ class EngineTable:
     generations: tuple[tuple[str, frozenset[str]], ...] = ()
     # The series whose samples say "this replica was up".
     up_field: str = "running"
+    # Recognised, not stored (not queried from Prometheus either).
+    declared: dict[str, Declared] = field(default_factory=dict)
 
     def names(self) -> list[str]:
         return sorted(self.roles)
@@ -106,13 +118,21 @@ class EngineTable:
         return sorted(wanted)
 
 
+_HISTOGRAM_PARTS: tuple[Literal["bucket", "sum", "count"], ...] = (
+    "bucket",
+    "sum",
+    "count",
+)
+
+
 def _histogram(
-    base: str, metric: str, preference: int = 0
+    base: str, metric: str, preference: int = 0, *, releases: str = ""
 ) -> dict[str, tuple[Role, ...]]:
     return {
-        f"{base}_bucket": (Role("histogram", metric, preference, part="bucket"),),
-        f"{base}_sum": (Role("histogram", metric, preference, part="sum"),),
-        f"{base}_count": (Role("histogram", metric, preference, part="count"),),
+        f"{base}_{part}": (
+            Role("histogram", metric, preference, part=part, releases=releases),
+        )
+        for part in _HISTOGRAM_PARTS
     }
 
 
@@ -124,6 +144,16 @@ def _merge(*parts: dict[str, tuple[Role, ...]]) -> dict[str, tuple[Role, ...]]:
     return out
 
 
+# vLLM releases, from its v1/metrics/loggers.py and docs/design/metrics.md:
+# gpu_cache_usage_perc and gpu_prefix_cache_{queries,hits} were renamed in
+# 0.9.2 (both names exported until 0.10.x), hidden behind
+# --show-hidden-metrics-for-version in 0.11 and removed in 0.12.
+# time_per_output_token_seconds was deprecated in 0.11 for
+# inter_token_latency_seconds (the same samples), hidden in 0.12 and removed
+# on main in January 2026.
+_VLLM_RENAMED = "0.9.2+"
+_VLLM_OLD_CACHE = "V1 to 0.10.x (0.11 only when shown as hidden); removed in 0.12"
+
 VLLM = EngineTable(
     engine="vllm",
     roles=_merge(
@@ -134,19 +164,38 @@ VLLM = EngineTable(
             "vllm:num_preemptions_total": (Role("counter", "preemptions"),),
             # V1 only: prefix cache counted in tokens queried and hit.
             "vllm:prefix_cache_queries_total": (
-                Role("counter", "prefix_cache_queries"),
+                Role("counter", "prefix_cache_queries", 0, releases=_VLLM_RENAMED),
             ),
-            "vllm:prefix_cache_hits_total": (Role("counter", "prefix_cache_hits"),),
+            "vllm:prefix_cache_hits_total": (
+                Role("counter", "prefix_cache_hits", 0, releases=_VLLM_RENAMED),
+            ),
+            # The first V1 releases (0.7) counted these in blocks, later ones
+            # in tokens; nothing in the series tells which (docs/telemetry.md).
+            "vllm:gpu_prefix_cache_queries_total": (
+                Role("counter", "prefix_cache_queries", 1, releases=_VLLM_OLD_CACHE),
+            ),
+            "vllm:gpu_prefix_cache_hits_total": (
+                Role("counter", "prefix_cache_hits", 1, releases=_VLLM_OLD_CACHE),
+            ),
             "vllm:num_requests_running": (Role("gauge", "running"),),
             "vllm:num_requests_waiting": (Role("gauge", "waiting"),),
-            # V1 name first, V0 name second: both are fractions 0..1.
-            "vllm:kv_cache_usage_perc": (Role("gauge", "kv_cache_usage", 0),),
-            "vllm:gpu_cache_usage_perc": (Role("gauge", "kv_cache_usage", 1),),
+            # Both are fractions 0..1 of the KV cache.
+            "vllm:kv_cache_usage_perc": (
+                Role("gauge", "kv_cache_usage", 0, releases=_VLLM_RENAMED),
+            ),
+            "vllm:gpu_cache_usage_perc": (
+                Role("gauge", "kv_cache_usage", 1, releases="V0; " + _VLLM_OLD_CACHE),
+            ),
             "vllm:cache_config_info": (Role("info", "cache_config"),),
         },
         _histogram("vllm:time_to_first_token_seconds", "ttft"),
-        _histogram("vllm:inter_token_latency_seconds", "itl", 0),
-        _histogram("vllm:time_per_output_token_seconds", "itl", 1),
+        _histogram("vllm:inter_token_latency_seconds", "itl", 0, releases="0.11+"),
+        _histogram(
+            "vllm:time_per_output_token_seconds",
+            "itl",
+            1,
+            releases="V0 to 0.11 (hidden in 0.12; removed January 2026)",
+        ),
         _histogram("vllm:e2e_request_latency_seconds", "e2e"),
         _histogram("vllm:request_queue_time_seconds", "queue"),
         _histogram("vllm:request_prefill_time_seconds", "prefill"),
@@ -176,46 +225,91 @@ VLLM = EngineTable(
             ),
         ),
     ),
+    declared=VLLM_DECLARED,
 )
+
+# SGLang names its series "sglang:..."; "sglang_..." is what sgl-router's
+# aggregated /engine_metrics and the dashboards built on it carry (llm-d
+# #1970), and what dynamo published before #5701. Every SGLang name is
+# accepted under both prefixes; an instance seen under both is read under the
+# engine's own.
+SGLANG_PREFIX = "sglang:"
+SGLANG_OTHER_PREFIXES = ("sglang_",)
+
+
+def _respelled(name: str) -> list[str]:
+    """A name and its other spellings, the engine's own first."""
+    if not name.startswith(SGLANG_PREFIX):
+        return [name]
+    rest = name.removeprefix(SGLANG_PREFIX)
+    return [name] + [p + rest for p in SGLANG_OTHER_PREFIXES]
+
+
+def _any_prefix_roles(
+    roles: dict[str, tuple[Role, ...]],
+) -> dict[str, tuple[Role, ...]]:
+    """Each name under every prefix. A newer name still wins over an older
+    one (preference doubled); between spellings of one name, the engine's."""
+    out: dict[str, tuple[Role, ...]] = {}
+    for name, own in roles.items():
+        for rank, spelled in enumerate(_respelled(name)):
+            out[spelled] = tuple(
+                replace(r, preference=2 * r.preference + rank) for r in own
+            )
+    return out
+
+
+def _any_prefix_names(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(s for n in names for s in _respelled(n))
+
 
 SGLANG = EngineTable(
     engine="sglang",
-    roles=_merge(
-        {
-            # 0.5: one counter of finished requests, no finished_reason.
-            "sglang:num_requests_total": (
-                Role("counter", "requests", 0, fixed_reason="stop"),
+    roles=_any_prefix_roles(
+        _merge(
+            {
+                # 0.5: one counter of finished requests, no finished_reason.
+                "sglang:num_requests_total": (
+                    Role("counter", "requests", 0, fixed_reason="stop"),
+                ),
+                "sglang:prompt_tokens_total": (
+                    Role("counter", "prompt_tokens"),
+                    Role("counter", "prefix_cache_queries"),
+                ),
+                "sglang:generation_tokens_total": (
+                    Role("counter", "generation_tokens"),
+                ),
+                "sglang:cached_tokens_total": (Role("counter", "prefix_cache_hits"),),
+                "sglang:num_running_reqs": (Role("gauge", "running"),),
+                "sglang:num_queue_reqs": (Role("gauge", "waiting"),),
+                "sglang:token_usage": (Role("gauge", "kv_cache_usage"),),
+            },
+            _histogram("sglang:time_to_first_token_seconds", "ttft"),
+            _histogram("sglang:inter_token_latency_seconds", "itl", 0, releases="0.5+"),
+            _histogram(
+                "sglang:time_per_output_token_seconds",
+                "itl",
+                1,
+                releases="up to early 2025",
             ),
-            "sglang:prompt_tokens_total": (
-                Role("counter", "prompt_tokens"),
-                Role("counter", "prefix_cache_queries"),
-            ),
-            "sglang:generation_tokens_total": (Role("counter", "generation_tokens"),),
-            "sglang:cached_tokens_total": (Role("counter", "prefix_cache_hits"),),
-            "sglang:num_running_reqs": (Role("gauge", "running"),),
-            "sglang:num_queue_reqs": (Role("gauge", "waiting"),),
-            "sglang:token_usage": (Role("gauge", "kv_cache_usage"),),
-        },
-        _histogram("sglang:time_to_first_token_seconds", "ttft"),
-        _histogram("sglang:inter_token_latency_seconds", "itl", 0),
-        _histogram("sglang:time_per_output_token_seconds", "itl", 1),
-        _histogram("sglang:e2e_request_latency_seconds", "e2e"),
-        _histogram("sglang:queue_time_seconds", "queue"),
-        _histogram("sglang:prompt_tokens_histogram", "prompt_tokens"),
-        _histogram("sglang:generation_tokens_histogram", "generation_tokens"),
-        # Early 2025 SGLang has no request counter: its e2e histogram counts
-        # every finished request (no stop/length split there).
-        {
-            "sglang:e2e_request_latency_seconds_count": (
-                Role("counter", "requests", 1, fixed_reason="stop"),
-            )
-        },
+            _histogram("sglang:e2e_request_latency_seconds", "e2e"),
+            _histogram("sglang:queue_time_seconds", "queue"),
+            _histogram("sglang:prompt_tokens_histogram", "prompt_tokens"),
+            _histogram("sglang:generation_tokens_histogram", "generation_tokens"),
+            # Early 2025 SGLang has no request counter: its e2e histogram
+            # counts every finished request (no stop/length split there).
+            {
+                "sglang:e2e_request_latency_seconds_count": (
+                    Role("counter", "requests", 1, fixed_reason="stop"),
+                )
+            },
+        )
     ),
     rank_label="tp_rank",
     generations=(
         (
             "new",
-            frozenset(
+            _any_prefix_names(
                 {
                     "sglang:num_requests_total",
                     "sglang:inter_token_latency_seconds_bucket",
@@ -223,8 +317,12 @@ SGLANG = EngineTable(
                 }
             ),
         ),
-        ("old", frozenset({"sglang:time_per_output_token_seconds_bucket"})),
+        ("old", _any_prefix_names({"sglang:time_per_output_token_seconds_bucket"})),
     ),
+    declared={
+        spelled: SGLANG_REALTIME_TOKENS
+        for spelled in _respelled("sglang:realtime_tokens_total")
+    },
 )
 
 TGI = EngineTable(
@@ -402,12 +500,12 @@ class DeviceKey:
 
     @property
     def gpu_share(self) -> float | None:
-        """GPU-equivalents: a MIG instance is its compute slices over 7;
+        """GPU-equivalents: a MIG instance is its compute slices over its GPU's;
         None for a profile we cannot read (its GPU-seconds are unknown)."""
         if not self.mig_profile:
             return 1.0
         slices = mig_slices(self.mig_profile)
-        return None if slices is None else slices / MIG_SLICES
+        return None if slices is None else slices / mig_slices_per_gpu(self.gpu_model)
 
 
 def device_key(labels: dict[str, str]) -> DeviceKey:
@@ -455,8 +553,20 @@ class NamesUsed:
     extra: dict[str, str] = field(default_factory=dict)
 
 
+def _spelled_as_found(names: list[str], present: list[str]) -> list[str]:
+    """Names in the SGLang spelling(s) the instance uses (its own when none
+    is seen): a "sglang:" deployment misses no "sglang_" name."""
+    spellings = (SGLANG_PREFIX, *SGLANG_OTHER_PREFIXES)
+    used = {p for p in spellings if any(n.startswith(p) for n in present)}
+    used = used or {SGLANG_PREFIX}
+    return [
+        n for n in names if not n.startswith(spellings) or n.startswith(tuple(used))
+    ]
+
+
 def names_used(table: EngineTable, found: Iterable[str]) -> NamesUsed:
     present = sorted(set(found) & set(table.roles))
     generation = table.generation(present)
-    missing = [n for n in table.expected(generation) if n not in present]
+    expected = _spelled_as_found(table.expected(generation), present)
+    missing = [n for n in expected if n not in present]
     return NamesUsed(tuple(present), tuple(missing), generation)
