@@ -18,6 +18,8 @@ GPU_TYPES: dict[str, tuple[str, ...]] = {
     "H100-SXM": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
     "H100-PCIe": ("1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
     "H200": ("1g.18gb", "1g.35gb", "2g.35gb", "3g.71gb", "4g.71gb", "7g.141gb"),
+    # A30: 4 compute slices, so 1g is a quarter of the GPU, not a seventh.
+    "A30": ("1g.6gb", "2g.12gb", "4g.24gb"),
     "L4": (),
     "L40S": (),
     "A10G": (),
@@ -141,3 +143,22 @@ def mig_slices(profile: str) -> int:
     if not sep or not head.isdigit():
         raise ValueError(f"not a MIG profile name: {profile!r}")
     return int(head)
+
+
+# Slices of a GPU without MIG profiles here; every MIG GPU but the A30 has 7.
+DEFAULT_MIG_SLICES = 7
+
+
+def mig_slices_per_gpu(gpu: str) -> int:
+    """Compute slices of the whole GPU, from its own MIG profiles (the largest).
+
+    ``gpu`` is a fleet GPU type ("A100-80GB") or the device name DCGM reports
+    ("NVIDIA A30", "NVIDIA H100 80GB HBM3"): the family ("A30", "H100") decides,
+    since every type of a family has the same slices.
+    """
+    family = gpu.strip().upper().removeprefix("NVIDIA ").replace(" ", "-")
+    family = family.split("-")[0]
+    for gpu_type, profiles in GPU_TYPES.items():
+        if profiles and gpu_type.upper().split("-")[0] == family:
+            return max(mig_slices(p) for p in profiles)
+    return DEFAULT_MIG_SLICES

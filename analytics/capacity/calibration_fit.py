@@ -72,7 +72,7 @@ def _setting(key: CalibrationKey, model: ModelSpec | None) -> dict[str, float]:
     tp = key.tp or 1
     version = mem.parse_engine_version(key.engine_version or "0.10.1")
     kv_bytes = mem.kv_dtype_bytes(key.kv_dtype or "auto", version)
-    body, embed = mem.WEIGHT_DTYPES[(key.weight_dtype or "bf16").lower()]
+    body, embed = mem.WEIGHT_DTYPES[mem.weight_dtype_key(key.weight_dtype or "bf16")]
     embed_params = model.vocab * model.hidden * (1 if model.tie_embeddings else 2)
     weights = float(
         mem.weights_bytes(

@@ -91,6 +91,12 @@ class GpuSpec:
     mig_profiles: tuple[MigProfile, ...] = field(default_factory=tuple)
     aliases: tuple[str, ...] = ()
 
+    @property
+    def mig_slices(self) -> int:
+        """Compute slices of the whole GPU: its largest MIG profile (7 on A100,
+        H100 and H200, 4 on A30); 7 for a GPU without MIG, where it is unused."""
+        return max((p.compute_slices for p in self.mig_profiles), default=7)
+
     def mig_profile(self, name: str) -> MigProfile:
         for profile in self.mig_profiles:
             if profile.name == name:

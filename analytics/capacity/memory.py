@@ -41,6 +41,8 @@ KV_DTYPE_BYTES = {
 # Bytes per parameter for the body of the network, and for embeddings/lm_head
 # (which quantised checkpoints usually keep in 16 bits).
 WEIGHT_DTYPES: dict[str, tuple[float, float]] = {
+    # vLLM serves float32 weights (--dtype float32): 4 bytes everywhere.
+    "fp32": (4.0, 4.0),
     "bf16": (2.0, 2.0),
     "fp16": (2.0, 2.0),
     "fp8": (1.0, 2.0),
@@ -53,6 +55,19 @@ WEIGHT_DTYPES: dict[str, tuple[float, float]] = {
     # GGUF Q8_0: 34 bytes per block of 32 weights, embeddings included.
     "gguf_q8": (34 / 32, 34 / 32),
 }
+# vLLM's own ``--dtype`` spellings for the same formats.
+WEIGHT_DTYPE_ALIASES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def weight_dtype_key(weight_dtype: object) -> str:
+    """The catalogue's name for a weight format, in either spelling."""
+    key = str(weight_dtype).strip().lower()
+    key = WEIGHT_DTYPE_ALIASES.get(key, key)
+    if key not in WEIGHT_DTYPES:
+        known = sorted(WEIGHT_DTYPES) + sorted(WEIGHT_DTYPE_ALIASES)
+        raise InvalidInput("weight_dtype", weight_dtype, f"known: {', '.join(known)}")
+    return key
+
 
 # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (vLLM PR #30515, added off by default)
 # is on by default from this version: "CUDA graph memory profiling is enabled

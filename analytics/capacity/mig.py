@@ -1,8 +1,9 @@
 """MIG layouts: placement rules per NVIDIA's MIG user guide, and layout comparison.
 
-A GPU has 7 compute slices and 8 memory slices. Each profile may start only at
-certain memory-slice indices and spans a fixed number of them; instances may not
-overlap in memory, and their compute slices add up to at most 7.
+A GPU has 7 compute slices (an A30 has 4: ``GpuSpec.mig_slices``, from its own
+profiles) and 8 memory slices. Each profile may start only at certain memory-slice
+indices and spans a fixed number of them; instances may not overlap in memory, and
+their compute slices add up to at most the GPU's.
 """
 
 from __future__ import annotations
@@ -34,9 +35,10 @@ def place_layout(gpu: GpuSpec | str, layout: Sequence[str]) -> tuple[Placement, 
         raise InvalidInput("layout", list(layout), "must name at least one profile")
     profiles = [spec.mig_profile(name) for name in layout]
     compute = sum(p.compute_slices for p in profiles)
-    if compute > 7:
+    if compute > spec.mig_slices:
         raise Infeasible(
-            f"layout {list(layout)} needs {compute} compute slices; {spec.name} has 7",
+            f"layout {list(layout)} needs {compute} compute slices; "
+            f"{spec.name} has {spec.mig_slices}",
             field="layout",
         )
     memory = sum(p.memory_slices for p in profiles)
@@ -188,7 +190,8 @@ def assess_layout(
     try:
         placements = place_layout(gpu, layout)
     except Infeasible as exc:
-        return LayoutReport(layout, False, exc.reason, (), (), 0.0, 7, price, None)
+        whole = get_gpu(gpu).mig_slices
+        return LayoutReport(layout, False, exc.reason, (), (), 0.0, whole, price, None)
     slots = tuple(
         _run_instance(p, name, deployments, gpu, calibrations)
         for p, (_, name) in zip(placements, assignment, strict=True)
@@ -238,7 +241,7 @@ def assess_layout(
         placements=placements,
         instances=tuple(s.result for s in assigned if s.result is not None),
         requests_per_s=rps,
-        idle_compute_slices=7 - busy,
+        idle_compute_slices=get_gpu(gpu).mig_slices - busy,
         gpu_cost_per_hour=price,
         cost_per_1k_requests=cost,
         serves=serves,

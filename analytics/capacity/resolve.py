@@ -99,20 +99,21 @@ def _resolve_static(
     tp = 1 if refusal else int(float(raw_tp))
     dp = 1 if refusal else int(float(combo.get("data_parallel_size") or 1))
     version = mem.parse_engine_version(combo["engine_version"], combo.get("engine"))
-    weight_dtype = str(combo["weight_dtype"]).lower()
-    if weight_dtype not in mem.WEIGHT_DTYPES:
-        raise InvalidInput(
-            "weight_dtype", combo["weight_dtype"], f"known: {sorted(mem.WEIGHT_DTYPES)}"
-        )
+    weight_dtype = mem.weight_dtype_key(combo["weight_dtype"])
     kv_dtype = str(combo["kv_dtype"]).lower()
     kv_bytes = mem.kv_dtype_bytes(kv_dtype, version)
-    if kv_dtype == "auto" and weight_dtype == "fp32":  # pragma: no cover - no fp32
+    if kv_dtype == "auto" and weight_dtype == "fp32":
+        # vLLM's cache_dtype "auto" is the model's dtype: float32 KV, 4 bytes.
         kv_bytes = 4.0
+        warnings.append(
+            "fp32 weights: activations and compute are modelled as 16-bit "
+            "(float32 matmuls run well below the bf16 peak), so speed is optimistic"
+        )
 
     if mig_name:
         profile = gpu.mig_profile(str(mig_name))
         total_memory = float(profile.usable_memory_bytes)
-        share = profile.compute_slices / 7.0
+        share = profile.compute_slices / gpu.mig_slices
         if not profile.verified:
             warnings.append(
                 f"usable memory of {gpu.name} {profile.name} is not verified on a device"
@@ -121,7 +122,7 @@ def _resolve_static(
     else:
         total_memory = float(gpu.memory_bytes)
         share = 1.0
-        slices = 7
+        slices = gpu.mig_slices
     if not gpu.memory_verified and not mig_name:
         warnings.append(f"memory size of {gpu.name} is unverified")
 
@@ -170,7 +171,8 @@ def _resolve_static(
     warnings.extend(cal_notes)
     if mig_name and (cal is None or cal.kind != ENGINE_MEASUREMENTS):
         warnings.append(
-            f"MIG {mig_name} speed is scaled as {slices}/7 of the GPU: uncalibrated, "
+            f"MIG {mig_name} speed is scaled as {slices}/{gpu.mig_slices} of the GPU: "
+            "uncalibrated, "
             "real per-instance speed must come from measurements"
         )
     if cal is not None:
@@ -306,7 +308,42 @@ def _frame_from(scenarios: Any) -> pd.DataFrame:
         if key not in frame:
             frame[key] = default
     frame["model"] = [m.name if isinstance(m, ModelSpec) else m for m in frame["model"]]
+    _refuse_text_numbers(frame)
     return frame.reset_index(drop=True)
+
+
+# Scenario fields that hold a number or a flag (their annotations, as text).
+_TYPED_FIELDS = {
+    f.name: str(f.type).replace(" | None", "")
+    for f in fields(Scenario)
+    if str(f.type).replace(" | None", "") in {"int", "float", "bool"}
+}
+_TYPE_WORDS = {"int": "an integer", "float": "a number", "bool": "true or false"}
+
+
+def _refuse_text_numbers(frame: pd.DataFrame) -> None:
+    """A JSON or YAML ``"0.9"`` is text, not a number: refused as vLLM's typed
+    arguments would refuse it, never parsed (``"false"`` would read as true).
+    Forms parse their text into numbers before they call the engine."""
+    for name, kind in _TYPED_FIELDS.items():
+        column = frame[name]
+        if kind != "bool" and column.dtype == bool:
+            raise InvalidInput(
+                name,
+                bool(column.iloc[0]),
+                f"must be {_TYPE_WORDS[kind]}, not true/false",
+            )
+        if column.dtype != object:
+            continue
+        for value in column:
+            if isinstance(value, str | bytes):
+                raise InvalidInput(
+                    name, value, f"must be {_TYPE_WORDS[kind]}, not text"
+                )
+            if kind != "bool" and isinstance(value, bool):
+                raise InvalidInput(
+                    name, value, f"must be {_TYPE_WORDS[kind]}, not true/false"
+                )
 
 
 def _columns(

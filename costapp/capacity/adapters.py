@@ -36,6 +36,7 @@ MAX_CALIBRATION_BYTES = 5 * 1024 * 1024
 KV_DTYPES = ("auto", "fp16", "bf16", "fp8", "fp8_e4m3", "fp8_e5m2", "int8")
 WEIGHT_DTYPES = (
     "bf16",
+    "fp32",
     "fp16",
     "fp8",
     "int8",

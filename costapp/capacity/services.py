@@ -22,7 +22,7 @@ from analytics.capacity.calibration_types import (
 )
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.errors import CapacityError
-from analytics.capacity.memory import WEIGHT_DTYPES
+from analytics.capacity.memory import weight_dtype_key
 from analytics.errors import InvalidInput
 from costapp.capacity import adapters
 from costapp.capacity.backtest import WINDOW_DAYS, telemetry_fit
@@ -98,11 +98,7 @@ def _key(target: Mapping[str, Any]) -> CalibrationKey:
     model = target.get("model")
     if not model:
         raise InvalidInput("model", model, "a bench result needs the model")
-    weight_dtype = target.get("weight_dtype") or "bf16"
-    if str(weight_dtype).lower() not in WEIGHT_DTYPES:
-        raise InvalidInput(
-            "weight_dtype", weight_dtype, f"known: {', '.join(WEIGHT_DTYPES)}"
-        )
+    weight_dtype = weight_dtype_key(target.get("weight_dtype") or "bf16")
     return CalibrationKey(
         gpu=str(gpu),
         model=str(model),

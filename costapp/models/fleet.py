@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from costapp.catalog import mig_slices_per_gpu
+
 ENGINES = [("vllm", "vLLM"), ("sglang", "SGLang"), ("tgi", "TGI")]
 
 
@@ -79,8 +81,9 @@ class Deployment(models.Model):
 
     @property
     def gpu_share(self) -> float:
-        """GPUs one replica occupies: a MIG instance carries slices/7 of its GPU."""
+        """GPUs one replica occupies: a MIG instance carries its slices over its
+        GPU's (7, an A30's 4)."""
         if self.mig_profile:
             slices = int(self.mig_profile.split("g.", 1)[0])
-            return slices / 7
+            return slices / mig_slices_per_gpu(self.gpu_type)
         return float(self.tensor_parallel_size)

@@ -42,6 +42,8 @@ VIOLATIONS: dict[str, tuple[str, str]] = {
         "costapp.alerts.evaluation", "costapp.economics.figures"),
     "the models are a leaf: they import no area": (
         "costapp.models.economics", "costapp.economics.figures"),
+    "capacity imports nothing from the demo": (
+        "costapp.capacity.selectors", "costapp.sources.demo.story"),
     "capacity: views -> tables (text) -> whatif (engine) -> selectors (reads)": (
         "costapp.capacity.selectors", "costapp.capacity.tables"),
     "api: urls -> views and pages -> serializers -> selectors": (

@@ -107,8 +107,9 @@ def test_a_capture_of_the_renamed_exporter_is_read_by_its_hostname_label() -> No
         ("NVIDIA RTX 2000 Ada Generation", ""),
         ("NVIDIA A30", "1g.6gb"),
     }
+    # An A30 has 4 compute slices: its 1g instance is a quarter of the GPU.
     for h in (T0, T0 + HOUR):
-        assert seconds[h] == pytest.approx((1 + 1 / 7) * HOUR)
+        assert seconds[h] == pytest.approx((1 + 1 / 4) * HOUR)
     assert all(r.samples == 60 for r in rows)
 
 
