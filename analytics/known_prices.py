@@ -4,8 +4,7 @@
 and the allocated bill's commitment and one-off lines per deployment and day,
 and returns the columns ``analytics.price_events`` acts on:
 
-- ``price_change``: the series' clock switched (a final bill after
-  provisional days, or back), its effective rate (learnt from the final bill)
+- ``price_change``: the series' effective rate (learnt from the final bill)
   moved, a deployment's rate card changed on a day priced by it, or a
   recurring discount line (a savings plan's negation, a reserved instance's
   discount) started or ended in its allocated bill;
@@ -44,10 +43,9 @@ def known_price_marks(
     )
     if frame.empty:
         return out
-    causes = [
-        _clock_switches(frame),
-        _rate_moves(frame, "effective_rate", "effective", "effective rate"),
-    ]
+    # Not a clock switch: a bill arriving above its provisional estimate is
+    # news (the billed-day rule pages on it), not a price to learn silently.
+    causes = [_rate_moves(frame, "effective_rate", "effective", "effective rate")]
     own = _rate_moves(frame, "rate_card", "rate_card", "rate card")
     lines, lumps = _bill_line_events(bills)
     per_deployment = _deployment_events(frame, own, lines)
@@ -63,17 +61,6 @@ def known_price_marks(
 
 def _previous(frame: pd.DataFrame, column: str) -> pd.Series:
     return frame.groupby(KEYS, sort=False)[column].shift()
-
-
-def _clock_switches(frame: pd.DataFrame) -> pd.Series:
-    before = _previous(frame, "clock")
-    moved = (before.notna() & (before != frame["clock"])).to_numpy()
-    out = pd.Series("", index=frame.index, dtype=object)
-    out[moved] = [
-        f"clock: {a} \N{RIGHTWARDS ARROW} {b}"
-        for a, b in zip(before[moved], frame["clock"][moved], strict=True)
-    ]
-    return out
 
 
 def _rate_moves(frame: pd.DataFrame, column: str, source: str, name: str) -> pd.Series:

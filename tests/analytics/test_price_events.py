@@ -177,7 +177,7 @@ def test_a_credit_is_told_as_price_and_not_learnt() -> None:
     )
 
 
-def test_marks_read_clock_switches_rate_cards_and_bill_lines() -> None:
+def test_marks_read_rate_cards_and_bill_lines_not_clock_switches() -> None:
     days = pd.date_range("2026-03-01", periods=4)
     rows = []
     for scope, name in (("deployment", "chat"), ("team", "assistant"), ("fleet", "f")):
@@ -204,10 +204,7 @@ def test_marks_read_clock_switches_rate_cards_and_bill_lines() -> None:
     assert chat[0] == ""
     assert chat[1] == "started: savings plan (SavingsPlanNegation)"
     assert chat[2] == "rate card $4 → $3 per GPU-hour"
-    assert (
-        chat[3]
-        == "clock: final → provisional; ended: savings plan (SavingsPlanNegation)"
-    )
+    assert chat[3] == "ended: savings plan (SavingsPlanNegation)"
     team = marks[frame["scope"] == "team"]["price_change"].tolist()
     assert team[2] == "chat: rate card $4 → $3 per GPU-hour"
     assert marks[frame["scope"] == "fleet"]["price_lump"].tolist()[2] == (
