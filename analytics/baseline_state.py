@@ -62,7 +62,7 @@ class BaselineConfig:
     sustained_floor: float = 0.03
     sustained_base: float = 1.0
     # A known price change (analytics.price_events) smaller than this, in
-    # ln of the price, does nothing: a clock switch that moved no price.
+    # ln of the price, does nothing: an effective rate that barely moved.
     price_min: float = 0.02
     # ... and one is told (flagged ``price``) from this size on: a clock
     # switch of a few percent is the bill's rounding, not news.

@@ -2,8 +2,8 @@
 
 The baselines learn a price from the series' own history, so a price that
 moves for a known reason (a rate card's effective date, a savings plan's or
-reserved instance's discount starting or ending, the switch from a
-provisional to a billed clock, a new effective rate) would otherwise be
+reserved instance's discount starting or ending, a new effective rate)
+would otherwise be
 judged against the old price: a discount as a fall to check for days, an
 expiry as a cost anomaly for two weeks. Two kinds of known events reach
 ``analytics.baselines`` as columns of its frame:
@@ -14,7 +14,7 @@ expiry as a cost anomaly for two weeks. Two kinds of known events reach
   measures (``measured_ratio``: its price per GPU-hour against the
   baseline's, or its unit cost where GPU-hours are unknown), so the day and
   the days after are judged against the new price. A change smaller than
-  ``price_min`` (in ln; a clock switch that moved nothing) does nothing. The
+  ``price_min`` (in ln; an effective rate that barely moved) does nothing. The
   day is flagged ``price`` once, with its cause, where the change is beyond
   the price's own noise (``band_k`` of its sigmas; a change within it
   rescales silently); an incident on the same day is still judged against

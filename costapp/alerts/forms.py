@@ -55,7 +55,10 @@ class AlertRuleForm(NamedForm):
             ("band", "outside the baseline band"),
             ("threshold", "absolute threshold"),
             ("anomaly", "flagged as a cost anomaly (band or sustained shift)"),
-            ("price", "a known price change (rate card, commitment, clock), once"),
+            (
+                "price",
+                "a known price change (rate card, commitment, effective rate), once",
+            ),
         ],
         error_messages=CHOICE_ERROR,
     )

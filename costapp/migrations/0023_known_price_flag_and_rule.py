@@ -20,7 +20,7 @@ class Migration(migrations.Migration):
                     ("anomaly", "flagged as a cost anomaly (band or sustained shift)"),
                     (
                         "price",
-                        "a known price change (rate card, commitment, clock), once",
+                        "a known price change (rate card, commitment, effective rate), once",
                     ),
                 ],
                 default="ratio",

@@ -82,7 +82,10 @@ class AlertRule(models.Model):
             ("ratio", "ratio to baseline"),
             ("threshold", "absolute threshold"),
             ("anomaly", "flagged as a cost anomaly (band or sustained shift)"),
-            ("price", "a known price change (rate card, commitment, clock), once"),
+            (
+                "price",
+                "a known price change (rate card, commitment, effective rate), once",
+            ),
         ],
         default="ratio",
     )
