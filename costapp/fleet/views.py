@@ -24,6 +24,7 @@ from costapp.fleet import charts
 from costapp.models import Deployment
 from costapp.telemetry import charts as telemetry_charts
 from costapp.telemetry import rollups
+from costapp.telemetry.prompt_sources import prompt_economy_card, prompt_economy_read
 from costapp.telemetry.series import device_grid_read, phase_share, series_bucket
 
 
@@ -119,8 +120,19 @@ def _deployment_context(
         "requests": charts.requests_by_reason_daily(days),
         "capacity": charts.capacity_daily(days),
     }
+    # What a computed prompt token cost and what the prefix cache saved, on
+    # the cost card's basis and currency (an estimate, labelled as one).
+    prompt = None
+    if economics.window is not None:
+        prompt = prompt_economy_card(
+            prompt_economy_read(
+                deployment, start=lower, end=upper, cost=economics.window.cost
+            ),
+            currency,
+        )
     return {
         "d": deployment,
+        "prompt": prompt,
         "form": form,
         "window": w,
         "window_errors": errors,

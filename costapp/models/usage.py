@@ -48,6 +48,16 @@ class DeploymentHour(models.Model):
     preemptions = models.FloatField(null=True, blank=True)
     prefix_cache_queries = models.FloatField(null=True, blank=True)
     prefix_cache_hits = models.FloatField(null=True, blank=True)
+    # Prompt tokens by where they came from, as vLLM's
+    # prompt_tokens_by_source counts them: computed here, hit in the local
+    # prefix cache, transferred from another engine or an external cache.
+    # Null where the engine does not split them (then only the prefix cache
+    # hits above say what was not computed). vLLM counts a fully cached
+    # request's last token twice (it is recomputed), so the three add up to
+    # prompt_tokens plus one per such request.
+    prompt_tokens_computed = models.FloatField(null=True, blank=True)
+    prompt_tokens_cache_hit = models.FloatField(null=True, blank=True)
+    prompt_tokens_transferred = models.FloatField(null=True, blank=True)
     # True when counts come from raw counter samples (exact), False when from
     # PromQL increase() (extrapolated, close but not exact).
     counts_exact = models.BooleanField(default=True)

@@ -76,6 +76,11 @@ class DeploymentHourRecord:
     preemptions: float | None = None
     prefix_cache_queries: float | None = None
     prefix_cache_hits: float | None = None
+    # Prompt tokens by source (vLLM's prompt_tokens_by_source): None where
+    # the engine does not split them.
+    prompt_tokens_computed: float | None = None
+    prompt_tokens_cache_hit: float | None = None
+    prompt_tokens_transferred: float | None = None
     counts_exact: bool = True
     samples: int = 0
     # The newest sample of the hour (staleness is measured from it).

@@ -19,27 +19,17 @@ class Declared:
     releases: str
 
 
-_BY_SOURCE = "late 2025 / 2026 releases (vllm-project/vllm#33290)"
+VLLM_BY_SOURCE = "late 2025 / 2026 releases (vllm-project/vllm#33290)"
 
 VLLM_DECLARED: dict[str, Declared] = {
-    # local_compute + local_cache_hit + external_kv_transfer = prompt tokens.
-    # Not stored: no hourly field holds computed or transferred prompt tokens
-    # yet (issue 25). local_cache_hit is not stored as prefix_cache_hits
-    # either: prefix_cache_hits_total fills that field, and both would count
-    # the same hits twice.
-    "vllm:prompt_tokens_by_source_total": Declared(
-        "counter",
-        "prompt tokens by source{local_compute|local_cache_hit|"
-        "external_kv_transfer}; the three add up to prompt tokens",
-        _BY_SOURCE,
-    ),
+    # vllm:prompt_tokens_by_source_total is stored (engines.py), not declared.
     # Already includes external (KV-connector) hits: never add it to
     # local_cache_hit.
     "vllm:prompt_tokens_cached_total": Declared(
         "counter",
         "cached prompt tokens, local + external (one less for a request whose "
         "prompt was fully cached: its last token is computed again)",
-        _BY_SOURCE,
+        VLLM_BY_SOURCE,
     ),
     "vllm:external_prefix_cache_queries_total": Declared(
         "counter", "KV-connector prefix cache queries, in tokens", "0.11+"

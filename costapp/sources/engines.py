@@ -22,6 +22,7 @@ from typing import Literal
 from costapp.catalog import mig_slices_per_gpu
 from costapp.sources.engine_declared import (
     SGLANG_REALTIME_TOKENS,
+    VLLM_BY_SOURCE,
     VLLM_DECLARED,
     Declared,
 )
@@ -32,6 +33,15 @@ Kind = Literal["counter", "gauge", "histogram", "info"]
 # requests, everything else (abort, error) is kept apart.
 REASON_FIELDS = {"stop": "requests_stop", "length": "requests_length"}
 ABORTED_FIELD = "requests_aborted"
+# vLLM's prompt tokens by where they came from (vllm-project/vllm#33290): the
+# three add up to prompt_tokens_total. One field per source; a source not
+# listed here is not stored.
+PROMPT_SOURCE_LABEL = "source"
+PROMPT_SOURCE_FIELDS = {
+    "local_compute": "prompt_tokens_computed",
+    "local_cache_hit": "prompt_tokens_cache_hit",
+    "external_kv_transfer": "prompt_tokens_transferred",
+}
 
 COUNTER_FIELDS = (
     "requests",
@@ -40,6 +50,7 @@ COUNTER_FIELDS = (
     "preemptions",
     "prefix_cache_queries",
     "prefix_cache_hits",
+    *PROMPT_SOURCE_FIELDS.values(),
 )
 GAUGE_FIELDS = ("running", "waiting", "kv_cache_usage")
 HISTOGRAM_METRICS = (
@@ -59,12 +70,15 @@ class Role:
     """What one series name means for us."""
 
     kind: Kind
-    field: (
-        str  # a COUNTER_FIELDS / GAUGE_FIELDS name, a histogram metric, "cache_config"
-    )
+    # A COUNTER_FIELDS / GAUGE_FIELDS name, a histogram metric,
+    # "cache_config", or "prompt_sources" (the field is in ``field_label``).
+    field: str
     preference: int = 0  # 0 = newest name of the field
     # For request counters without a finished_reason label (SGLang, TGI).
     fixed_reason: str | None = None
+    # For a counter whose label names the field (``PROMPT_SOURCE_FIELDS``):
+    # the label; its values map to fields, others are not stored.
+    field_label: str = ""
     # For histograms: which part of the family this name is.
     part: Literal["", "bucket", "sum", "count"] = ""
     scale: float = 1.0
@@ -187,6 +201,17 @@ VLLM = EngineTable(
                 Role("gauge", "kv_cache_usage", 1, releases="V0; " + _VLLM_OLD_CACHE),
             ),
             "vllm:cache_config_info": (Role("info", "cache_config"),),
+            # Routed by its source label to PROMPT_SOURCE_FIELDS. Its
+            # local_cache_hit is the same tokens as prefix_cache_hits_total
+            # (stored there too, from that series): the two are never added.
+            "vllm:prompt_tokens_by_source_total": (
+                Role(
+                    "counter",
+                    "prompt_sources",
+                    field_label=PROMPT_SOURCE_LABEL,
+                    releases=VLLM_BY_SOURCE,
+                ),
+            ),
         },
         _histogram("vllm:time_to_first_token_seconds", "ttft"),
         _histogram("vllm:inter_token_latency_seconds", "itl", 0, releases="0.11+"),
@@ -204,6 +229,9 @@ VLLM = EngineTable(
         _histogram("vllm:request_generation_tokens", "generation_tokens"),
     ),
     generations=(
+        # Prompt tokens by source: a mark of its own, so that an older V1
+        # instance is never told the series is missing.
+        ("prompt-sources", frozenset({"vllm:prompt_tokens_by_source_total"})),
         (
             "v1",
             frozenset(
@@ -534,8 +562,19 @@ def replica_key(
     labels: dict[str, str], *, table: EngineTable
 ) -> tuple[tuple[str, str], ...]:
     """Labels that identify one engine instance (not the metric's own labels)."""
-    drop = {"__name__", "le", "finished_reason", table.rank_label}
+    drop = {"__name__", "le", "finished_reason", PROMPT_SOURCE_LABEL, table.rank_label}
     return tuple(sorted((k, v) for k, v in labels.items() if k not in drop))
+
+
+def counter_field(role: Role, labels: dict[str, str]) -> str | None:
+    """The stored field a counter series adds to: finished requests by their
+    reason, prompt tokens by their source (None: a source not stored)."""
+    if role.field == "requests":
+        reason = role.fixed_reason or labels.get("finished_reason", "")
+        return REASON_FIELDS.get(reason, ABORTED_FIELD)
+    if role.field_label:
+        return PROMPT_SOURCE_FIELDS.get(labels.get(role.field_label, ""))
+    return role.field
 
 
 def keeps_rank(labels: dict[str, str], *, table: EngineTable) -> bool:

@@ -33,6 +33,7 @@ from analytics.downsample import (
     ratio_of_sums,
     sums,
 )
+from analytics.prompt_costs import prefill_decode_seconds
 from costapp.models import Deployment, DeploymentHour, DeviceHour, HistogramHour
 from costapp.models.functions import Epoch
 from costapp.models.rollups import (
@@ -393,19 +394,14 @@ def phase_share(series: Series) -> tuple[pd.DataFrame, str]:
     came from: vLLM's prefill and decode histograms where stored, else the time
     to first token (queue + prefill) against the rest of end-to-end time."""
     lat = series.latency
-    if "prefill" in series.measured and "decode" in series.measured:
-        first, rest = lat["prefill"]["sum"], lat["decode"]["sum"]
-        source = "prefill and decode time histograms"
-    elif "ttft" in series.measured and "e2e" in series.measured:
-        first = lat["ttft"]["sum"]
-        rest = (lat["e2e"]["sum"] - first).clip(lower=0)
-        source = (
-            "prefill/decode histograms not measured: time to first token "
-            "(queue + prefill) against the rest of end-to-end time"
-        )
-    else:
+    parts = prefill_decode_seconds(
+        {m: lat[m]["sum"] for m in LATENCY if m in series.measured}
+    )
+    if parts is None:
         empty = pd.Series(np.nan, index=series.grid.starts)
         return pd.DataFrame({"prefill": empty, "decode": empty}), ""
+    first, rest, source = parts
+    rest = rest.clip(lower=0)
     total = first + rest
     share = first / total.where(total > 0)
     return pd.DataFrame({"prefill": share, "decode": 1 - share}), source

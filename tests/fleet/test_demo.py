@@ -1,11 +1,15 @@
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
+from django.db.models import Sum
+from django.test import Client
 
 from costapp.economics.selectors import (
     deployment_days_frame,
@@ -23,6 +27,7 @@ from costapp.models import (
     IngestRun,
     Pool,
     RateCard,
+    UnitCostFigure,
 )
 from costapp.sources.demo import DemoEvents, DemoSource
 from costapp.telemetry.selectors import latency_daily_percentiles
@@ -222,8 +227,6 @@ def test_the_overview_reads_kpis_and_a_row_per_deployment(demo: IngestRun) -> No
 def test_the_demo_user_is_a_tech_lead_and_in_finance() -> None:
     credentials = demo_user_ensure()
     assert credentials.password
-    from django.contrib.auth.models import User
-
     user = User.objects.get(username="demo")
     assert user.check_password(credentials.password)
     assert set(user.groups.values_list("name", flat=True)) >= {"tech lead", "finance"}
@@ -251,3 +254,51 @@ def test_what_the_demo_runs_today_is_what_the_capacity_engine_predicts(
             deployment.name,
             result.reason,
         )
+
+
+def test_the_deployment_page_prices_computed_prompt_tokens_and_the_cache(
+    demo: IngestRun, client: Client
+) -> None:
+    """The demo's vLLM 0.10 has no prompt-source split: the page works from
+    its prefix-cache hits, says so, and its figures are the stored hours'
+    sums and the cost card's cost, recomputed here by hand."""
+    start, end = END - timedelta(days=7), END
+    demo_user_ensure()
+    client.force_login(User.objects.get(username="demo"))
+    page = client.get(
+        f"/fleet/chat/?start={start:%Y-%m-%d}&end={end:%Y-%m-%d}"
+    ).content.decode()
+    card = page[page.index('id="prompt-tokens"') :]
+    assert "prefix-cache hits (this engine does not split" in card
+    hours = DeploymentHour.objects.filter(
+        deployment__name="chat", hour__gte=start, hour__lt=end
+    ).aggregate(prompt=Sum("prompt_tokens"), hits=Sum("prefix_cache_hits"))
+    seconds = dict(
+        HistogramHour.objects.filter(
+            deployment__name="chat",
+            hour__gte=start,
+            hour__lt=end,
+            metric__in=("ttft", "e2e"),
+        )
+        .values_list("metric")
+        .annotate(s=Sum("total_sum"))
+    )
+    cost = float(
+        UnitCostFigure.objects.filter(
+            scope="deployment",
+            name="chat",
+            grain="day",
+            period_start__gte=start,
+            period_start__lt=end,
+        ).aggregate(c=Sum("cost"))["c"]
+    )
+    share = seconds["ttft"] / seconds["e2e"]
+    computed = hours["prompt"] - hours["hits"]
+    per_1m, saved = (
+        float(re.search(rf'id="prompt-{key}" data-value="([^"]+)"', card)[1])  # type: ignore[index]
+        for key in ("per-1m", "saved")
+    )
+    assert per_1m == pytest.approx(cost * share / computed * 1e6, rel=1e-9)
+    assert saved == pytest.approx(cost * share / computed * hours["hits"], rel=1e-9)
+    assert 0 < saved < cost * share
+    assert "time to first token (queue + prefill)" in card

@@ -18,11 +18,10 @@ import re
 from dataclasses import dataclass, field
 
 from costapp.sources.engines import (
-    ABORTED_FIELD,
     DCGM,
-    REASON_FIELDS,
     DeviceKey,
     EngineTable,
+    counter_field,
     device_key,
     keeps_rank,
     replica_key,
@@ -173,10 +172,9 @@ def engine_snapshot(expo: Exposition, table: EngineTable) -> EngineSnapshot:
         kind, name = kind_field.split(":", 1)
         role = next(r for r in table.roles_of(s.name) if r.field == name)
         if kind == "counter":
-            if name == "requests":
-                reason = role.fixed_reason or s.labels.get("finished_reason", "")
-                name = REASON_FIELDS.get(reason, ABORTED_FIELD)
-            counters[name] = counters.get(name, 0.0) + s.value * role.scale
+            stored = counter_field(role, s.labels)
+            if stored is not None:
+                counters[stored] = counters.get(stored, 0.0) + s.value * role.scale
         elif kind == "gauge":
             gauges[name] = gauges.get(name, 0.0) + s.value * role.scale
             if name == table.up_field:

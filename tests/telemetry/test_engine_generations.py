@@ -110,37 +110,59 @@ def test_the_vllm_2026_scrape_reads_requests_tokens_kv_and_itl() -> None:
         "preemptions": 0,
         "prefix_cache_queries": 811_227,
         "prefix_cache_hits": 730_928,
+        "prompt_tokens_computed": 80_299,
+        "prompt_tokens_cache_hit": 730_928,
+        "prompt_tokens_transferred": 0,
     }
     assert snap.gauges == {"running": 0.0, "waiting": 0.0, "kv_cache_usage": 0.0}
     itl = snap.histograms["itl"]
     # One ITL sample per output token after the first of each request.
     assert itl.total_count == 74_322 - 168 == itl.cumulative_counts[-1]
     used = names_used(VLLM, snap.names_found)
-    assert used.generation == "v1"
+    assert used.generation == "prompt-sources+v1"
     assert "vllm:time_per_output_token_seconds_bucket" not in used.missing
 
 
-def test_prompt_tokens_by_source_are_recognised_add_up_and_are_not_stored() -> None:
+def test_prompt_tokens_by_source_are_stored_and_add_up_to_prompt_tokens() -> None:
     samples = parse_exposition(read(VLLM_2026)).samples
-    by_source = {
-        s.labels["source"]: s.value
-        for s in samples
-        if s.name == "vllm:prompt_tokens_by_source_total"
-    }
-    (prompt,) = [s.value for s in samples if s.name == "vllm:prompt_tokens_total"]
     (cached,) = [
         s.value for s in samples if s.name == "vllm:prompt_tokens_cached_total"
     ]
-    assert sum(by_source.values()) == prompt == 811_227
+    hour, _ = hour_records(read(VLLM_2026), VLLM)
+    sources = (
+        hour.prompt_tokens_computed,
+        hour.prompt_tokens_cache_hit,
+        hour.prompt_tokens_transferred,
+    )
+    assert sources == (80_299, 730_928, 0)
+    assert sum(sources) == hour.prompt_tokens == 811_227  # type: ignore[arg-type]
+    # local_cache_hit is the hits prefix_cache_hits_total counts (stored
+    # there): one figure, never added to it.
+    assert hour.prompt_tokens_cache_hit == hour.prefix_cache_hits
     # cached = local + external hits: adding it to local_cache_hit would
-    # count the cache twice.
-    assert cached == by_source["local_cache_hit"] + by_source["external_kv_transfer"]
-    for name in (
-        "vllm:prompt_tokens_by_source_total",
-        "vllm:prompt_tokens_cached_total",
-    ):
-        assert VLLM.declared[name].kind == "counter"
-        assert VLLM.roles_of(name) == ()  # not queried, not stored
+    # count the cache twice; it stays declared, not stored.
+    assert cached == hour.prompt_tokens_cache_hit + hour.prompt_tokens_transferred  # type: ignore[operator]
+    assert VLLM.declared["vllm:prompt_tokens_cached_total"].kind == "counter"
+    assert VLLM.roles_of("vllm:prompt_tokens_cached_total") == ()
+
+
+def test_an_unknown_prompt_source_is_not_stored_and_older_engines_store_none() -> None:
+    text = read(VLLM_2026).replace('source="external_kv_transfer"', 'source="disk"')
+    hour, _ = hour_records(text, VLLM)
+    assert hour.prompt_tokens_transferred is None
+    assert hour.prompt_tokens_computed == 80_299
+    without = "\n".join(
+        line
+        for line in read(VLLM_2026).splitlines()
+        if "prompt_tokens_by_source" not in line
+    )
+    hour, _ = hour_records(without, VLLM)
+    assert hour.prompt_tokens_computed is None
+    assert hour.prompt_tokens_cache_hit is None
+    assert hour.prefix_cache_hits == 730_928
+    # An engine without the split is not told the series is missing.
+    used = names_used(VLLM, snapshot(without, VLLM).names_found)
+    assert "vllm:prompt_tokens_by_source_total" not in used.missing
 
 
 @pytest.mark.parametrize("variant", [old_names, both_names], ids=["old", "both"])
@@ -151,7 +173,9 @@ def test_vllm_old_and_doubled_names_give_the_same_figures(variant) -> None:  # t
     assert other.gauges == new.gauges
     assert other.histograms["itl"] == new.histograms["itl"]
     generation = names_used(VLLM, other.names_found).generation
-    assert generation == ("v0" if variant is old_names else "v1+v0")
+    assert generation == (
+        "prompt-sources+v0" if variant is old_names else "prompt-sources+v1+v0"
+    )
 
 
 @pytest.mark.parametrize("variant", [str, old_names, both_names])
@@ -161,6 +185,7 @@ def test_the_adapter_reads_each_vllm_generation_into_the_same_hour(variant) -> N
     assert hour.requests_aborted == 0
     assert (hour.prompt_tokens, hour.generation_tokens) == (811_227, 74_322)
     assert (hour.prefix_cache_queries, hour.prefix_cache_hits) == (811_227, 730_928)
+    assert hour.prompt_tokens_computed == 80_299
     assert hour.kv_cache_usage_mean == 0.0 and hour.replicas_max == 1.0
     assert hists["itl"].total_count == 74_154
     assert hists["itl"].cumulative_counts[-1] == 74_154

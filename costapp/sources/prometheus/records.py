@@ -25,12 +25,12 @@ from costapp.sources.base import (
     Record,
 )
 from costapp.sources.engines import (
-    ABORTED_FIELD,
     DCGM,
     ENGINES,
-    REASON_FIELDS,
+    PROMPT_SOURCE_FIELDS,
     DeviceKey,
     EngineTable,
+    counter_field,
     device_key,
     keeps_rank,
     replica_key,
@@ -216,10 +216,9 @@ def deployment_records(
             )
         hourly = hourly_by_key[key]
         if role.kind == "counter":
-            name = role.field
-            if name == "requests":
-                reason = role.fixed_reason or s.labels.get("finished_reason", "")
-                name = REASON_FIELDS.get(reason, ABORTED_FIELD)
+            name = counter_field(role, s.labels)
+            if name is None:
+                continue
             for h, x in hourly.items():
                 counters[name][h] += x * role.scale
         elif role.part == "bucket":
@@ -299,6 +298,7 @@ def deployment_records(
                 preemptions=c("preemptions"),
                 prefix_cache_queries=c("prefix_cache_queries"),
                 prefix_cache_hits=c("prefix_cache_hits"),
+                **{f: c(f) for f in PROMPT_SOURCE_FIELDS.values()},
                 counts_exact=True,
                 samples=samples[h],
                 last_sample_at=datetime.fromtimestamp(newest[h], UTC),
