@@ -38,6 +38,20 @@ def add_problems(form: forms.Form, problems: list[tuple[str, str]]) -> None:
         form.add_error(name if name in form.fields else None, f"{name}={message}")
 
 
+SHOWN_NAMES = 8
+
+
+def unknown_name(scope: str, name: str) -> str:
+    """Why ``name`` names no rule, deployment or team of ``scope`` (empty when
+    it does), with the first names that exist."""
+    known = silenceable(scope)
+    if name in known:
+        return ""
+    listed = ", ".join(sorted(known)[:SHOWN_NAMES]) or "none yet"
+    more = "…" if len(known) > SHOWN_NAMES else ""
+    return f"no {scope} of that name (known: {listed}{more})"
+
+
 class AlertRuleForm(NamedForm):
     name = forms.CharField(max_length=100)
     metric = forms.ChoiceField(choices=METRICS, error_messages=CHOICE_ERROR)
@@ -100,13 +114,25 @@ class AlertRuleForm(NamedForm):
                     data[name] = float_in(raw, field=name)
             except InvalidInput as exc:
                 self.add_error(name, str(exc))
-        if self.errors:
-            return data
+                data[name] = None
+        refused = set(self.errors)
         if data.get("for_periods") is None:
             data["for_periods"] = 1
         if data.get("repeat_minutes") is None:
             data["repeat_minutes"] = 240
-        add_problems(self, rule_problems(data))
+        # Every error at once: the rule's own checks run beside the fields'
+        # (a field already refused is not told twice).
+        if not {"metric", "condition", "scope", "grain"} & refused:
+            add_problems(
+                self, [(f, m) for f, m in rule_problems(data) if f not in refused]
+            )
+        # A scope name that matches nothing would save a rule that never
+        # fires: refused as a silence refuses it.
+        scope, name = data.get("scope"), data.get("scope_name") or ""
+        if scope in ("deployment", "team") and name and "scope_name" not in refused:
+            unknown = unknown_name(scope, name)
+            if unknown:
+                self.add_error("scope_name", f"scope_name={name!r}: {unknown}")
         return data
 
     def rule(self, instance: AlertRule | None = None) -> AlertRule:
@@ -177,9 +203,6 @@ class ChannelForm(NamedForm):
 
 
 # How many existing names a refused silence lists.
-SHOWN_NAMES = 8
-
-
 class SilenceForm(NamedForm):
     free_text_fields = ("comment",)  # shown on the page only, never sent
 
@@ -210,9 +233,7 @@ class SilenceForm(NamedForm):
         scope, name = data.get("scope"), data.get("name")
         if scope is None or not name:
             return data
-        known = silenceable(scope)
-        if name not in known:
-            listed = ", ".join(sorted(known)[:SHOWN_NAMES]) or "none yet"
-            more = "…" if len(known) > SHOWN_NAMES else ""
-            self.add_error("name", f"no {scope} of that name (known: {listed}{more})")
+        unknown = unknown_name(scope, name)
+        if unknown:
+            self.add_error("name", unknown)
         return data

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import html
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -8,7 +9,14 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 
 from costapp.alerts.services import channel_upsert
-from costapp.models import AlertRule, Channel, Delivery, Silence, UnitCostFigure
+from costapp.models import (
+    AlertRule,
+    Channel,
+    Delivery,
+    Deployment,
+    Silence,
+    UnitCostFigure,
+)
 from tests.support.receiver import receiver
 from tests.support.users import user_in
 
@@ -90,6 +98,30 @@ def test_errors_name_the_field_and_the_value() -> None:
     )
     text = response.content.decode()
     assert "for_periods=&#x27;ten&#x27;: is not an integer between 1 and 1000" in text
+    # Every error at once: the rule's own check beside the field's.
+    assert "ratio=0.5: a number above 1" in text
+    assert not AlertRule.objects.exists()
+
+
+def test_a_rule_scoped_to_a_name_that_does_not_exist_is_refused() -> None:
+    Deployment.objects.create(name="chat", team="assistant")
+    lead = _client("tech lead")
+    for scope, typo in (("deployment", "chatt"), ("team", "assistent")):
+        response = lead.post(
+            "/alerts/",
+            {**RULE, "scope": scope, "scope_name": typo, "action": "save"},
+        )
+        text = html.unescape(response.content.decode())
+        assert f"scope_name={typo!r}: no {scope} of that name (known: " in text
+    assert not AlertRule.objects.exists()
+    for scope, name in (("deployment", "chat"), ("team", "assistant")):
+        response = lead.post(
+            "/alerts/",
+            {**RULE, "name": scope, "scope": scope, "scope_name": name,
+             "action": "save"},
+        )  # fmt: skip
+        assert response.status_code == 302
+    assert AlertRule.objects.count() == 2
 
 
 def test_send_test_shows_the_outcome_at_once_and_a_disabled_channel_says_so(
