@@ -28,24 +28,45 @@ from costapp.models import IdleFigure, MonthForecastFigure, UnitCostFigure
 WHEN_FIELDS = {"id", "computed_at", "known_since"}
 
 
-def _cell(value: Any) -> str:
+# Significant digits kept of a float, in cells and inside JSON alike. The
+# last bits of a float move with the numeric stack (numpy's log, the BLAS of
+# the machine: an LMDI part 1 ulp apart on a fresh install), so arithmetic is
+# pinned to 12 digits. A month forecast is an ETS fit, an optimizer's output
+# that moves further, so it is pinned to 6 (under a dollar on a $200k month).
+DIGITS = 12
+FORECAST_DIGITS = 6
+
+
+def _rounded(value: Any, digits: int) -> Any:
+    if isinstance(value, float):
+        return float(format(value, f".{digits}g"))
+    if isinstance(value, list):
+        return [_rounded(v, digits) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v, digits) for k, v in value.items()}
+    return value
+
+
+def _cell(value: Any, digits: int = DIGITS) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return format(value, ".12g")
+        return format(value, f".{digits}g")
     if isinstance(value, Decimal):
         return str(value.normalize()) if value == value.to_integral() else str(value)
     if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=True, default=_cell)
+        return json.dumps(_rounded(value, digits), sort_keys=True, default=_cell)
     return str(value)
 
 
-def _lines(model: type[models.Model], rows: Iterable[models.Model]) -> Iterator[str]:
+def _lines(
+    model: type[models.Model], rows: Iterable[models.Model], digits: int = DIGITS
+) -> Iterator[str]:
     names = [
         f.attname for f in model._meta.concrete_fields if f.name not in WHEN_FIELDS
     ]
     yield "\t".join(names)
-    lines = ["\t".join(_cell(getattr(r, n)) for n in names) for r in rows]
+    lines = ["\t".join(_cell(getattr(r, n), digits) for n in names) for r in rows]
     yield from sorted(lines)
 
 
@@ -82,8 +103,14 @@ def demo_golden(*, month_start: date, month_end: date) -> dict[str, Any]:
             _lines(UnitCostFigure, figures.filter(grain="hour"))
         ),
         "idle_figures": _digest(_lines(IdleFigure, IdleFigure.objects.all())),
-        "month_forecasts": _digest(
-            _lines(MonthForecastFigure, MonthForecastFigure.objects.all())
+        # As lines, not a digest: a change shows which figure moved and by
+        # how much.
+        "month_forecasts": list(
+            _lines(
+                MonthForecastFigure,
+                MonthForecastFigure.objects.all(),
+                digits=FORECAST_DIGITS,
+            )
         ),
         "exports": {
             f"{by}-{basis}": _export_bytes(
