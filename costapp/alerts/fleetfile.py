@@ -21,6 +21,7 @@ from django.db import transaction
 
 from analytics.errors import shown
 from costapp.alerts.services import channel_upsert
+from costapp.alerts.transports.pagerduty import EVENTS_URL as PAGERDUTY_EVENTS_URL
 from costapp.alerts.validation import channel_problems, rule_problems
 from costapp.models import AlertRule, Channel
 from costapp.validation import name_problem
@@ -103,20 +104,23 @@ def _channel_config(
         if entry.get(name) and not ENV_NAME.fullmatch(str(entry[name])):
             errors.append(f"{where}: {name}={shown(entry[name])}: not a variable name")
             return config
-    if kind in ("webhook", "slack"):
-        url = entry.get("url")
+    if kind in ("webhook", "slack", "alertmanager", "pagerduty"):
+        url = entry.get("url") or (
+            PAGERDUTY_EVENTS_URL if kind == "pagerduty" else None
+        )
         if entry.get("url_env"):
             url = os.environ.get(str(entry["url_env"]))
             if not url:
                 errors.append(f"{where}: url_env={shown(entry['url_env'])}: not set")
                 return config
         config["url"] = url
-    if kind == "webhook" and entry.get("secret_env"):
+    # A webhook's signing secret, PagerDuty's routing key: from the environment.
+    if kind in ("webhook", "pagerduty") and entry.get("secret_env"):
         secret = os.environ.get(str(entry["secret_env"]))
         if not secret:
             errors.append(f"{where}: secret_env={shown(entry['secret_env'])}: not set")
         else:
-            config["secret"] = secret
+            config["secret" if kind == "webhook" else "routing_key"] = secret
     for field_name, message in channel_problems(str(kind), config):
         errors.append(f"{where}: {field_name}: {message}")
     return config

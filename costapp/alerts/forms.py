@@ -9,6 +9,7 @@ from django import forms
 
 from analytics.errors import InvalidInput
 from costapp.alerts.selectors import silenceable
+from costapp.alerts.transports.pagerduty import EVENTS_URL as PAGERDUTY_EVENTS_URL
 from costapp.alerts.validation import INT_BOUNDS, channel_problems, rule_problems
 from costapp.forms import NamedForm
 from costapp.models import AlertRule, Channel
@@ -38,6 +39,7 @@ def add_problems(form: forms.Form, problems: list[tuple[str, str]]) -> None:
         form.add_error(name if name in form.fields else None, f"{name}={message}")
 
 
+# How many existing names a refused silence or rule scope lists.
 SHOWN_NAMES = 8
 
 
@@ -163,7 +165,14 @@ class ChannelForm(NamedForm):
         max_length=2000,
         required=False,
         label="URL",
-        help_text="webhook or Slack incoming webhook",
+        help_text="webhook, Slack incoming webhook, Alertmanager (its base URL) "
+        "or PagerDuty (blank: the Events API v2)",
+    )
+    secret_routing_key = forms.CharField(
+        max_length=64,
+        required=False,
+        label="Routing key",
+        help_text="PagerDuty: the service's Events API v2 integration key",
     )
 
     def __init__(
@@ -173,7 +182,7 @@ class ChannelForm(NamedForm):
         # Editing: the stored target is never shown, so a blank field keeps it.
         self.channel = channel
         if channel is not None:
-            for name in ("to", "secret_url"):
+            for name in ("to", "secret_url", "secret_routing_key"):
                 self.fields[name].help_text += "; leave blank to keep the stored one"
 
     def clean(self) -> dict[str, Any]:
@@ -187,22 +196,25 @@ class ChannelForm(NamedForm):
             ]
         else:
             config["url"] = data.get("secret_url", "").strip()
+        if data["kind"] == "pagerduty":
+            config["routing_key"] = data.get("secret_routing_key", "").strip()
         if self.channel is not None and not any(config.values()):
             if data["kind"] != self.channel.kind:
                 target = "to" if data["kind"] == "email" else "secret_url"
                 self.add_error(target, f"{target}='': a new kind needs its target")
             data["config"] = None  # unchanged
             return data
+        if data["kind"] == "pagerduty" and not config["url"]:
+            config["url"] = PAGERDUTY_EVENTS_URL
         for name, message in channel_problems(data["kind"], config):
-            if name == "url":  # the form's field for it
-                self.add_error("secret_url", f"secret_url={message}")
+            if name in ("url", "routing_key"):  # the form's secret_ fields
+                self.add_error(f"secret_{name}", f"secret_{name}={message}")
             else:
                 add_problems(self, [(name, message)])
         data["config"] = config
         return data
 
 
-# How many existing names a refused silence lists.
 class SilenceForm(NamedForm):
     free_text_fields = ("comment",)  # shown on the page only, never sent
 

@@ -146,6 +146,10 @@ def rule_problems(data: Mapping[str, Any]) -> Problems:
     return problems
 
 
+# The Events API v2 integration key of a PagerDuty service.
+ROUTING_KEY = re.compile(r"[A-Za-z0-9]{32}")
+
+
 def channel_problems(kind: str, config: Mapping[str, Any]) -> Problems:
     problems: Problems = []
     if kind == "email":
@@ -158,12 +162,25 @@ def channel_problems(kind: str, config: Mapping[str, Any]) -> Problems:
                     validate_email(address)
                 except ValidationError:
                     problems.append(("to", f"{shown(address)}: not an email address"))
-    elif kind in ("webhook", "slack"):
+    elif kind in ("webhook", "slack", "alertmanager", "pagerduty"):
         url = config.get("url")
         if reason := url_refusal(url, slack=kind == "slack"):
             problems.append(("url", f"{_masked_url(url)}: {reason}"))
+        if kind == "pagerduty" and not ROUTING_KEY.fullmatch(
+            str(config.get("routing_key") or "")
+        ):
+            key = str(config.get("routing_key") or "")
+            shown_key = f"{key[:4]}…" if len(key) > 4 else repr(key)
+            problems.append(
+                (
+                    "routing_key",
+                    f"{shown_key}: a PagerDuty integration key, 32 letters and digits",
+                )
+            )
     else:
-        problems.append(("kind", f"{kind!r}: email, webhook or slack"))
+        problems.append(
+            ("kind", f"{kind!r}: email, webhook, slack, alertmanager or pagerduty")
+        )
     return problems
 
 

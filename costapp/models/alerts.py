@@ -39,7 +39,13 @@ ORIGINS = [("ui", "UI"), ("file", "fleet file")]
 
 
 class Channel(models.Model):
-    KINDS = [("email", "email"), ("webhook", "webhook"), ("slack", "Slack")]
+    KINDS = [
+        ("email", "email"),
+        ("webhook", "webhook"),
+        ("slack", "Slack"),
+        ("alertmanager", "Alertmanager"),
+        ("pagerduty", "PagerDuty"),
+    ]
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=16, choices=KINDS)

@@ -12,6 +12,8 @@ TRANSPORTS = {
     "email": "costapp.alerts.transports.email.Email",
     "webhook": "costapp.alerts.transports.webhook.Webhook",
     "slack": "costapp.alerts.transports.slack.Slack",
+    "alertmanager": "costapp.alerts.transports.alertmanager.Alertmanager",
+    "pagerduty": "costapp.alerts.transports.pagerduty.PagerDuty",
 }
 
 

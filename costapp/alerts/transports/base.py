@@ -120,7 +120,10 @@ class HttpTransport(Transport):
         return {"Content-Type": "application/json", "User-Agent": "costapp-alerts"}
 
     def notify(self, *, delivery: Delivery, body: dict[str, Any]) -> int | None:
-        data = self.payload(body)
+        return self.send(delivery=delivery, data=self.payload(body))
+
+    def send(self, *, delivery: Delivery, data: bytes) -> int:
+        """One POST of ``data``; its response code. Raises TransportError."""
         try:
             response = outbound.post(
                 self.url(),
