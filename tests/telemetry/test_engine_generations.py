@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from costapp.sources.base import DeploymentHourRecord, HistogramRecord
-from costapp.sources.engines import SGLANG, VLLM, EngineTable, names_used
+from costapp.sources.engine_names import names_used
+from costapp.sources.engines import SGLANG, VLLM, EngineTable
 from costapp.sources.prometheus import Target
 from costapp.sources.prometheus.reader import RawSeries
 from costapp.sources.prometheus.records import CounterState, deployment_records

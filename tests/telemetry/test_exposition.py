@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from costapp.sources.engines import SGLANG, VLLM, names_used
+from costapp.sources.engine_names import names_used
+from costapp.sources.engines import SGLANG, VLLM
 from tests.support.exposition import (
     device_snapshots,
     engine_snapshot,

@@ -38,12 +38,12 @@ from costapp.sources.base import (
     SourceError,
     Window,
 )
+from costapp.sources.engine_names import names_used
 from costapp.sources.engines import (
     DCGM,
     DCGM_UP,
     ENGINES,
     dcgm_exporter_generation,
-    names_used,
 )
 from costapp.sources.prometheus.client import (
     PrometheusClient,
