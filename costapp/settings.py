@@ -468,9 +468,15 @@ LOGGING = {
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}
     },
+    "filters": {"one_line_denials": {"()": "costapp.logfilters.OneLineDenials"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    # django-axes logs every successful login at INFO; failures and lockouts
-    # are warnings and stay.
-    "loggers": {"axes": {"level": "WARNING"}},
+    "loggers": {
+        # django-axes logs every successful login at INFO; failures and
+        # lockouts are warnings and stay.
+        "axes": {"level": "WARNING"},
+        # A 403 is one line (user, request, missing permission), not a
+        # traceback.
+        "django.request": {"filters": ["one_line_denials"]},
+    },
 }
