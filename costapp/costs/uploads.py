@@ -67,3 +67,53 @@ class CappedUploadHandler(FileUploadHandler):
 
     def file_complete(self, file_size: int) -> None:
         return None
+
+
+# What a file's first bytes say it is (the formats users upload by mistake
+# and the containers a bill may come in).
+SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"),
+    (b"PK\x03\x04", "a ZIP archive"),
+    (b"\x1f\x8b", "a gzip file"),
+    (b"BZh", "a bzip2 file"),
+    (b"PAR1", "a Parquet file"),
+    (b"\xd0\xcf\x11\xe0", "an Office document"),
+)
+# The container each accepted suffix promises, longest suffix first; None: text.
+CONTAINERS = (
+    (".csv.gz", "a gzip file"),
+    (".csv.zip", "a ZIP archive"),
+    (".csv.bz2", "a bzip2 file"),
+    (".parquet", "a Parquet file"),
+    (".parq", "a Parquet file"),
+    (".csv", None),
+)
+SNIFF_BYTES = 4096
+
+
+def content_refusal(name: str, head: bytes) -> str:
+    """Why a bill upload's first bytes are not what its name says, or "".
+
+    Checked before anything decodes the file, so a PNG named .csv is refused
+    as a PNG image, not with a codec's error about byte 0x89."""
+    lowered = name.lower()
+    want = next((kind for s, kind in CONTAINERS if lowered.endswith(s)), None)
+    found = next((kind for magic, kind in SIGNATURES if head.startswith(magic)), None)
+    if want is not None:
+        if found == want:
+            return ""
+        return f"{found}, not {want}" if found else f"not {want}, as its name says"
+    if found is not None:
+        return f"{found}, not CSV text"
+    sample = head[:SNIFF_BYTES]
+    if b"\x00" in sample:
+        return "binary data, not CSV text"
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(sample) - 3:  # not a character cut at the sample's end
+            return f"not UTF-8 text (byte {exc.start}), not CSV text"
+    return ""

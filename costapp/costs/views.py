@@ -42,7 +42,7 @@ from costapp.costs.forms import (
     RangeForm,
 )
 from costapp.costs.tasks import focus_import_task
-from costapp.costs.uploads import upload_refused
+from costapp.costs.uploads import content_refusal, upload_refused
 from costapp.csv_export import csv_lines
 from costapp.filters import Filters, filters_read
 from costapp.formatting import money
@@ -472,6 +472,8 @@ def _store_upload(upload: Any) -> Any:
     try:
         with path.open("wb") as out:
             for chunk in upload.chunks():
+                if written == 0 and (why := content_refusal(upload.name, chunk)):
+                    raise services.BillsError(f"file={upload.name[:80]!r}: {why}")
                 written += len(chunk)
                 if written > limit:
                     raise services.BillsError(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import html
 import io
 from datetime import date
 from decimal import Decimal
@@ -289,6 +290,33 @@ def test_an_upload_is_cut_off_at_the_limit_while_it_streams(
         "/costs/focus/", {"file": SimpleUploadedFile("b.csv", b"y" * 9000)}
     )
     assert b"the request is" in page.content and received == []
+
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(range(256))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "said"),
+    [
+        ("bill.csv", PNG, "a PNG image, not CSV text"),
+        ("bill.csv.gz", PNG, "a PNG image, not a gzip file"),
+        ("bill.parquet", b"id,cost\n1,2\n", "not a Parquet file, as its name says"),
+        ("bill.csv", b"id,cost\n\x00\x01", "binary data, not CSV text"),
+        ("bill.csv", b"id,\xe9t\xe9,cost\n" * 20, "not UTF-8 text (byte 3)"),
+    ],
+)
+def test_an_upload_whose_bytes_are_not_what_its_name_says_is_refused_by_type(
+    client: Client, user: User, settings: Any, tmp_path: Path, stored: Any,
+    name: str, content: bytes, said: str,
+) -> None:  # fmt: skip
+    settings.COSTAPP_UPLOAD_DIR = tmp_path
+    page = client.post("/costs/focus/", {"file": SimpleUploadedFile(name, content)})
+    assert page.status_code == 200
+    text = html.unescape(page.content.decode())
+    assert f"file={name!r}: {said}" in text
+    assert "codec" not in text
+    assert IngestRun.objects.count() == 1 and list(tmp_path.iterdir()) == []
+    assert cost_lines() == stored
 
 
 def gzip_bomb(path: Path, inflated: int) -> Path:
