@@ -280,11 +280,15 @@ def _claim_and_record(
         return []
     details = figures_of(figure_ids[t.at] for t in new if t.at in figure_ids)
     data_time = max([t.at for t in new], default=state.data_time)
+    cleared = {}
+    if outcome.state == "inactive":  # resolved: an acknowledgement ends with it
+        cleared = {"acknowledged_by": "", "acknowledged_at": None}
     claimed = AlertState.objects.filter(pk=state.pk, version=state.version).update(
         state=outcome.state,
         since=outcome.since,
         data_time=data_time,
         version=state.version + 1,
+        **cleared,
     )
     if claimed != 1:
         return []  # another evaluation recorded these transitions
@@ -308,6 +312,8 @@ def _claim_and_record(
             not_sent = "resolve not notified"
         elif _silenced(rule, name, now, teams):
             not_sent = "silenced"
+        elif t.kind == "repeat" and state.acknowledged_at is not None:
+            not_sent = "acknowledged"
         if figure is not None and not_sent != "historical":
             delay = now - (t.at + period + settle())
             if delay > bound:

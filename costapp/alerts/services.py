@@ -24,7 +24,7 @@ from costapp.alerts.secrets import (
     webhook_secret_create,
 )
 from costapp.alerts.validation import channel_problems
-from costapp.models import AlertRule, Channel, Delivery, Silence
+from costapp.models import AlertRule, AlertState, Channel, Delivery, Silence
 
 TARGET_SHOWN_MAX = 300  # Channel.target_masked
 
@@ -209,6 +209,18 @@ def secrets_rotate() -> SecretsRotated:
         dict(sorted(report.moved.items(), key=lambda m: order.index(m[0])))
     )
     return report
+
+
+def alert_acknowledge(
+    *, rule: AlertRule, scope_name: str, by: str, now: datetime
+) -> bool:
+    """Acknowledge an active alert: its repeats are recorded, not sent, until
+    it resolves. False when it is not active (nothing to acknowledge)."""
+    return bool(
+        AlertState.objects.filter(
+            rule=rule, scope_name=scope_name, state__in=AlertState.ACTIVE
+        ).update(acknowledged_by=by, acknowledged_at=now)
+    )
 
 
 def silence_create(

@@ -84,6 +84,23 @@ def rules(request: HttpRequest) -> HttpResponse:
 @requires("costapp.view_alertrule", write="costapp.change_alertrule")
 def rule(request: HttpRequest, rule_id: int) -> HttpResponse:
     row = get_object_or_404(AlertRule, pk=rule_id)
+    if request.method == "POST" and request.POST.get("action") == "acknowledge":
+        # An acknowledgement is a silence of one alert until it resolves.
+        _needs(request, "costapp.add_silence")
+        scope_name = request.POST.get("scope_name", "")[:200]
+        if services.alert_acknowledge(
+            rule=row,
+            scope_name=scope_name,
+            by=request.user.get_username(),
+            now=timezone.now(),
+        ):
+            messages.success(
+                request,
+                f"{scope_name} acknowledged: repeats are not sent until it resolves",
+            )
+        else:
+            messages.error(request, f"scope_name={scope_name!r}: not an active alert")
+        return redirect("alerts:rule", rule_id=row.pk)
     if request.method == "POST" and request.POST.get("action") == "delete":
         _needs(request, "costapp.delete_alertrule")
         services.alert_rule_delete(rule=row)
@@ -107,6 +124,9 @@ def rule(request: HttpRequest, rule_id: int) -> HttpResponse:
             "states": row.states.order_by("scope_name"),
             "events": row.events.all()[:50],
             "can_write": request.user.has_perm("costapp.change_alertrule"),
+            "can_acknowledge": request.user.has_perms(
+                ["costapp.change_alertrule", "costapp.add_silence"]
+            ),
         },
     )
 

@@ -146,6 +146,10 @@ class AlertState(models.Model):
     # Data time of the last transition recorded: later ones are new.
     data_time = models.DateTimeField(null=True, blank=True)
     last_sent = models.DateTimeField(null=True, blank=True)
+    # Acknowledged by on-call: its repeats are recorded, not sent, until it
+    # resolves (the resolution is sent, and clears these).
+    acknowledged_by = models.CharField(max_length=150, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=0)
 
     class Meta:

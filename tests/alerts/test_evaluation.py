@@ -395,3 +395,70 @@ def test_90_days_of_daily_figures_stored_before_the_rule_page_nobody(
     assert events.count() == 2 * 2 * 6  # 6 incidents x fire + resolve x 2 series
     assert set(events.values_list("not_sent", flat=True)) == {"historical"}
     assert alert_rules_evaluate(now=NOW + timedelta(hours=1)) == []
+
+
+def test_an_acknowledged_alert_holds_its_repeats_and_still_resolves(
+    fleet_rule: AlertRule, client: Any
+) -> None:
+    """Acknowledge on the rule page (a tech lead): the repeats that follow
+    are recorded as "acknowledged" and not sent; the resolution is sent and
+    ends the acknowledgement, so the next firing pages again."""
+    from django.contrib.auth.models import Permission, User
+
+    AlertRule.objects.filter(pk=fleet_rule.pk).update(repeat_minutes=60)
+    _figures("chat", NOW, "0" * 10 + "111")
+    assert len(alert_rules_evaluate(now=CLOSED)) == 1  # firing, sent
+    lead = User.objects.create_user("lead")
+    lead.user_permissions.set(
+        Permission.objects.filter(
+            codename__in=["view_alertrule", "change_alertrule", "add_silence"]
+        )
+    )
+    client.force_login(lead)
+    url = f"/alerts/rules/{fleet_rule.pk}/"
+    page = client.post(url, {"action": "acknowledge", "scope_name": "chat"})
+    assert page.status_code == 302
+    state = AlertState.objects.get(rule=fleet_rule, scope_name="chat")
+    assert state.acknowledged_by == "lead" and state.acknowledged_at is not None
+    assert "repeats held until it resolves" in client.get(url).content.decode()
+    # Three more hours over the band: repeats, held.
+    UnitCostFigure.objects.all().delete()
+    _figures("chat", NOW + timedelta(hours=3), "0" * 10 + "111111")
+    assert alert_rules_evaluate(now=CLOSED + timedelta(hours=3)) == []
+    held = AlertEvent.objects.filter(kind="repeat")
+    assert held.exists() and {e.not_sent for e in held} == {"acknowledged"}
+    # Back at the baseline: the resolution is sent, the acknowledgement ends.
+    UnitCostFigure.objects.all().delete()
+    _figures("chat", NOW + timedelta(hours=6), "0" * 10 + "111111" + "000")
+    (pk,) = alert_rules_evaluate(now=CLOSED + timedelta(hours=6))
+    assert [e.kind for e in Delivery.objects.get(pk=pk).events.all()] == ["resolved"]
+    state.refresh_from_db()
+    assert (state.state, state.acknowledged_at, state.acknowledged_by) == (
+        "inactive",
+        None,
+        "",
+    )
+
+
+def test_acknowledging_what_is_not_active_says_so_and_needs_the_right(
+    fleet_rule: AlertRule, client: Any
+) -> None:
+    from django.contrib.auth.models import Permission, User
+
+    viewer = User.objects.create_user("viewer")
+    viewer.user_permissions.set(
+        Permission.objects.filter(codename__in=["view_alertrule", "change_alertrule"])
+    )
+    client.force_login(viewer)
+    url = f"/alerts/rules/{fleet_rule.pk}/"
+    assert (
+        client.post(url, {"action": "acknowledge", "scope_name": "chat"}).status_code
+        == 403
+    )
+    viewer.user_permissions.add(Permission.objects.get(codename="add_silence"))
+    viewer = User.objects.get(pk=viewer.pk)  # permissions are cached per object
+    client.force_login(viewer)
+    page = client.post(
+        url, {"action": "acknowledge", "scope_name": "nope"}, follow=True
+    )
+    assert "scope_name=&#x27;nope&#x27;: not an active alert" in page.content.decode()
