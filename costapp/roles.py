@@ -57,6 +57,11 @@ _TECH_LEAD = _FINANCE | {
     "costapp.add_silence",
     "costapp.change_silence",
     "costapp.view_channel",
+    # On-call owns its routes: create, edit, test and enable channels; an
+    # admin keeps deleting them and rotating their secrets.
+    "costapp.manage_channels",
+    "costapp.add_channel",
+    "costapp.change_channel",
     "costapp.view_delivery",
 }
 
@@ -64,10 +69,8 @@ _ADMIN = _TECH_LEAD | {
     "costapp.run_backfill",
     "costapp.import_focus",
     "costapp.manage_sources",
-    "costapp.manage_channels",
-    "costapp.add_channel",
-    "costapp.change_channel",
     "costapp.delete_channel",
+    "costapp.rotate_channel_secrets",
     "costapp.delete_silence",
     "costapp.manage_users",
     "costapp.view_auditentry",

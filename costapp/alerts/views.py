@@ -164,6 +164,8 @@ def channels(request: HttpRequest) -> HttpResponse:
             "channels": selectors.channels_list(),
             "form": form,
             "can_write": request.user.has_perm("costapp.manage_channels"),
+            "can_rotate": request.user.has_perm("costapp.rotate_channel_secrets"),
+            "can_delete": request.user.has_perm("costapp.delete_channel"),
         },
     )
 
@@ -211,6 +213,7 @@ def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
             services.channel_enable(channel=row)
             return redirect("alerts:channel", channel_id=row.pk)
         elif action == "rotate" and row.kind == "webhook":
+            _needs(request, "costapp.rotate_channel_secrets")
             secret = services.channel_secret_create(channel=row)
             messages.warning(
                 request,
@@ -219,6 +222,7 @@ def channel(request: HttpRequest, channel_id: int) -> HttpResponse:
             )
             return redirect("alerts:channel", channel_id=row.pk)
         elif action == "retire" and row.kind == "webhook":
+            _needs(request, "costapp.rotate_channel_secrets")
             services.channel_secret_retire(channel=row)
             return redirect("alerts:channel", channel_id=row.pk)
         elif action == "delete":

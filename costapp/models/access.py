@@ -29,6 +29,7 @@ class Capability(models.Model):
             ("import_focus", "Import FOCUS files (replaces a bill period)"),
             ("manage_sources", "Configure sources, pools and rate cards"),
             ("manage_channels", "Configure alert channels"),
+            ("rotate_channel_secrets", "Rotate and retire webhook signing secrets"),
             ("manage_users", "Create users and put them in the product's groups"),
         ]
 

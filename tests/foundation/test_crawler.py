@@ -78,8 +78,8 @@ EXPECTED: dict[str, Rule] = {
     "alerts:rules": Rule(LEADS, LEADS),
     "alerts:rule": Rule(LEADS, LEADS),
     "alerts:silences": Rule(LEADS, LEADS),
-    "alerts:channels": Rule(LEADS, ADMINS),
-    "alerts:channel": Rule(LEADS, ADMINS),
+    "alerts:channels": Rule(LEADS, LEADS),
+    "alerts:channel": Rule(LEADS, LEADS),
     "alerts:log": Rule(LEADS, None),
     # What follows new data, step by step; POST evaluates every rule now.
     "pipeline:status": Rule(LEADS, LEADS),
