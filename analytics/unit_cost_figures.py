@@ -410,7 +410,8 @@ def _period_starts(stamps: pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
     return period_of(stamps, grain)
 
 
-def _period_ends(starts: pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
+def period_ends(starts: pd.DatetimeIndex, grain: str) -> pd.DatetimeIndex:
+    """Where each period of ``grain`` starting at ``starts`` ends (exclusive)."""
     if grain == "hour":
         return starts + pd.Timedelta(hours=1)
     if grain == "day":
@@ -437,7 +438,7 @@ def completeness(
     if frame.empty:
         return np.zeros(0, dtype=bool)
     starts = pd.DatetimeIndex(frame["period_start"])
-    closed = np.asarray(_period_ends(starts, grain) + settle <= now)
+    closed = np.asarray(period_ends(starts, grain) + settle <= now)
     open_hours = hours[~hours["complete"].astype(bool)] if len(hours) else hours
     if open_hours.empty:
         return closed

@@ -32,6 +32,7 @@ from costapp.economics.moved import Moved
 from costapp.economics.selectors import DeploymentSummary, Kpi, Overview, Period
 from costapp.filters import Filters
 from costapp.models.economics import CLOCK_LABELS
+from costapp.telemetry.selectors import ServingHealth
 
 FLAG_LABELS = {
     "anomaly": "cost anomaly",
@@ -319,6 +320,47 @@ def explanation_context(found: Explanation, filters: Filters) -> dict[str, Any]:
         "members": [flag_row(m) | {"cost": fmt.money(m.cost, cur)} for m in members],
         "deployment_page": f.scope == "deployment",
     }
+
+
+def serving_rows(
+    *,
+    period: ServingHealth,
+    before: ServingHealth,
+    slo_ttft_ms: float | None,
+    slo_itl_ms: float | None,
+) -> list[dict[str, str]]:
+    """The explanation's "how it served" table: the period beside the 7 days
+    before it, each figure with its unit; unmeasured figures are missing (fmt.MISSING), never 0."""
+
+    def ms(value: float | None) -> str:
+        return fmt.MISSING if value is None else f"{fmt.number(value * 1000, 0)} ms"
+
+    def share(value: float | None) -> str:
+        return fmt.percent(value)
+
+    def slo(value: float | None) -> str:
+        return f"p95 at most {fmt.number(value, 0)} ms" if value else fmt.MISSING
+
+    rows = [
+        ("ttft", "Time to first token, p95", ms, "ttft_p95_s", slo(slo_ttft_ms)),
+        ("itl", "Inter-token latency, p95", ms, "itl_p95_s", slo(slo_itl_ms)),
+        ("preemptions", "Preemptions per 1k requests",
+         lambda v: fmt.number(v, 2), "preemptions_per_1k", "0: vLLM preempts on a full KV cache"),
+        ("kv_mean", "KV cache in use, mean of hours", share, "kv_cache_usage_mean", fmt.MISSING),
+        ("kv_max", "KV cache in use, highest", share, "kv_cache_usage_max", fmt.MISSING),
+        ("waiting", "Requests waiting, mean of hours",
+         lambda v: fmt.number(v, 1), "waiting_mean", fmt.MISSING),
+    ]  # fmt: skip
+    return [
+        {
+            "key": key,
+            "label": label,
+            "period": show(getattr(period, attr)),
+            "before": show(getattr(before, attr)),
+            "slo": target,
+        }
+        for key, label, show, attr, target in rows
+    ]
 
 
 def budgets_context(

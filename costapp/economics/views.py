@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
+import pandas as pd
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from analytics.unit_cost_figures import period_ends
 from costapp import pagecache
 from costapp.access import requires
 from costapp.days import display_today
@@ -37,7 +39,9 @@ from costapp.economics.idle.selectors import (
 from costapp.economics.moved import MovedForm, moved_read
 from costapp.economics.selectors import overview_read
 from costapp.filters import Filters, filters_read
+from costapp.models import Deployment
 from costapp.models.economics import FLEET
+from costapp.telemetry.selectors import serving_health_read
 
 DEFAULT_LABEL = "the 90 days before today"
 
@@ -164,11 +168,28 @@ def explanation(request: HttpRequest, figure_id: int) -> HttpResponse:
     if found is None:
         raise Http404("no such figure")
     filters = filters_read(request.GET, today=display_today())
-    return render(
-        request,
-        "economics/explanation.html",
-        present.explanation_context(found, filters),
+    context = present.explanation_context(found, filters)
+    f = found.figure
+    deployment = (
+        Deployment.objects.filter(name=f.name).first()
+        if f.scope == "deployment"
+        else None
     )
+    if deployment is not None:
+        # How the deployment served the same period, beside its 7 days
+        # before: a cost move next to the latency, preemptions and KV cache
+        # on-call sees in Prometheus.
+        start = f.period_start
+        end = period_ends(pd.DatetimeIndex([start]), f.grain)[0].to_pydatetime()
+        context["serving"] = present.serving_rows(
+            period=serving_health_read(deployment, start=start, end=end),
+            before=serving_health_read(
+                deployment, start=start - timedelta(days=7), end=start
+            ),
+            slo_ttft_ms=deployment.slo_ttft_p95_ms,
+            slo_itl_ms=deployment.slo_itl_p95_ms,
+        )
+    return render(request, "economics/explanation.html", context)
 
 
 @requires("costapp.view_budget", write="costapp.add_budget")

@@ -188,3 +188,53 @@ def latency_daily_percentiles(
             for q in quantiles
         )
     return out
+
+
+@dataclass(frozen=True)
+class ServingHealth:
+    """How a deployment served over a span: what on-call looks at beside a
+    cost move. None: not measured in the span (never 0)."""
+
+    hours: int
+    ttft_p95_s: float | None
+    itl_p95_s: float | None
+    preemptions: float | None
+    requests: float
+    kv_cache_usage_mean: float | None
+    kv_cache_usage_max: float | None
+    waiting_mean: float | None
+
+    @property
+    def preemptions_per_1k(self) -> float | None:
+        if self.preemptions is None or self.requests <= 0:
+            return None
+        return self.preemptions / self.requests * 1000
+
+
+def serving_health_read(
+    deployment: Deployment, *, start: datetime, end: datetime
+) -> ServingHealth:
+    """Latency p95 from the span's summed buckets, preemptions summed over the
+    hours that report them, KV cache and queue as the mean of hourly means."""
+    hours = DeploymentHour.objects.filter(
+        deployment=deployment, hour__gte=start, hour__lt=end
+    ).aggregate(
+        n=Count("pk"),
+        preemptions=Sum("preemptions"),
+        requests_stop=Sum("requests_stop"),
+        requests_length=Sum("requests_length"),
+        kv_mean=Avg("kv_cache_usage_mean"),
+        kv_max=Max("kv_cache_usage_max"),
+        waiting=Avg("waiting_mean"),
+    )
+    latency = window_latency(deployment, start, end)
+    return ServingHealth(
+        hours=hours["n"],
+        ttft_p95_s=latency.get("ttft", {}).get("p95"),
+        itl_p95_s=latency.get("itl", {}).get("p95"),
+        preemptions=hours["preemptions"],
+        requests=(hours["requests_stop"] or 0.0) + (hours["requests_length"] or 0.0),
+        kv_cache_usage_mean=hours["kv_mean"],
+        kv_cache_usage_max=hours["kv_max"],
+        waiting_mean=hours["waiting"],
+    )

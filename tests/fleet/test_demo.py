@@ -302,3 +302,34 @@ def test_the_deployment_page_prices_computed_prompt_tokens_and_the_cache(
     assert saved == pytest.approx(cost * share / computed * hours["hits"], rel=1e-9)
     assert 0 < saved < cost * share
     assert "time to first token (queue + prefill)" in card
+
+
+def test_the_incident_explanation_shows_how_chat_served_beside_the_week_before(
+    demo: IngestRun, client: Client
+) -> None:
+    """On-call opens a flagged incident day and sees, beside the cost parts,
+    the same day's latency against the 7 days before: the figures of the
+    stored hours, with units."""
+    from costapp.telemetry.selectors import serving_health_read
+
+    day = EVENTS.incident_start + timedelta(days=1)
+    day = day.replace(hour=0, minute=0, second=0, microsecond=0)
+    figure = UnitCostFigure.objects.get(
+        scope="deployment", name="chat", grain="day", period_start=day
+    )
+    demo_user_ensure()
+    client.force_login(User.objects.get(username="demo"))
+    page = client.get(f"/economics/explain/{figure.pk}/").content.decode()
+    table = page[
+        page.index('id="serving"') : page.index("</table>", page.index('id="serving"'))
+    ]
+    chat = Deployment.objects.get(name="chat")
+    now = serving_health_read(chat, start=day, end=day + timedelta(days=1))
+    before = serving_health_read(chat, start=day - timedelta(days=7), end=day)
+    assert now.itl_p95_s and before.itl_p95_s and now.itl_p95_s > before.itl_p95_s
+    row = re.search(r'data-serving="itl">(.*?)</tr>', table, re.S)[1]  # type: ignore[index]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", row)
+    assert cells[1] == f"{now.itl_p95_s * 1000:,.0f} ms"
+    assert cells[2] == f"{before.itl_p95_s * 1000:,.0f} ms"
+    assert cells[3] == "p95 at most 60 ms"
+    assert 'data-serving="preemptions"' in table and 'data-serving="kv_mean"' in table
