@@ -409,3 +409,55 @@ def reconciliation_rows_read(
         )
         rows.append(ReconciliationRow(name, day, hours, rate, provisional, bill, diff))
     return rows
+
+
+@dataclass(frozen=True)
+class ReconciliationDay:
+    """One UTC day's bill split the way the page allocates it: what the
+    deployments received, pools' idle and what no rule allocated. The three
+    add up to the day's bill, to the cent at the bill's precision."""
+
+    day: date
+    deployments: Decimal
+    idle: Decimal
+    unallocated: Decimal
+
+    @property
+    def bill(self) -> Decimal:
+        return self.deployments + self.idle + self.unallocated
+
+
+def reconciliation_days_read(
+    start: date, end: date, basis: Basis = DEFAULT_BASIS, currency: str = "USD"
+) -> list[ReconciliationDay]:
+    """Per billed UTC day (newest first), every account's bill in ``currency``."""
+    acc: dict[date, list[Decimal]] = {}
+    for (_, day, cur), allocation in allocation_days_read(start, end, basis).items():
+        if cur != currency:
+            continue
+        parts = acc.setdefault(day, [Decimal(0), Decimal(0), Decimal(0)])
+        for share in allocation.shares:
+            slot = {IDLE: 1, UNALLOCATED: 2}.get(share.target, 0)
+            parts[slot] += share.amount
+    return [ReconciliationDay(day, *acc[day]) for day in sorted(acc, reverse=True)]
+
+
+@dataclass(frozen=True)
+class ReconciliationTotals:
+    gpu_hours: Decimal
+    provisional: Decimal
+    billed: Decimal
+    # Over the rows that have both: a day without a bill is not a difference.
+    difference: Decimal
+    rows_compared: int
+
+
+def reconciliation_totals(rows: list[ReconciliationRow]) -> ReconciliationTotals:
+    compared = [r for r in rows if r.difference is not None]
+    return ReconciliationTotals(
+        gpu_hours=sum((r.gpu_hours for r in rows), Decimal(0)),
+        provisional=sum((r.provisional or Decimal(0) for r in rows), Decimal(0)),
+        billed=sum((r.billed or Decimal(0) for r in rows), Decimal(0)),
+        difference=sum((r.difference or Decimal(0) for r in compared), Decimal(0)),
+        rows_compared=len(compared),
+    )

@@ -173,11 +173,22 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
 def _reconciliation_context(f: Filters) -> dict[str, Any]:
     ctx = _window_context(f)
     w = ctx["window"]
+    rows = allocations.reconciliation_rows_read(
+        w["start"], w["end"], w["basis"], **f.scope
+    )
+    days = allocations.reconciliation_days_read(w["start"], w["end"], w["basis"])
     return {
         **ctx,
-        "rows": allocations.reconciliation_rows_read(
-            w["start"], w["end"], w["basis"], **f.scope
+        "rows": rows,
+        "totals": allocations.reconciliation_totals(rows),
+        "days": days,
+        "days_total": allocations.ReconciliationDay(
+            day=w["start"],
+            deployments=sum((d.deployments for d in days), Decimal(0)),
+            idle=sum((d.idle for d in days), Decimal(0)),
+            unallocated=sum((d.unallocated for d in days), Decimal(0)),
         ),
+        "narrowed": f.deployments is not None,
     }
 
 

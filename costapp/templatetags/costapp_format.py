@@ -13,3 +13,9 @@ register = template.Library()
 @register.filter
 def duration(seconds: float | None) -> str:
     return formatting.duration(seconds)
+
+
+@register.filter
+def money(value: object, currency: str = "USD") -> str:
+    """An amount with its currency (``{{ x|money:"USD" }}``); a missing figure is formatting.MISSING."""
+    return formatting.money(value, currency)  # type: ignore[arg-type]

@@ -182,6 +182,37 @@ def test_reconciliation_puts_the_rate_card_beside_the_bill(fleet: None) -> None:
     assert later.provisional == D("19.3152")  # 24 GPU-hours x $0.8048
 
 
+def test_reconciliation_days_add_up_to_each_days_bill_and_the_page_totals_its_rows(
+    fleet: None, client: Client
+) -> None:
+    for basis in ("amortized", "unblended"):
+        days = allocations.reconciliation_days_read(DAY, DAY + timedelta(days=2), basis)
+        bills = {
+            (b.day, b.currency): b.total
+            for b in allocations.bill_days_read(DAY, DAY + timedelta(days=2), basis)
+        }
+        assert days, basis
+        for d in days:
+            # To the cent and beyond: the bill's own precision.
+            assert d.bill == bills[(d.day, "USD")], (basis, d.day)
+            assert d.idle >= 0
+    rows = allocations.reconciliation_rows_read(DAY, DAY + timedelta(days=2))
+    totals = allocations.reconciliation_totals(rows)
+    billed_days = {d.day: d for d in allocations.reconciliation_days_read(
+        DAY, DAY + timedelta(days=2))}  # fmt: skip
+    assert totals.billed == sum((d.deployments for d in billed_days.values()), D(0))
+    assert totals.rows_compared == sum(1 for r in rows if r.billed is not None)
+    client.force_login(user_in("fin", "finance", password="pw"))
+    page = client.get(
+        "/costs/reconciliation/", {"start": DAY.isoformat(), "end": "2025-03-12"}
+    ).content.decode()
+    assert 'id="reconciliation-total"' in page
+    assert f'data-value="{totals.billed}"' in page
+    first = next(iter(billed_days.values()))
+    assert f'data-value="{first.bill}"' in page
+    assert "$" in page[page.index('id="reconciliation-days"') :]
+
+
 def test_the_export_reconciles_to_the_bill_exactly_in_each_basis(
     fleet: None,
     client: Client,
