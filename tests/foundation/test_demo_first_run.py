@@ -79,6 +79,7 @@ def test_the_readme_demo_command_serves_the_overview_on_a_fresh_clone(
         assert 'class="kpis"' in overview
         assert overview.count('class="kpi"') >= 3
         assert "$" in overview
+        assert 'id="demo-banner"' in overview  # a demo says it is one
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGTERM)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import threading
 import time
 from datetime import UTC, datetime
@@ -111,6 +112,11 @@ class Command(BaseCommand):
             return
         if settings.DEBUG:
             self.stdout.write(self.style.WARNING("DEBUG is on; the demo expects off"))
+
+        # Links in alert e-mails point at this server, not the default
+        # SITE_URL's port, unless the environment names a site.
+        if "SITE_URL" not in os.environ:
+            settings.SITE_URL = url.rstrip("/")
 
         def announce(_port: object) -> None:
             # Only once the socket is bound: a client that starts on this line
