@@ -59,3 +59,16 @@ def test_postgresql_text_of_a_stored_amount_is_the_csv_text(
         )
         texts = [t for (t,) in cursor.fetchall()]
     assert texts == [money_text(v.quantize(QUANTUM)) for v in values]
+
+
+def test_gpu_hours_summed_over_days_read_as_measured_not_as_float_noise() -> None:
+    from datetime import date
+
+    from costapp.costs.export.rows import ExportRow, row_values
+
+    row = ExportRow(date(2026, 11, 1), "1", "USD", "chat", "", "final")
+    for _ in range(3):  # three days of 0.1 GPU-hours
+        row.add_traffic(Decimal("0.1"), Decimal(1000), 24, 1.0, 1.0)
+    assert repr(row.gpu_hours) == "0.30000000000000004"  # the float sum
+    values = row_values(row, "amortized", 3)
+    assert repr(values[17]) == "0.3"  # the CSV's and Parquet's cell
