@@ -26,7 +26,7 @@ from costapp.days import utc_midnight
 from costapp.economics.forecasts.selectors import budget_statuses_read
 from costapp.economics.moved import moved_read
 from costapp.economics.selectors import overview_read
-from costapp.models import AlertEvent, AlertState, UnitCostFigure
+from costapp.models import AlertEvent, AlertState, Deployment, UnitCostFigure
 
 # The rate card is priced in US dollars (the bills area's reconciliation and
 # billed_deployment_days_read read it so); bills carry their own currency.
@@ -89,6 +89,8 @@ def spend_days_read(
             status[key] = "estimated"
         else:
             status[key] = "final"
+    # A pool member's rows name its pool, as the CSV export does.
+    pools = dict(Deployment.objects.values_list("name", "pool__name"))
     rows: list[SpendRow] = []
     for r in reconciliation_rows_read(start, end, basis):
         billed = r.billed is not None
@@ -96,7 +98,7 @@ def spend_days_read(
             SpendRow(
                 day=r.day,
                 deployment=r.deployment,
-                pool="",
+                pool=pools.get(r.deployment) or "",
                 kind="deployment",
                 currency=PROVISIONAL_CURRENCY,
                 status=status.get((r.day, PROVISIONAL_CURRENCY), "final")

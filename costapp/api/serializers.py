@@ -44,15 +44,21 @@ def decimal_text(value: Any) -> str | None:
     }
 )
 class Money(serializers.Field):
-    """A Decimal or float amount as a decimal string, or null."""
+    """A Decimal or float amount as a decimal string, or null. ``places``:
+    an estimate's (a forecast's) fixed places, e.g. 2 for cents; a float's
+    17 digits would claim a precision no forecast has."""
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, *, places: int | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("read_only", True)
         kwargs.setdefault("allow_null", True)
         super().__init__(**kwargs)
+        self.places = places
 
     def to_representation(self, value: Any) -> str | None:
-        return decimal_text(value)
+        text = decimal_text(value)
+        if text is None or self.places is None:
+            return text
+        return format(Decimal(text).quantize(Decimal(1).scaleb(-self.places)), "f")
 
 
 class Number(serializers.FloatField):
@@ -147,9 +153,9 @@ class BudgetStatus(serializers.Serializer):
     as_of = ro(serializers.DateField, allow_null=True)
     spent_to_date = Money()
     spent_share = Number(help_text="spent to date / monthly amount")
-    forecast = Money(help_text="month-end spend, mean of the simulation")
-    forecast_lower = Money()
-    forecast_upper = Money()
+    forecast = Money(places=2, help_text="month-end spend, mean of the simulation")
+    forecast_lower = Money(places=2)
+    forecast_upper = Money(places=2)
     runs_out_on = ro(serializers.DateField, allow_null=True)
 
 

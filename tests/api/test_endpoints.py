@@ -4,6 +4,7 @@ selectors the API reads."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -185,7 +186,8 @@ def test_spend_reconciles_to_the_bill_lines_each_day(
     node_seconds = Decimal(8 * 24 * 3600)
     for name in ("a", "b"):
         share = w.POOL_DAY_BILL * Decimal(repr(seconds[name])) / node_seconds
-        assert Decimal(by_key[(name, "", day0)]["bill"]) == share
+        # A pool member's row names its pool, as the CSV export does.
+        assert Decimal(by_key[(name, "p", day0)]["bill"]) == share
     assert by_key[("__idle__", "p", day0)]["bill"] == "384.000000000000"  # 120/192
     # The estimated day says so; the days after the bill are provisional only.
     estimated = (w.START + timedelta(days=w.ESTIMATED_DAY)).isoformat()
@@ -256,6 +258,9 @@ def test_budgets_show_the_amount_and_the_spend_to_date(
     )[0]
     assert float(row["spent_to_date"]) == pytest.approx(float(spent), rel=1e-12)
     assert row["spent_share"] == pytest.approx(float(spent) / 25000.5, rel=1e-12)
+    # A forecast is an estimate: fixed point to the cent, as money reads.
+    for key in ("forecast", "forecast_lower", "forecast_upper"):
+        assert row[key] is None or re.fullmatch(r"-?[0-9]+\.[0-9]{2}", row[key]), key
 
 
 def alerts_seed() -> None:
