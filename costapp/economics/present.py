@@ -345,7 +345,7 @@ def serving_rows(
         ("ttft", "Time to first token, p95", ms, "ttft_p95_s", slo(slo_ttft_ms)),
         ("itl", "Inter-token latency, p95", ms, "itl_p95_s", slo(slo_itl_ms)),
         ("preemptions", "Preemptions per 1k requests",
-         lambda v: fmt.number(v, 2), "preemptions_per_1k", "0: vLLM preempts on a full KV cache"),
+         lambda v: fmt.number(v, 2), "preemptions_per_1k", "none (vLLM preempts on a full KV cache)"),
         ("kv_mean", "KV cache in use, mean of hours", share, "kv_cache_usage_mean", fmt.MISSING),
         ("kv_max", "KV cache in use, highest", share, "kv_cache_usage_max", fmt.MISSING),
         ("waiting", "Requests waiting, mean of hours",

@@ -456,7 +456,9 @@ def test_the_breakdown_plots_the_bill_the_rows_hold_and_follows_the_filters(
     _open(d, f"{demo.url}/costs/reconciliation/?{tail}")
     names = {
         e.text
-        for e in d.find_elements(By.CSS_SELECTOR, ".card.scroll tbody td:nth-child(2)")
+        for e in d.find_elements(
+            By.CSS_SELECTOR, "#reconciliation tbody td:nth-child(2)"
+        )
     }
     assert names == {"summarize"}
     _open(d, f"{demo.url}/costs/?{tail}")
