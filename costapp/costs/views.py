@@ -235,6 +235,8 @@ def _export_streamed(
     if isinstance(spec, HttpResponse):
         return spec
     stem = file_stem(spec, coverage_read(spec.start, spec.end))
+    if extension == "zip":  # a CSV and a Parquet ZIP of one window differ
+        stem = f"{stem}-{spec.format}"
     response = StreamingHttpResponse(
         in_one_snapshot(lambda: body(Export(spec))), content_type=content_type
     )

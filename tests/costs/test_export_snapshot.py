@@ -92,7 +92,7 @@ def test_a_bill_committed_after_the_web_zip_began_is_wholly_in_it(
     # The name was read before the bill; the files inside are named after
     # what they hold.
     assert response["Content-Disposition"] == (
-        f'attachment; filename="{stem}-incomplete.zip"'
+        f'attachment; filename="{stem}-incomplete-csv.zip"'
     )
     with other_session() as other:
         other.execute(LATE_BILL)

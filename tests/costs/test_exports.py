@@ -9,7 +9,7 @@ import csv
 import io
 import itertools
 import zipfile
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -263,9 +263,15 @@ def test_the_web_zip_holds_the_data_and_its_summary_and_needs_the_right(
     response = client.get("/costs/export.zip", query)
     assert response.status_code == 200
     stem = "costapp-2026-11-01-to-2026-11-30-month-deployment-amortized-incomplete"
-    assert response["Content-Disposition"] == f'attachment; filename="{stem}.zip"'
+    # The ZIP's name says its format: a CSV and a Parquet ZIP of one month
+    # are two files in a finance folder, not one overwriting the other.
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="{stem}-parquet.zip"'
+    )
     archive = zipfile.ZipFile(io.BytesIO(b"".join(response.streaming_content)))
     assert archive.namelist() == [f"{stem}.parquet", f"{stem}-summary.csv"]
+    # Dated when written, not zipfile's 1980-01-01.
+    assert {i.date_time[0] for i in archive.infolist()} == {datetime.now(UTC).year}
     table = pq.read_table(io.BytesIO(archive.read(f"{stem}.parquet")))
     bills = [v for v in table.column("bill_amount").to_pylist() if v is not None]
     assert sum(bills, D(0)) == stored_total(NOV, DEC)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import zipfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import pyarrow as pa
@@ -163,9 +164,19 @@ def zip_stream(export: Export) -> Iterator[bytes]:
     """A ZIP of the data file and its summary, produced as it is written
     (zipfile writes data descriptors when the output cannot seek)."""
     pipe = _Pipe()
+    # Entries dated when written (zipfile's default is 1980-01-01), in UTC.
+    stamp = datetime.now(UTC).timetuple()[:6]
+
+    def entry_info(name: str) -> zipfile.ZipInfo:
+        info = zipfile.ZipInfo(name, date_time=stamp)
+        info.compress_type = zipfile.ZIP_DEFLATED
+        return info
+
     with zipfile.ZipFile(pipe, "w", compression=zipfile.ZIP_DEFLATED) as zf:  # type: ignore[call-overload]
         ext = export.spec.format
-        with zf.open(f"{export.stem}.{ext}", "w", force_zip64=True) as entry:
+        with zf.open(
+            entry_info(f"{export.stem}.{ext}"), "w", force_zip64=True
+        ) as entry:
             if ext == "parquet":
                 for _ in parquet_groups(export, entry):
                     yield pipe.take()
@@ -175,7 +186,7 @@ def zip_stream(export: Export) -> Iterator[bytes]:
                     if i % 1000 == 999:
                         yield pipe.take()
         yield pipe.take()
-        with zf.open(f"{export.stem}-summary.csv", "w") as entry:
+        with zf.open(entry_info(f"{export.stem}-summary.csv"), "w") as entry:
             for line in summary_csv(export):
                 entry.write(line.encode())
     yield pipe.take()
