@@ -43,7 +43,9 @@ def env_bool(name: str, default: bool = False) -> bool:
     raise EnvError(f"{name}={raw!r}: expected one of true/false, 1/0, yes/no, on/off")
 
 
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+def env_int(
+    name: str, default: int, *, minimum: int | None = None, maximum: int | None = None
+) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -53,6 +55,8 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
         raise EnvError(f"{name}={raw!r}: expected an integer") from None
     if minimum is not None and value < minimum:
         raise EnvError(f"{name}={raw!r}: must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise EnvError(f"{name}={raw!r}: must be at most {maximum}")
     return value
 
 

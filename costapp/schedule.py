@@ -61,6 +61,9 @@ ENTRIES = (
     # that close need the clock, not new data. Through the pipeline's alerts
     # step, so two evaluations never overlap.
     Entry("alerts-evaluate", "costapp.pipeline.tasks.alerts_evaluate_task", 5 * 60),
+    # The previous month's finance export, when COSTAPP_MONTHLY_EXPORT_TO is
+    # set and the month is old enough (a no-op otherwise, and once written).
+    Entry("month-export", "costapp.costs.tasks.month_export_task", 6 * 3600),
     # Deliveries stuck in "sending" (a worker died mid-send) are re-sent with
     # the same webhook-id.
     Entry("deliveries-reap", "costapp.alerts.tasks.deliveries_reap_task", 5 * 60),

@@ -335,6 +335,15 @@ COSTAPP_FOCUS_MAX_INFLATION = env_int("COSTAPP_FOCUS_MAX_INFLATION", 100, minimu
 # The only S3 locations the FOCUS form may read (s3://bucket/prefix/, comma
 # separated); empty: uploads only. Local server paths are never read from the web.
 COSTAPP_FOCUS_S3_PREFIXES = env_list("COSTAPP_FOCUS_S3_PREFIXES", "")
+# Month-end finance exports (CSV and Parquet by day, with their summary):
+# a folder or s3://bucket/prefix; empty, none. The previous month is written
+# once it is this many days old (bills lag a day or two, and restate), and
+# again under its complete name if it was written with days missing.
+COSTAPP_MONTHLY_EXPORT_TO = env_str("COSTAPP_MONTHLY_EXPORT_TO", "")
+COSTAPP_MONTHLY_EXPORT_AFTER_DAYS = env_int(
+    "COSTAPP_MONTHLY_EXPORT_AFTER_DAYS", 3, minimum=0, maximum=27
+)
+COSTAPP_MONTHLY_EXPORT_BASIS = env_str("COSTAPP_MONTHLY_EXPORT_BASIS", "amortized")
 # A bill line at or above this amount (in its currency) is stored and flagged
 # for review, not refused: a real all-upfront fee can be this large.
 COSTAPP_BILL_REVIEW_THRESHOLD = env_float(

@@ -18,14 +18,20 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from analytics.errors import InvalidInput
-from costapp.costs.selectors import allocation_rules_read, previous_month_estimated_read
+from costapp.costs.export.write import Target, month_export_write, previous_month
+from costapp.costs.selectors import (
+    BASES,
+    Basis,
+    allocation_rules_read,
+    previous_month_estimated_read,
+)
 from costapp.days import utc_midnight
 from costapp.ingest import CE_REQUEST_PRICE, batch_write, ingest_run_create
 from costapp.models import BillingPeriodSource, CostLine, IngestRun
@@ -455,3 +461,25 @@ def focus_import_execute(
     else:
         run.finish(IngestRun.SUCCEEDED)
     return run
+
+
+def month_export_due(*, today: date) -> list[str]:
+    """The previous month's export, if a target is set and the month is old
+    enough; the files written (none: off, not due, or already written). A
+    setting that cannot be used is logged as an error and writes nothing."""
+    if not settings.COSTAPP_MONTHLY_EXPORT_TO:
+        return []
+    _, end = previous_month(today)
+    if today < end + timedelta(days=settings.COSTAPP_MONTHLY_EXPORT_AFTER_DAYS):
+        return []
+    basis = settings.COSTAPP_MONTHLY_EXPORT_BASIS
+    try:
+        target = Target.parse(settings.COSTAPP_MONTHLY_EXPORT_TO)
+        if basis not in BASES:
+            raise ValueError(
+                f"COSTAPP_MONTHLY_EXPORT_BASIS={basis!r}: {', '.join(BASES)}"
+            )
+    except ValueError as exc:
+        logger.error("month-end export not written: %s", exc)
+        return []
+    return month_export_write(today=today, target=target, basis=cast(Basis, basis))

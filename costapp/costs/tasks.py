@@ -7,8 +7,9 @@ from datetime import date
 from pathlib import Path
 
 from celery import shared_task
+from django.utils import timezone
 
-from costapp.costs.services import bills_refresh_create
+from costapp.costs.services import bills_refresh_create, month_export_due
 from costapp.models import IngestRun
 from costapp.pipeline.runs import run_execute
 from costapp.pipeline.tasks import pipeline_queue
@@ -26,6 +27,15 @@ def bills_refresh_task(today: str | None = None) -> list[int]:
         steps += requested
     pipeline_queue(steps)
     return [run.pk for run in runs]
+
+
+@shared_task
+def month_export_task(today: str | None = None) -> list[str]:
+    """Beat: the previous month's finance export to COSTAPP_MONTHLY_EXPORT_TO,
+    once the month is COSTAPP_MONTHLY_EXPORT_AFTER_DAYS old; what it wrote."""
+    return month_export_due(
+        today=date.fromisoformat(today) if today else timezone.now().date()
+    )
 
 
 @shared_task(acks_late=True)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tests.costs.ce_emulator import CostExplorerEmulator
+from tests.support.services import free_port, missing, wait_for
 
 ACCOUNT = "111122223333"
 OTHER_ACCOUNT = "444455556666"
@@ -57,3 +58,29 @@ def amounts_by_day(field: str = "amortized_cost") -> dict[tuple[str, str], Decim
         key = (line.period_start.strftime("%Y-%m-%dT%H"), line.usage_type)
         out[key] = out.get(key, Decimal(0)) + getattr(line, field)
     return out
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    """A moto S3 server on loopback with a bucket "exports"; boto3 clients
+    made in the test reach it (AWS_ENDPOINT_URL)."""
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        missing("moto[server] (requirements-dev.txt)")
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
+    server.start()
+    import socket
+
+    wait_for(
+        lambda: socket.create_connection(("127.0.0.1", port), 1) is not None,
+        what="moto server",
+    )
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    import boto3
+
+    client = boto3.client("s3")
+    client.create_bucket(Bucket="exports")
+    yield client
+    server.stop()

@@ -340,9 +340,7 @@ def test_a_failed_export_leaves_the_earlier_files_and_no_partial_one(
     def summary_fails(export: Export) -> Any:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(
-        "costapp.management.commands.costs_export.summary_csv", summary_fails
-    )
+    monkeypatch.setattr("costapp.costs.export.write.summary_csv", summary_fails)
     args = ["--start", "2026-11-01", "--end", "2026-11-03", "--out", str(out)]
     with pytest.raises(RuntimeError, match="disk full"):
         call_command("costs_export", *args, stdout=io.StringIO())

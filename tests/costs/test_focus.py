@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from costapp.ingest import ingest_run_create
 from costapp.models import BillingPeriodSource, CostLine, IngestRun
 from costapp.sources.base import Window
 from tests.costs.conftest import cost_lines, utc
-from tests.support.services import free_port, missing, wait_for
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration, pytest.mark.smoke]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -265,30 +263,6 @@ def test_a_period_owned_by_cost_explorer_is_refused_with_the_reason() -> None:
     assert "claimed" in run.error
     assert CostLine.objects.count() == 0
     assert BillingPeriodSource.objects.filter(source="focus").count() == 0
-
-
-@pytest.fixture
-def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
-    try:
-        from moto.server import ThreadedMotoServer
-    except ImportError:
-        missing("moto[server] (requirements-dev.txt)")
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    import socket
-
-    wait_for(
-        lambda: socket.create_connection(("127.0.0.1", port), 1) is not None,
-        what="moto server",
-    )
-    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
-    import boto3
-
-    client = boto3.client("s3")
-    client.create_bucket(Bucket="exports")
-    yield client
-    server.stop()
 
 
 def test_csv_and_parquet_import_from_s3(s3: object, tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ month. Without ``--out`` the file is named after the window, grain, basis and
 
 from __future__ import annotations
 
-import itertools
 import os
 from pathlib import Path
 from typing import Any
@@ -20,8 +19,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from analytics.errors import shown
 from costapp.costs.export.build import Export, ExportSpec
-from costapp.costs.export.files import csv_rows, parquet_write, summary_csv
 from costapp.costs.export.reads import one_snapshot
+from costapp.costs.export.write import export_files_write
 from costapp.costs.forms import ExportForm
 
 
@@ -76,36 +75,10 @@ class Command(BaseCommand):
                 format=w["format"],
             )
         )
-        out = Path(out_name or f"{export.stem}.{w['format']}")
-        summary = out.with_name(f"{out.stem}-summary.csv")
-        # Both files are written beside their names and renamed when both are
-        # whole: a scheduled job that picks up the file never reads half of
-        # one, and a failed run leaves an earlier export where it was.
-        data_part, summary_part = _partial(out), _partial(summary)
-        try:
-            if w["format"] == "parquet":
-                with data_part.open("wb") as f:
-                    parquet_write(export, f)
-            else:
-                lines = csv_rows(export)
-                with data_part.open("w", newline="", encoding="utf-8") as f:
-                    # A write per thousand lines, not per line: a year is 10^4+.
-                    while chunk := "".join(itertools.islice(lines, 1000)):
-                        f.write(chunk)
-            with summary_part.open("w", newline="", encoding="utf-8") as f:
-                f.writelines(summary_csv(export))
-            os.replace(data_part, out)
-            os.replace(summary_part, summary)
-        finally:
-            data_part.unlink(missing_ok=True)
-            summary_part.unlink(missing_ok=True)
+        out, summary = export_files_write(
+            export, Path(out_name or f"{export.stem}.{w['format']}")
+        )
         complete = (
             "" if export.coverage.complete else " (incomplete: days without a bill)"
         )
         self.stdout.write(f"wrote {out} and {summary}{complete}")
-
-
-def _partial(path: Path) -> Path:
-    """Where ``path`` is written until it is whole: its own folder (so the
-    rename is atomic), a hidden name no export is ever given."""
-    return path.with_name(f".{path.name}.partial-{os.getpid()}")
