@@ -66,6 +66,10 @@ def validated(
             errors[key] = [
                 f"{key}: given {len(params.getlist(key))} times; once at most"
             ]
+        elif params.get(key) == "":
+            # Django's forms would read it as left out; a client that sends
+            # ?start= meant something, and the schema says a value.
+            errors[key] = [f"{key}='': empty; leave the parameter out for its default"]
     if not serializer.is_valid():
         errors.update(named(params, serializer.errors))
     if errors:

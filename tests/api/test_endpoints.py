@@ -373,6 +373,9 @@ def test_a_user_without_a_role_gets_403_everywhere(
         ("unit-costs", {"start": "2026-W48-1"}, "start", "is not a date (YYYY-MM-DD)"),
         ("idle", {"page_size": "9" * 30}, "page_size", "page_size='999"),
         ("alerts/events", {"kind": "bogus"}, "kind", "kind='bogus'"),
+        # An empty value is not "left out": the schema says a date.
+        ("unit-costs", {"start": ""}, "start", "start='': empty"),
+        ("spend", {"deployment": ""}, "deployment", "deployment='': empty"),
     ],
 )
 def test_bad_query_parameters_are_refused_by_name(
