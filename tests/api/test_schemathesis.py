@@ -1,6 +1,7 @@
 """schemathesis against the served schema: the app on a loopback port over
-the demo fleet, a token in the header; no 5xx and nothing outside the schema
-(status codes, content types, headers, bodies)."""
+the demo fleet, a token in the header; no 5xx, nothing outside the schema
+(status codes, content types, headers, bodies), and every request the schema
+calls invalid refused (an empty ?start= among them)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ CHECKS = ",".join(
         "content_type_conformance",
         "response_headers_conformance",
         "response_schema_conformance",
+        "negative_data_rejection",
     )
 )
 
