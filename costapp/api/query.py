@@ -44,9 +44,11 @@ def named(raw: Any, errors: dict[str, Any]) -> dict[str, list[str]]:
     """Serializer errors as ``field='value': reason``."""
     out: dict[str, list[str]] = {}
     for field, reasons in errors.items():
-        value = raw.get(field) if hasattr(raw, "get") else None
+        given = hasattr(raw, "get") and field in raw
+        # A cross-field rule may fall on a parameter left to its default.
+        said = f"{field}={shown(raw.get(field))}" if given else f"{field} (default)"
         items = reasons if isinstance(reasons, list) else [reasons]
-        out[field] = [f"{field}={shown(value)}: {r}" for r in items]
+        out[field] = [f"{said}: {r}" for r in items]
     return out
 
 

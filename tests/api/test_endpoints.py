@@ -376,6 +376,8 @@ def test_a_user_without_a_role_gets_403_everywhere(
         # An empty value is not "left out": the schema says a date.
         ("unit-costs", {"start": ""}, "start", "start='': empty"),
         ("spend", {"deployment": ""}, "deployment", "deployment='': empty"),
+        # A rule that falls on a parameter left out says so, not "end=None".
+        ("unit-costs", {"start": "2000-01-01"}, "end", "end (default): the window"),
     ],
 )
 def test_bad_query_parameters_are_refused_by_name(
