@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.utils import timezone
@@ -32,20 +32,26 @@ def rule(db: None) -> AlertRule:
     )
 
 
-def event_delivery(rule: AlertRule, channel: Channel) -> Delivery:
+def event_delivery(
+    rule: AlertRule, channel: Channel, *, resolved: bool = False
+) -> Delivery:
+    """One notification of chat's alert: firing on the incident's figure, or
+    its resolution three hours later."""
     event = AlertEvent.objects.create(
         rule=rule,
         scope_name="chat",
-        kind="firing",
-        data_time=NOW,
-        value=0.42,
+        kind="resolved" if resolved else "firing",
+        data_time=NOW + timedelta(hours=3) if resolved else NOW,
+        value=0.31 if resolved else 0.42,
         baseline=0.30,
-        explanation="replicas 6 → 9 at unchanged traffic",
-        figure_id=17,
+        explanation="" if resolved else "replicas 6 → 9 at unchanged traffic",
+        figure_id=None if resolved else 17,
         created_at=timezone.now(),
     )
     delivery = Delivery.objects.create(
-        channel=channel, webhook_id="msg_abc123", created_at=timezone.now()
+        channel=channel,
+        webhook_id="msg_resolved" if resolved else "msg_abc123",
+        created_at=timezone.now(),
     )
     delivery.events.set([event])
     return delivery

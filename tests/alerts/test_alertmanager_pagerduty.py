@@ -15,18 +15,16 @@ payload checked against the API's documented schema.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
 from typing import Any
 
 import jsonschema
 import pytest
-from django.utils import timezone
 
 from costapp.alerts.delivery import delivery_send
 from costapp.alerts.forms import ChannelForm
 from costapp.alerts.services import channel_upsert
-from costapp.models import AlertEvent, AlertRule, Channel, Delivery
-from tests.alerts.conftest import NOW, event_delivery
+from costapp.models import AlertRule
+from tests.alerts.conftest import event_delivery
 from tests.support.receiver import receiver
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
@@ -94,23 +92,6 @@ def valid(instance: Any, schema: dict[str, Any]) -> None:
     jsonschema.validate(instance, schema, format_checker=FORMATS)
 
 
-def resolved(rule: AlertRule, channel: Channel) -> Delivery:
-    event = AlertEvent.objects.create(
-        rule=rule,
-        scope_name="chat",
-        kind="resolved",
-        data_time=NOW + timedelta(hours=3),
-        value=0.31,
-        baseline=0.30,
-        created_at=timezone.now(),
-    )
-    delivery = Delivery.objects.create(
-        channel=channel, webhook_id="msg_resolved", created_at=timezone.now()
-    )
-    delivery.events.set([event])
-    return delivery
-
-
 def test_alertmanager_gets_one_alert_whose_labels_stay_put_until_resolved(
     loopback: None, rule: AlertRule
 ) -> None:
@@ -119,7 +100,9 @@ def test_alertmanager_gets_one_alert_whose_labels_stay_put_until_resolved(
             name="am", kind="alertmanager", config={"url": rx.url}
         ).channel
         firing = delivery_send(delivery_id=event_delivery(rule, channel).pk)
-        done = delivery_send(delivery_id=resolved(rule, channel).pk)
+        done = delivery_send(
+            delivery_id=event_delivery(rule, channel, resolved=True).pk
+        )
     assert firing is not None and firing.status == "sent"
     assert done is not None and done.status == "sent"
     first, last = (json.loads(r.body) for r in rx.received)
@@ -157,7 +140,9 @@ def test_pagerduty_triggers_then_resolves_the_same_dedup_key(
             config={"url": rx.url + "/v2/enqueue", "routing_key": PD_KEY},
         ).channel
         firing = delivery_send(delivery_id=event_delivery(rule, channel).pk)
-        done = delivery_send(delivery_id=resolved(rule, channel).pk)
+        done = delivery_send(
+            delivery_id=event_delivery(rule, channel, resolved=True).pk
+        )
     assert (
         firing is not None and firing.status == "sent" and firing.response_code == 202
     )
@@ -187,7 +172,9 @@ def test_a_pagerduty_400_is_not_retried_and_a_429_is(
             config={"url": rx.url, "routing_key": PD_KEY},
         ).channel
         bad = delivery_send(delivery_id=event_delivery(rule, channel).pk)
-        busy = delivery_send(delivery_id=resolved(rule, channel).pk)
+        busy = delivery_send(
+            delivery_id=event_delivery(rule, channel, resolved=True).pk
+        )
     assert bad is not None and bad.status == "failed" and not bad.retry
     assert "Event object is invalid" in bad.error
     assert busy is not None and busy.status == "pending" and busy.retry

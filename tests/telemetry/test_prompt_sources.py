@@ -87,19 +87,24 @@ def simulated_engine(seed: int) -> tuple[list[RawSeries], dict[int, dict[str, in
     return series, truth
 
 
+def hour_records(series: list[RawSeries], hours: int) -> list[DeploymentHourRecord]:
+    """The adapter's hourly records of the first ``hours`` hours."""
+    records = deployment_records(
+        target=Target("d", "vllm", 'job="vllm"'),
+        series=series,
+        born=lambda labels: True,
+        state=CounterState(),
+        slice_start_s=T0,
+        slice_end_s=T0 + hours * 3600,
+        interval_default=STEP,
+    )
+    return [r for r in records if isinstance(r, DeploymentHourRecord)]
+
+
 def test_sources_add_up_to_prompt_tokens_plus_fully_cached_requests_each_hour() -> None:
     for seed in range(5):
         series, truth = simulated_engine(seed)
-        records = deployment_records(
-            target=Target("d", "vllm", 'job="vllm"'),
-            series=series,
-            born=lambda labels: True,
-            state=CounterState(),
-            slice_start_s=T0,
-            slice_end_s=T0 + HOURS * 3600,
-            interval_default=STEP,
-        )
-        hours = [r for r in records if isinstance(r, DeploymentHourRecord)]
+        hours = hour_records(series, HOURS)
         assert len(hours) == HOURS
         for r in hours:
             want = truth[int(r.hour.timestamp())]
@@ -117,15 +122,6 @@ def test_sources_add_up_to_prompt_tokens_plus_fully_cached_requests_each_hour() 
 
 def test_the_three_sources_are_one_replica_not_three() -> None:
     series, _ = simulated_engine(0)
-    records = deployment_records(
-        target=Target("d", "vllm", 'job="vllm"'),
-        series=series,
-        born=lambda labels: True,
-        state=CounterState(),
-        slice_start_s=T0,
-        slice_end_s=T0 + 3600,
-        interval_default=STEP,
-    )
-    (hour,) = [r for r in records if isinstance(r, DeploymentHourRecord)]
+    (hour,) = hour_records(series, 1)
     assert hour.replicas_max == 1.0
     assert VLLM.roles_of("vllm:prompt_tokens_by_source_total")[0].field_label
