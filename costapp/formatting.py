@@ -105,3 +105,33 @@ def duration(seconds: float | None) -> str:
         return f"{hours} h {minutes} min" if minutes else f"{hours} h"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+# Internal names as people read them. The stored and exported values stay as
+# they are (finance filters CSVs on them); pages show these.
+IDLE_NAME, UNALLOCATED_NAME = "__idle__", "__unallocated__"
+FORECAST_METHODS = {
+    "ets": "exponential smoothing (ETS), weekly season",
+    "ets-nonseasonal": "exponential smoothing (ETS), no season yet",
+    "mean": "mean of the days so far",
+}
+
+
+def target_label(name: str) -> str:
+    """An allocation target: a deployment's name, a pool's idle, unallocated."""
+    if name == IDLE_NAME:
+        return "idle (pool node-hours nobody used)"
+    if name.endswith("/" + IDLE_NAME):
+        return f"pool {name.removesuffix('/' + IDLE_NAME)}: idle"
+    if name == UNALLOCATED_NAME:
+        return "unallocated (no rule matched)"
+    return name
+
+
+def series_label(scope: str, name: str) -> str:
+    """A series: "deployment chat", "team docs", "the fleet" (not "fleet fleet")."""
+    return "the fleet" if scope == "fleet" else f"{scope} {name}"
+
+
+def forecast_method(method: str) -> str:
+    return FORECAST_METHODS.get(method, method)

@@ -16,6 +16,19 @@ def duration(seconds: float | None) -> str:
 
 
 @register.filter
+def series(row: object) -> str:
+    """``{{ f|series }}``: a row's scope and name as people read them."""
+    get = row.get if isinstance(row, dict) else lambda k: getattr(row, k, "")  # type: ignore[union-attr]
+    return formatting.series_label(str(get("scope")), str(get("name")))
+
+
+@register.filter
+def target(name: str) -> str:
+    """``{{ s.name|target }}``: __idle__ and __unallocated__ in words."""
+    return formatting.target_label(str(name))
+
+
+@register.filter
 def money(value: object, currency: str = "USD") -> str:
     """An amount with its currency (``{{ x|money:"USD" }}``); a missing figure is formatting.MISSING."""
     return formatting.money(value, currency)  # type: ignore[arg-type]

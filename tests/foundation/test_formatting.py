@@ -49,3 +49,16 @@ def test_an_amount_that_rounds_to_nothing_carries_no_minus_sign() -> None:
     assert fmt.money(-0.0004, "USD", places=3) == "$0.000"
     assert fmt.money(-0.0, "EUR") == "EUR 0.00"
     assert fmt.money(-0.0006, "USD", places=3) == "-$0.001"
+
+
+def test_internal_names_read_as_words_on_pages() -> None:
+    from costapp.formatting import forecast_method, series_label, target_label
+
+    assert target_label("__idle__") == "idle (pool node-hours nobody used)"
+    assert target_label("p5-chat/__idle__") == "pool p5-chat: idle"
+    assert target_label("__unallocated__") == "unallocated (no rule matched)"
+    assert target_label("chat") == "chat"
+    assert series_label("fleet", "fleet") == "the fleet"
+    assert series_label("team", "docs") == "team docs"
+    assert forecast_method("ets").startswith("exponential smoothing")
+    assert forecast_method("something new") == "something new"

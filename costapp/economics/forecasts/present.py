@@ -59,7 +59,7 @@ def month_card_context(card: MonthCard) -> dict[str, Any]:
             else fmt.MISSING
         ),
         "interval_pct": f"{f.interval:.0%}" if f else "",
-        "method": f.method if f else "",
+        "method": fmt.forecast_method(f.method) if f else "",
         # A month with no day left has a total, not a forecast: an interval
         # of one value and a method "none" said nothing.
         "complete": complete,
