@@ -18,6 +18,12 @@ from costapp.forms import NamedForm
 MAX_DAYS = {"day": 3 * 366, "hour": 31, "week": 5 * 366, "month": 10 * 366}
 DEFAULT_DAYS = {"day": 90, "hour": 7, "week": 26 * 7, "month": 366}
 GRAINS = [("day", "day"), ("hour", "hour"), ("week", "week"), ("month", "month")]
+REFRESH_CHOICES = [
+    ("", "off"),
+    ("60", "every minute"),
+    ("300", "every 5 minutes"),
+    ("900", "every 15 minutes"),
+]
 CLOCK_CHOICES = [
     ("", "any clock"),
     ("final", "final bill"),
@@ -66,6 +72,9 @@ class EconomicsWindowForm(NamedForm):
     grain = _choice(GRAINS)
     clock = _choice(CLOCK_CHOICES)
     scope = _choice(SCOPE_CHOICES)
+    # The overview reloads itself, as a wall screen's Grafana does; the
+    # figures change at most every refresh (15 min on the default schedule).
+    refresh = _choice(REFRESH_CHOICES, label="Auto-refresh")
 
     def __init__(self, *args: Any, today: date, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -47,7 +47,9 @@ DEFAULT_LABEL = "the 90 days before today"
 
 
 def _economics_filters(
-    request: HttpRequest, today: date
+    request: HttpRequest,
+    today: date,
+    fields: tuple[str, ...] = ("grain", "clock"),
 ) -> tuple[EconomicsWindowForm, Filters]:
     """The shared filter (window preset, team, deployments) and the economics
     form (grain, clock), from one query string. Custom days are the economics
@@ -64,7 +66,7 @@ def _economics_filters(
         # for the whole fleet, saying so, as a refused filter does.
         refused = form.messages()
         form = EconomicsWindowForm(None, today=today)
-    page = {"page_form": form, "page_fields": ("grain", "clock"), "today": today}
+    page = {"page_form": form, "page_fields": fields, "today": today}
     window = form.window()
     if refused:
         default = (window.start, window.end, DEFAULT_LABEL)
@@ -102,7 +104,9 @@ FORECAST_CURRENCY = "USD"
 @requires("costapp.view_overview")
 def overview(request: HttpRequest) -> HttpResponse:
     today = display_today()
-    form, filters = _economics_filters(request, today)
+    form, filters = _economics_filters(
+        request, today, fields=("grain", "clock", "refresh")
+    )
     body = pagecache.body_render(
         request,
         OVERVIEW_BODY,
@@ -110,7 +114,10 @@ def overview(request: HttpRequest) -> HttpResponse:
         key=(filters.start, filters.end, filters.team, filters.deployments),
         context=lambda: _overview_context(today, form, filters),
     )
-    return render(request, "economics/overview.html", {"body": body})
+    refresh = form.cleaned_data.get("refresh") if form.is_bound else ""
+    return render(
+        request, "economics/overview.html", {"body": body, "refresh": refresh}
+    )
 
 
 OVERVIEW_BODY = "economics/_overview_body.html"
