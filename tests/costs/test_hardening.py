@@ -27,7 +27,7 @@ from costapp.sources.base import Window
 from costapp.tasks import ingest_run_task, ingest_runs_queue
 from tests.costs.ce_emulator import CostExplorerEmulator, Line
 from tests.costs.conftest import ACCOUNT, cost_lines, utc
-from tests.costs.test_focus import SAMPLE, import_file, s3, sample_rows, write_csv
+from tests.costs.test_focus import SAMPLE, import_file, sample_rows, write_csv
 from tests.support.users import user_in
 
 pytestmark = [pytest.mark.django_db, pytest.mark.integration]
@@ -35,7 +35,6 @@ pytestmark = [pytest.mark.django_db, pytest.mark.integration]
 FULL_WIDTH = "".join(chr(0xFF10 + int(c)) for c in "111122223333")
 FULL_WIDTH_SUB = "".join(chr(0xFF10 + int(c)) for c in "123456789012")
 D = Decimal
-__all__ = ["s3"]  # the moto fixture, shared with test_focus
 
 
 @pytest.fixture
