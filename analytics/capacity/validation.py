@@ -4,7 +4,8 @@ Rows carry only what a user sets (model, GPU, dtypes, TP/DP/EP, version and the
 flags of the log's non-default-args line); never the weights, activation or KV
 GiB the same log prints. Each row says whether it was added after the memory
 model was frozen (``"set": "post-freeze"``): the goal is measured on those, and
-the rest is reported apart because earlier rows shaped the model.
+the rest is reported apart because earlier rows shaped the model. ``"round-4"``
+rows (vLLM >= 0.15) were committed before any later model change.
 """
 
 from __future__ import annotations
@@ -180,6 +181,9 @@ def sources_markdown(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 POST_FREEZE = "post-freeze"
+# Rows of vLLM >= 0.15 start-ups added in a fourth round, committed before any
+# later change to the memory model; summarised on their own.
+ROUND_4 = "round-4"
 
 
 def docs_blocks(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -187,11 +191,13 @@ def docs_blocks(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
     The goal is measured on the rows added after the last freeze; the rest (rows
     that shaped the model, or pointed at terms added before the last freeze) are
-    reported apart, and both by generation, GPU and TP.
+    reported apart, and both by generation, GPU and TP. The fourth round's rows
+    have a block of their own.
     """
     table = startup_table(rows)
     post = table[table["set"] == POST_FREEZE]
-    rest = table[table["set"] != POST_FREEZE]
+    rest = table[~table["set"].isin((POST_FREEZE, ROUND_4))]
+    round_4 = table[table["set"] == ROUND_4]
     blocks = {
         "summary-all": summary_markdown(error_summary(table)),
         "rows": rows_markdown(table),
@@ -201,4 +207,6 @@ def docs_blocks(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         blocks["summary-post-freeze"] = summary_markdown(error_summary(post))
     if len(rest):
         blocks["summary-rest"] = summary_markdown(error_summary(rest))
+    if len(round_4):
+        blocks["summary-round-4"] = summary_markdown(error_summary(round_4))
     return blocks
