@@ -116,6 +116,14 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     kv_memory = np.where(kv_given, c["kv_memory_given"], profiled)
     block = c["block_size"]
     blocks = mem.blocks_from_memory(kv_memory, block, kv_tok)
+    # --num-gpu-blocks-override replaces the profiled count (vLLM v1
+    # kv_cache_utils.get_num_blocks: "Overriding num_gpu_blocks=%d with
+    # num_gpu_blocks_override=%d"); the pool's bytes follow the blocks.
+    blocks_given = ~np.isnan(c["blocks_given"])
+    blocks = np.where(blocks_given, np.nan_to_num(c["blocks_given"]), blocks).astype(
+        np.int64
+    )
+    kv_memory = np.where(blocks_given, blocks * block * kv_tok, kv_memory)
     kv_tokens = blocks * block
 
     # Sliding-window layers (V1 hybrid allocator) only keep the window per request,
@@ -412,7 +420,17 @@ def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) ->
         starts=code not in reasons.REFUSAL_CODES,
         refusal=code if code in reasons.REFUSAL_CODES else None,
         modelled=code != "not_modelled",
+        max_model_len_admitted=_admitted(row),
     )
+
+
+def _admitted(row: Mapping[str, Any]) -> int:
+    """The longest request the pool admits; a model whose every layer slides
+    admits any length, so its own maximum."""
+    longest = float(row["estimated_max_len"])
+    if not math.isfinite(longest):
+        longest = float(row["max_position"])
+    return max(0, int(longest)) if math.isfinite(longest) else 0
 
 
 GRID_COLUMNS = (

@@ -411,6 +411,7 @@ def _columns(
     cols["target_rps"] = num("target_requests_per_s", allow_none=True)
     cols["price"] = num("gpu_hour_price", allow_none=True)
     cols["kv_memory_given"] = num("kv_cache_memory_bytes", allow_none=True)
+    cols["blocks_given"] = num("num_gpu_blocks_override", allow_none=True)
     cols["prefix_hit"] = num("prefix_cache_hit_rate", allow_none=True, default=0.0)
     for name in (
         "enforce_eager", "allow_long_max_model_len", "speculative_decoding", "lora",
@@ -486,6 +487,12 @@ def _validate_numbers(frame: pd.DataFrame, c: Mapping[str, np.ndarray]) -> None:
             "kv_cache_memory_bytes",
             c["kv_memory_given"] <= 0,
             "must be > 0 bytes when given",
+        ),
+        (
+            "num_gpu_blocks_override",
+            ~np.isnan(c["blocks_given"])
+            & ((c["blocks_given"] < 1) | (c["blocks_given"] % 1 != 0)),
+            "must be a whole number of blocks >= 1 when given",
         ),
         (
             "prefix_cache_hit_rate",

@@ -45,6 +45,10 @@ class Scenario:
     # VLLM_USE_V2_MODEL_RUNNER; None = the version's default (memory.MRV2_*).
     model_runner_v2: bool | None = None
     kv_cache_memory_bytes: float | None = None  # --kv-cache-memory: skips profiling
+    # --num-gpu-blocks-override: the pool is this many blocks whatever the
+    # profile says (vLLM v1 kv_cache_utils.get_num_blocks). "Today" carries the
+    # pool the running engine reported (cache_config_info's num_gpu_blocks).
+    num_gpu_blocks_override: int | None = None
     # Share of prompt tokens served from the prefix cache (telemetry), cuts prefill.
     prefix_cache_hit_rate: float = 0.0
     speculative_decoding: bool = False
@@ -99,6 +103,9 @@ class Result:
     refusal: str | None = None
     # False for what the model does not cover (speculative decoding, LoRA).
     modelled: bool = True
+    # The longest max_model_len this pool admits for one request (vLLM V1's
+    # estimate_max_model_len, per KV group for sliding-window layers).
+    max_model_len_admitted: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

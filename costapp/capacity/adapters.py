@@ -56,6 +56,16 @@ ENGINE_KIND = {
 }
 
 SCENARIO_FIELDS = tuple(f.name for f in fields(Scenario))
+# What vLLM's memory profile depends on: a change to any of these means the
+# running engine's reported pool (``num_gpu_blocks_override`` on "today") no
+# longer applies and the memory model sizes the pool. max_model_len is not
+# among them: V1 profiles with max_num_batched_tokens, not the model length.
+POOL_INPUTS = frozenset({
+    "model", "gpu", "mig_profile", "tp", "weight_dtype", "kv_dtype", "engine_version",
+    "engine", "gpu_memory_utilization", "max_num_seqs", "max_num_batched_tokens",
+    "block_size", "enforce_eager", "data_parallel_size", "enable_expert_parallel",
+    "estimate_cudagraphs", "model_runner_v2", "kv_cache_memory_bytes",
+})  # fmt: skip
 
 
 def catalogue_models() -> list[str]:
@@ -152,6 +162,18 @@ def scenario_with(base: Scenario, overrides: Mapping[str, Any]) -> Scenario:
     values = {name: getattr(base, name) for name in SCENARIO_FIELDS}
     values.update(overrides)
     return Scenario(**values)
+
+
+def scenario_changed(base: Scenario, overrides: Mapping[str, Any]) -> Scenario:
+    """``base`` with ``overrides``, keeping the engine's reported pool only
+    while nothing it was profiled with changes (``POOL_INPUTS``)."""
+    changes = dict(overrides)
+    if base.num_gpu_blocks_override is not None and any(
+        key in POOL_INPUTS and value != getattr(base, key)
+        for key, value in changes.items()
+    ):
+        changes.setdefault("num_gpu_blocks_override", None)
+    return scenario_with(base, changes)
 
 
 def scenario_to_dict(scenario: Scenario) -> dict[str, Any]:

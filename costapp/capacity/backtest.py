@@ -198,7 +198,13 @@ def deployment_backtest(
             figures,
             state.problems,
         )
-    if hit_rate is not None and 0 <= hit_rate < 1:
+    if (
+        hit_rate is not None
+        and 0 <= hit_rate < 1
+        and "prefix_cache_hit_rate" not in state.settings
+    ):
+        # Today carries the last week's hit rate already; a back-test over
+        # another window of a today without one takes this window's.
         scenario = replace(scenario, prefix_cache_hit_rate=hit_rate)
     cals = selectors.stored_calibrations() if calibrations is None else calibrations
     try:

@@ -1,26 +1,31 @@
 """Reads for the capacity pages: what runs today, saved scenarios, calibrations.
 
-Reads only: the engine runs in ``whatif.py`` and display strings are built in
+Reads: the engine runs in ``whatif.py`` (once here, to find the longest
+max_model_len a reported pool admits) and display strings are built in
 ``tables.py`` (views -> tables -> whatif -> selectors).
 
 Today's configuration is assembled from the fleet (model, GPU, TP, MIG, engine),
-what telemetry discovered (``vllm:cache_config_info``), the busiest hour of the
-last seven days (traffic and request shape) and the rate card. Every value
-carries where it came from, so a default is never mistaken for a measurement.
+what telemetry discovered (``vllm:cache_config_info``: settings and the pool the
+engine allocated, ``num_gpu_blocks``), the busiest hour of the last seven days
+(traffic, request shape, replicas up) with the week's prefix-cache hit rate, and
+the rate card. Every value carries where it came from, so a default is never
+mistaken for a measurement.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.utils import timezone
 
+from analytics.capacity import engine as capacity_engine
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.engine import Scenario
+from analytics.capacity.errors import CapacityError
 from analytics.errors import InvalidInput
 from costapp.capacity import adapters
 from costapp.costs.rates import rate_book
@@ -37,7 +42,7 @@ PEAK_WINDOW = timedelta(days=7)
 @dataclass(frozen=True)
 class Setting:
     value: Any
-    origin: str  # fleet, discovered, observed, rate card, default, assumed
+    origin: str  # fleet, discovered, observed, inferred, rate card, default, assumed
     blank: str = "engine default"  # what None means for this setting
 
     @property
@@ -52,6 +57,10 @@ class PeakTraffic:
     prompt_tokens: float | None  # mean per request; None when no requests
     output_tokens: float | None
     hours_with_data: int
+    # Replicas up during that hour (mean of the engine's instances); None unknown.
+    replicas: float | None = None
+    # The window's prefix-cache hits / queries; None where the engine says nothing.
+    prefix_cache_hit_rate: float | None = None
 
 
 @dataclass(frozen=True)
@@ -94,19 +103,30 @@ def peak_hour_traffic(
             "requests_length",
             "prompt_tokens",
             "generation_tokens",
+            "replicas_mean",
+            "prefix_cache_queries",
+            "prefix_cache_hits",
         )
     )
     if not rows:
         return None
     peak = max(rows, key=lambda r: (r.requests, r.hour))
     requests = peak.requests
+    queries = sum(r.prefix_cache_queries or 0.0 for r in rows if _hit_known(r))
+    hits = sum(r.prefix_cache_hits or 0.0 for r in rows if _hit_known(r))
     return PeakTraffic(
         hour=peak.hour,
         requests_per_s=requests / 3600.0,
         prompt_tokens=peak.prompt_tokens / requests if requests > 0 else None,
         output_tokens=peak.generation_tokens / requests if requests > 0 else None,
         hours_with_data=len(rows),
+        replicas=peak.replicas_mean,
+        prefix_cache_hit_rate=hits / queries if queries > 0 else None,
     )
+
+
+def _hit_known(row: DeploymentHour) -> bool:
+    return bool(row.prefix_cache_queries) and row.prefix_cache_hits is not None
 
 
 def gpu_hour_price(
@@ -218,6 +238,12 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         else Setting(False, "default")
     )
     observed_blocks = _number(config.get("num_gpu_blocks"), int)
+    if observed_blocks is not None and observed_blocks > 0:
+        # The pool the running engine allocated: today sizes batches from it,
+        # not from the memory model (whose figure the page shows beside it).
+        settings["num_gpu_blocks_override"] = Setting(observed_blocks, "discovered")
+    else:
+        observed_blocks = None
 
     traffic = peak_hour_traffic(deployment, now=now)
     if traffic is not None and traffic.prompt_tokens is not None:
@@ -232,6 +258,9 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         settings["prompt_tokens"] = Setting(DEFAULT_PROMPT_TOKENS, "default")
         settings["output_tokens"] = Setting(DEFAULT_OUTPUT_TOKENS, "default")
         settings["target_requests_per_s"] = Setting(None, "default", "none (1 replica)")
+    if traffic is not None and traffic.prefix_cache_hit_rate is not None:
+        hit = min(max(traffic.prefix_cache_hit_rate, 0.0), 0.999)
+        settings["prefix_cache_hit_rate"] = Setting(round(hit, 4), "observed")
     settings["itl_sla_ms"] = (
         Setting(float(deployment.slo_itl_p95_ms), "fleet")
         if deployment.slo_itl_p95_ms
@@ -265,6 +294,8 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
             )
         except InvalidInput as exc:
             problems.append(str(exc))
+        if scenario is not None and settings["max_model_len"].origin == "default":
+            scenario = _max_model_len_the_pool_admits(scenario, settings)
     return Today(
         deployment=deployment,
         scenario=scenario,
@@ -276,6 +307,29 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         problems=tuple(problems),
         engine_figures=engine_figures(deployment),
     )
+
+
+def _max_model_len_the_pool_admits(
+    scenario: Scenario, settings: dict[str, Setting]
+) -> Scenario:
+    """A running engine whose max_model_len was not reported proves its pool
+    holds one request of that length (vLLM refuses to start otherwise), so
+    where the model's maximum would not fit the reported pool, today's
+    max_model_len is the longest the pool admits, marked inferred. Never a
+    model maximum the pool cannot hold."""
+    if scenario.num_gpu_blocks_override is None:
+        return scenario
+    try:
+        result = capacity_engine.evaluate(scenario)
+    except (CapacityError, InvalidInput):
+        return scenario
+    if result.refusal != "max_model_len_exceeds_pool":
+        return scenario
+    admitted = result.max_model_len_admitted
+    if admitted < 16:
+        return scenario
+    settings["max_model_len"] = Setting(admitted, "inferred")
+    return replace(scenario, max_model_len=admitted)
 
 
 def stored_calibrations() -> list[EngineCalibration]:

@@ -9,13 +9,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from statistics import median
 from typing import Any
 
 from analytics.capacity.engine import Result
 from analytics.capacity.refusals import RejectedShare
-from costapp.capacity.backtest import DeploymentBacktest
 from costapp.capacity.whatif import MigComparison, SearchOutcome, WhatIf
 from costapp.formatting import MISSING, money, number
 
@@ -56,9 +53,9 @@ METRICS: tuple[Metric, ...] = (
         1,
         2,
     ),
-    Metric("replicas", "Replicas for the target", "", 1, 0, "lower"),
-    Metric("gpus_needed", "GPUs needed", "GPU", 1, 2, "lower"),
-    Metric("cost_per_hour", "Cost per hour", "/h", 1, 2, "lower", True),
+    Metric("replicas", "Replicas for the target (all)", "", 1, 0, "lower"),
+    Metric("gpus_needed", "GPUs needed (all replicas)", "GPU", 1, 2, "lower"),
+    Metric("cost_per_hour", "Cost per hour (all replicas)", "/h", 1, 2, "lower", True),
     Metric(
         "cost_per_1k_requests", "Cost per 1k requests", "/1k req", 1, 4, "lower", True
     ),
@@ -155,15 +152,59 @@ def whatif_table(whatif: WhatIf) -> WhatIfTable:
     )
     check = None
     observed = whatif.today.observed_blocks
-    if observed and base is not None and base.num_gpu_blocks > 0:
-        off = (base.num_gpu_blocks - observed) / observed
+    modelled = whatif.modelled_blocks
+    if observed and modelled:
+        off = (modelled - observed) / observed
         check = (
-            f"vLLM reported num_gpu_blocks={observed:,}; the model predicts "
-            f"{base.num_gpu_blocks:,} for today's settings ({off:+.1%})"
+            f"vLLM reported num_gpu_blocks={observed:,}: today runs on that pool. "
+            f"The memory model predicts {modelled:,} for today's settings "
+            f"({off:+.1%}); a variant that changes what the pool was profiled with "
+            "(GPU, dtypes, TP, memory share, batch limits) uses the model's figure"
         )
         if "num_gpu_blocks" in whatif.today.engine_figures:
             check += f"; {CIRCULAR_BLOCKS}"
     return WhatIfTable(columns, rows, check)
+
+
+@dataclass(frozen=True)
+class ReplicaSizing:
+    """Today's one replica figure, with its arithmetic and what ran."""
+
+    needed: str
+    running: str
+    arithmetic: str
+
+
+def _count(value: float, digits: int = 1) -> str:
+    """Replicas and GPUs: whole where whole (MIG slices and means are not)."""
+    return number(value, 0 if abs(value - round(value)) < 1e-9 else digits)
+
+
+def replica_sizing(whatif: WhatIf) -> ReplicaSizing | None:
+    """Replicas the peak hour needs (the engine's figure for today) beside the
+    replicas that were up in that hour, in replicas and GPUs."""
+    base, traffic = whatif.base, whatif.today.traffic
+    if base is None or traffic is None:
+        return None
+    per_replica = base.gpu_share_per_replica
+    gpus = f"{_count(per_replica, 2)} GPU per replica"
+    running = (
+        MISSING
+        if traffic.replicas is None
+        else f"{_count(traffic.replicas)} ({_count(traffic.replicas * per_replica)}"
+        " GPUs) up that hour, telemetry"
+    )
+    rate = base.max_requests_per_s_within_sla
+    if not base.feasible or rate <= 0:
+        return ReplicaSizing(MISSING, running, base.reason or "today does not serve")
+    raw = traffic.requests_per_s / rate
+    return ReplicaSizing(
+        f"{base.replicas:,} ({_count(base.gpus_needed)} GPUs)",
+        running,
+        f"{number(traffic.requests_per_s, 2)} req/s at the peak hour ÷ "
+        f"{number(rate, 2)} req/s per replica within the SLA = {number(raw, 2)} → "
+        f"{base.replicas:,} replicas at {gpus}",
+    )
 
 
 CIRCULAR_BLOCKS = (
@@ -200,197 +241,6 @@ def rejected_cells(
                 )
             )
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class BacktestRow:
-    figure: str
-    observed: str
-    predicted: str
-    gap: str  # error (like for like) or headroom (replicas)
-    tone: str = ""  # good, bad, warn or ""
-    note: str = ""
-
-
-def _hour_text(hour: Any) -> str:
-    try:
-        return datetime.fromisoformat(str(hour)).strftime("%a %d %b %H:00 UTC")
-    except ValueError:
-        return str(hour)
-
-
-def backtest_notes(found: DeploymentBacktest) -> list[str]:
-    """The back-test's messages the card does not already show: the large-error
-    banner, the circular badge and the per-hour replica verdicts have their place."""
-    bt = found.backtest
-    if bt is None:
-        return []
-    return [
-        m
-        for m in bt.messages
-        if not m.startswith(("large error", "circular")) and "met the ITL SLA" not in m
-    ]
-
-
-def _share(value: float | None) -> str:
-    return MISSING if value is None else f"{number(value * 100, 1)}%"
-
-
-def _pct(value: float | None) -> str:
-    return MISSING if value is None else f"{value:+.1%}"
-
-
-def _error_tone(value: float | None, limit: float) -> str:
-    if value is None:
-        return ""
-    return "bad" if abs(value) > limit else "good"
-
-
-def backtest_rows(
-    found: DeploymentBacktest,
-    *,
-    observed_blocks: int | None,
-    predicted_blocks: int | None,
-    large_error: float,
-) -> list[BacktestRow]:
-    """Observed beside predicted, like with like, for today's back-test."""
-    bt = found.backtest
-    if bt is None:
-        return []
-    counts = {h.hour: h.itl_count for h in found.hours}
-    compared = [h for h in bt.hours if h.itl_error is not None]
-    weight = sum(float(counts.get(h.hour) or 0.0) for h in compared)
-    rows: list[BacktestRow] = []
-    if compared and weight > 0:
-        obs = sum(
-            (h.observed_itl_ms or 0.0) * float(counts.get(h.hour) or 0.0)
-            for h in compared
-        )
-        pred = sum(
-            (h.predicted_itl_ms or 0.0) * float(counts.get(h.hour) or 0.0)
-            for h in compared
-        )
-        batches = [h.batch for h in compared if h.batch is not None]
-        rows.append(
-            BacktestRow(
-                "Mean ITL at the hourly mean batch",
-                f"{number(obs / weight, 1)} ms",
-                f"{number(pred / weight, 1)} ms",
-                _pct(bt.itl_error),
-                _error_tone(bt.itl_error, large_error),
-                f"{len(compared)} hours, token-weighted; batch "
-                f"{min(batches):.1f} to {max(batches):.1f} per replica; median "
-                f"|error| per hour {_share(bt.itl_median_abs_error)}",
-            )
-        )
-    both = [h for h in bt.hours if h.throughput_error is not None]
-    if both:
-        obs_tps = sum(h.observed_tokens_per_s or 0.0 for h in both) / len(both)
-        pred_tps = sum(h.predicted_tokens_per_s or 0.0 for h in both) / len(both)
-        rows.append(
-            BacktestRow(
-                "Output tokens/s per replica at that batch",
-                f"{number(obs_tps, 0)} tok/s",
-                f"{number(pred_tps, 0)} tok/s",
-                _pct(bt.throughput_error),
-                _error_tone(bt.throughput_error, large_error),
-                f"{len(both)} hours; predicted = batch / predicted mean ITL",
-            )
-        )
-    if bt.telemetry_ratio is not None:
-        rows.append(
-            BacktestRow(
-                "Telemetry against itself: tokens/s ÷ (running ÷ mean ITL)",
-                f"{bt.telemetry_ratio:.2f}",
-                "≤ 1.00",
-                "inconsistent" if bt.telemetry_consistent is False else "consistent",
-                "bad" if bt.telemetry_consistent is False else "good",
-                "observed only, no engine: each running sequence makes at most one "
-                "token per step (plus one first token per request)",
-            )
-        )
-    checked = [h for h in bt.hours if h.replicas_verdict != "not checked"]
-    tails = [h for h in checked if h.predicted_p95_ms and h.observed_p95_ms]
-    if tails and bt.itl_p95_error is not None:
-        rows.append(
-            BacktestRow(
-                "p95 ITL at the hourly mean batch (the tail that sizes replicas)",
-                f"{number(median([h.observed_p95_ms or 0.0 for h in tails]), 1)} ms",
-                f"{number(median([h.predicted_p95_ms or 0.0 for h in tails]), 1)} ms",
-                _pct(bt.itl_p95_error),
-                _error_tone(bt.itl_p95_error, large_error),
-                f"{len(tails)} hours that met the SLA, medians; predicted = the "
-                "closed form's p95 (prefill stall or spread over the mean) at the "
-                "hour's batch",
-            )
-        )
-    if checked:
-        over = [h for h in checked if h.replicas_verdict == "over"]
-        figure = "Replicas, hours that met the ITL SLA (one-sided)"
-        if over:
-            worst = max(
-                over,
-                key=lambda h: (-(h.headroom_replicas or 0.0), h.replicas_observed or 0),
-            )
-            rows.append(
-                BacktestRow(
-                    figure,
-                    f"{number(worst.replicas_observed, 1)} met the SLA",
-                    f"{worst.replicas_predicted} needed",
-                    f"{-(worst.headroom_replicas or 0.0):.1f} more than met it",
-                    "bad",
-                    f"worst hour {_hour_text(worst.hour)}; {len(over)} of "
-                    f"{len(checked)} hours over: predicted more replicas than "
-                    "served within the SLA (predicted must be ≤ observed)"
-                    + (
-                        "; the telemetry is inconsistent (row above), so this "
-                        "check is not evidence against the engine"
-                        if bt.telemetry_consistent is False
-                        else ""
-                    ),
-                )
-            )
-        else:
-            busiest = max(checked, key=lambda h: (h.replicas_observed or 0.0, h.hour))
-            rows.append(
-                BacktestRow(
-                    figure,
-                    f"{number(busiest.replicas_observed, 1)} met the SLA",
-                    f"{busiest.replicas_predicted} needed",
-                    f"headroom {busiest.headroom_replicas or 0.0:+.1f}",
-                    "good",
-                    f"busiest checked hour, {_hour_text(busiest.hour)}; all "
-                    f"{len(checked)} checked hours within (predicted ≤ observed); "
-                    "the gap is headroom, not error",
-                )
-            )
-    elif bt.hours:
-        rows.append(
-            BacktestRow(
-                "Replicas, hours that met the ITL SLA (one-sided)",
-                MISSING,
-                MISSING,
-                "not checked",
-                "",
-                "no hour with a known p95 ITL within the SLA",
-            )
-        )
-    if observed_blocks and predicted_blocks:
-        off = predicted_blocks / observed_blocks - 1
-        circular = "num_gpu_blocks" in found.engine_figures
-        rows.append(
-            BacktestRow(
-                "KV blocks (num_gpu_blocks)",
-                f"{observed_blocks:,}",
-                f"{predicted_blocks:,}",
-                _pct(off),
-                "warn" if circular else _error_tone(off, 0.10),
-                "circular: generated from this engine (demo), agreement checks nothing"
-                if circular
-                else "vllm:cache_config_info at start-up",
-            )
-        )
-    return rows
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from django.urls import reverse
 from analytics.capacity.backtest import LARGE_ERROR
 from analytics.errors import InvalidInput
 from costapp.access import requires
-from costapp.capacity import charts, selectors, services, tables
+from costapp.capacity import backtest_tables, charts, selectors, services, tables
 from costapp.capacity.forms import (
     CalibrationUploadForm,
     MigCompareForm,
@@ -81,7 +81,6 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
     query = request.GET.copy()
     query.pop("simulate", None)
     found = page.backtest
-    base = result.base
     backtest = found.backtest if found else None
     return render(
         request,
@@ -94,15 +93,16 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
             else None,
             "backtest": backtest,
             "backtest_found": found,
-            "backtest_rows": tables.backtest_rows(
+            "backtest_rows": backtest_tables.backtest_rows(
                 found,
                 observed_blocks=state.observed_blocks,
-                predicted_blocks=base.num_gpu_blocks if base else None,
+                predicted_blocks=result.modelled_blocks,
+                peak_hour=state.traffic.hour if state.traffic else None,
                 large_error=LARGE_ERROR,
             )
             if found
             else [],
-            "backtest_notes": tables.backtest_notes(found) if found else [],
+            "backtest_notes": backtest_tables.backtest_notes(found) if found else [],
             "backtest_chart": charts.backtest_itl(backtest) if backtest else None,
             "large_error": LARGE_ERROR,
             "rejected": list(
@@ -116,6 +116,8 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
             "deployment": dep,
             "state": state,
             "whatif": tables.whatif_table(result),
+            "whatif_result": result,
+            "sizing": tables.replica_sizing(result),
             "rows": rows,
             "errors": computed.errors,
             "columns": result.columns,

@@ -65,6 +65,9 @@ class WhatIf:
     today: Today
     columns: tuple[Column, ...]  # today first, then the variants; empty without today
     currency: str = "USD"  # today's rate card; variants in another are not costed
+    # The memory model's pool for today's settings: today itself runs on the
+    # pool the engine reported, so this is the figure checked against it.
+    modelled_blocks: int | None = None
 
     @property
     def base(self) -> Result | None:
@@ -113,6 +116,7 @@ def whatif(
                 base_result.warnings if base_result else (),
             )
         )
+    modelled_blocks = _modelled_blocks(base, base_result, cals)
     for key, label, overrides in variants:
         if base is None:
             break
@@ -125,7 +129,7 @@ def whatif(
             if "mig_profile" not in changes:
                 changes["mig_profile"] = None  # today's profile belongs to today's GPU
         try:
-            scenario = adapters.scenario_with(base, changes)
+            scenario = adapters.scenario_changed(base, changes)
         except InvalidInput as exc:
             columns.append(Column(key, label, dict(overrides), None, None, str(exc)))
             continue
@@ -147,7 +151,22 @@ def whatif(
                 result.warnings if result else (),
             )
         )
-    return WhatIf(today_, tuple(columns), currency)
+    return WhatIf(today_, tuple(columns), currency, modelled_blocks)
+
+
+def _modelled_blocks(
+    base: Scenario | None,
+    result: Result | None,
+    calibrations: Sequence[EngineCalibration],
+) -> int | None:
+    if base is None or result is None:
+        return None
+    if base.num_gpu_blocks_override is None:
+        return result.num_gpu_blocks
+    modelled, _ = _evaluate(
+        adapters.scenario_with(base, {"num_gpu_blocks_override": None}), calibrations
+    )
+    return modelled.num_gpu_blocks if modelled else None
 
 
 @dataclass(frozen=True)
@@ -310,7 +329,7 @@ def mig_comparison(
         if state.scenario is None:
             problems.extend(f"{deployment.name}: {p}" for p in state.problems)
             continue
-        base = adapters.scenario_with(
+        base = adapters.scenario_changed(
             state.scenario,
             {
                 "gpu": gpu,
@@ -378,9 +397,12 @@ def capacity_search(
         }
         if gpu != state.scenario.gpu:
             changes["mig_profile"] = None
+        if set(rest) & adapters.POOL_INPUTS:
+            # Rows that change what the pool was profiled with: the model sizes it.
+            changes["num_gpu_blocks_override"] = None
         if price is None:
             problems.append(f"no rate card for {gpu}: its rows have no cost")
-        base = adapters.scenario_with(state.scenario, changes)
+        base = adapters.scenario_changed(state.scenario, changes)
         try:
             found = search(
                 rest or {"gpu": [gpu]},

@@ -26,6 +26,7 @@ from analytics.errors import InvalidInput
 from costapp.capacity import services
 from costapp.capacity.backtest import deployment_backtest
 from costapp.capacity.selectors import deployment_today
+from costapp.capacity.whatif import whatif
 from costapp.models import (
     Calibration,
     Deployment,
@@ -393,3 +394,54 @@ def test_a_running_gauge_below_what_its_itl_allows_is_named_inconsistent(
     assert "telemetry inconsistent: output tokens/s per replica is 1.4" in (
         out.getvalue()
     )
+
+
+def test_every_demo_deployments_today_starts_on_its_engines_pool_and_replicas(
+    now: datetime,
+) -> None:
+    """ "Today" is what the engine runs: the pool it reported, the replicas up
+    in the peak hour, and, where max_model_len was not reported, the longest
+    the pool admits, never the model's maximum (moderation: 1,340 blocks)."""
+    for deployment in Deployment.objects.order_by("name"):
+        today = deployment_today(deployment)
+        reported = int(deployment.discovery.cache_config["num_gpu_blocks"])
+        result = whatif(today, []).base
+        assert result is not None and result.starts and result.feasible, (
+            deployment.name,
+            result and result.reason,
+        )
+        assert result.num_gpu_blocks == reported == today.observed_blocks
+        assert today.traffic is not None
+        peak = DeploymentHour.objects.get(
+            deployment=deployment, hour=today.traffic.hour
+        )
+        assert today.traffic.replicas == pytest.approx(peak.replicas_mean, abs=1)
+        length = today.settings["max_model_len"]
+        if length.value is not None:
+            assert length.origin == "inferred"
+            assert length.value <= reported * 16
+    moderation = deployment_today(Deployment.objects.get(name="moderation"))
+    assert moderation.settings["max_model_len"].value == 21_440
+
+
+def test_the_peak_hours_replicas_are_one_figure_on_the_page(
+    now: datetime, lead: User, client: Client
+) -> None:
+    client.force_login(lead)
+    page = client.get("/capacity/summarize/")
+    base = page.context["whatif_result"].base
+    needed = base.replicas
+    sizing = page.context["sizing"]
+    assert sizing.needed.startswith(f"{needed:,} ")
+    assert f"→ {needed:,} replicas" in sizing.arithmetic
+    table = {m.label: cells for m, cells in page.context["whatif"].rows}
+    assert table["Replicas for the target (all)"][0].text == f"{needed:,}"
+    check = {r.figure: r for r in page.context["backtest_rows"]}[
+        "Replicas, hours that met the ITL SLA (one-sided)"
+    ]
+    assert check.predicted == f"{needed} needed"
+    assert check.note.startswith("the peak hour the page sizes replicas for")
+    running = DeploymentHour.objects.get(
+        deployment__name="summarize", hour=page.context["state"].traffic.hour
+    ).replicas_mean
+    assert sizing.running.startswith(f"{running:.0f} (")

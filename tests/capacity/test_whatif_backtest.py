@@ -94,7 +94,7 @@ def test_a_fit_without_itl_telemetry_is_refused_naming_why_and_stores_nothing(
 def test_replicas_over_what_met_the_sla_are_named_not_averaged_away() -> None:
     from analytics.capacity.backtest import Backtest, HourCheck
     from costapp.capacity.backtest import DeploymentBacktest
-    from costapp.capacity.tables import backtest_notes, backtest_rows
+    from costapp.capacity.backtest_tables import backtest_notes, backtest_rows
 
     def hour(at: str, observed: float, predicted: int) -> HourCheck:
         return HourCheck(
