@@ -144,6 +144,38 @@ class PoolIdleDay(serializers.Serializer):
     gpu_hours = Number()
 
 
+class Rightsizing(serializers.Serializer):
+    deployment = ro(serializers.CharField)
+    team = ro(serializers.CharField)
+    peak_hour = ro(
+        serializers.DateTimeField,
+        allow_null=True,
+        help_text="the busiest complete UTC hour of the last 7 days",
+    )
+    requests_per_s = Number(help_text="finished requests/s in the peak hour")
+    replicas_running = Number(help_text="mean replicas up during the peak hour")
+    capacity_per_replica = Number(
+        help_text="requests/s one replica carries within the SLA"
+    )
+    method = ro(serializers.CharField, help_text="roofline or calibrated")
+    target_utilisation = Number()
+    needed_at_sla = ro(serializers.IntegerField, allow_null=True)
+    recommended = ro(
+        serializers.IntegerField,
+        allow_null=True,
+        help_text="replicas at the target utilisation",
+    )
+    change = Number(help_text="recommended - replicas_running; negative: fewer")
+    gpus_per_replica = Number()
+    gpus_running = Number()
+    gpus_recommended = Number()
+    currency = ro(serializers.CharField)
+    headroom_cost = Money(help_text="the idle page's headroom, last 30 complete days")
+    headroom_gpu_hours = Number()
+    headroom_days_known = ro(serializers.IntegerField)
+    problem = ro(serializers.CharField, help_text="why a figure is null")
+
+
 class BudgetStatus(serializers.Serializer):
     scope = ro(serializers.CharField)
     name = ro(serializers.CharField)

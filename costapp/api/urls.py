@@ -31,6 +31,7 @@ urlpatterns = [
     path("v1/moved/", token_view(views.Moved), name="moved"),
     path("v1/overview/", token_view(views.Overview), name="overview"),
     path("v1/budgets/", token_view(views.Budgets), name="budgets"),
+    path("v1/rightsizing/", token_view(views.Rightsizing), name="rightsizing"),
     path("v1/alerts/events/", token_view(views.AlertEvents), name="alert_events"),
     path("v1/alerts/active/", token_view(views.ActiveAlerts), name="alerts_active"),
     path("v1/schema/", token_view(views.Schema), name="v1_schema"),

@@ -22,6 +22,7 @@ from costapp.api import serializers as s
 from costapp.api.auth import BearerTokenAuthentication, HasPermission
 from costapp.api.pagination import Pagination
 from costapp.days import display_today
+from costapp.economics.idle.rightsizing import rightsizing_read
 
 ERRORS = {
     400: OpenApiResponse(s.QueryProblem, description="a query parameter was refused"),
@@ -148,6 +149,22 @@ class Overview(ReadView):
 
 class NoQuery(serializers.Serializer):
     pass
+
+
+class Rightsizing(ReadView):
+    required_permission = "costapp.view_overview"
+    query_class = NoQuery
+    serializer_class = s.Rightsizing
+
+    @documented(query=None, response=s.Rightsizing(many=True),
+                summary="Replicas the SLA needs at each deployment's peak hour against "
+                        "those that ran, and what the headroom cost",
+                right=required_permission)  # fmt: skip
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return super().get(request, *args, **kwargs)
+
+    def rows(self, **params: Any) -> Any:
+        return rightsizing_read()
 
 
 class Budgets(ReadView):

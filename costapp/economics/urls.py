@@ -17,6 +17,7 @@ urlpatterns = [
     path("explain/<int:figure_id>/", views.explanation, name="explanation"),
     path("budgets/", views.budgets, name="budgets"),
     path("idle/", views.idle, name="idle"),
+    path("rightsizing/", views.rightsizing, name="rightsizing"),
     path("moved/", views.moved, name="moved"),
     path(
         "moved/<str:scope>/<str:name>/",

@@ -31,7 +31,8 @@ from costapp.economics.forecasts.selectors import (
     month_forecast_read,
 )
 from costapp.economics.forms import MAX_DAYS, BudgetForm, EconomicsWindowForm
-from costapp.economics.idle.present import idle_cards_context
+from costapp.economics.idle.present import idle_cards_context, rightsizing_context
+from costapp.economics.idle.rightsizing import HEADROOM_DAYS, rightsizing_read
 from costapp.economics.idle.selectors import (
     idle_rows_read,
     idle_series_names_read,
@@ -260,6 +261,18 @@ def idle(request: HttpRequest) -> HttpResponse:
 
 
 IDLE_BODY = "economics/_idle_body.html"
+
+
+@requires("costapp.view_overview")
+def rightsizing(request: HttpRequest) -> HttpResponse:
+    """Per deployment, the replicas its SLA needs at its busiest recent hour
+    against the replicas that ran, and what the headroom cost."""
+    found = rightsizing_read()
+    return render(
+        request,
+        "economics/rightsizing.html",
+        rightsizing_context(found, days=HEADROOM_DAYS),
+    )
 
 
 def _idle_context(form: EconomicsWindowForm, filters: Filters) -> dict[str, object]:

@@ -70,7 +70,8 @@ def test_schemathesis_finds_no_server_error_and_no_schema_violation(
         assert sorted(schema["paths"]) == [
             "/api/v1/alerts/active/", "/api/v1/alerts/events/", "/api/v1/baselines/",
             "/api/v1/budgets/", "/api/v1/idle/", "/api/v1/moved/",
-            "/api/v1/overview/", "/api/v1/spend/", "/api/v1/unit-costs/",
+            "/api/v1/overview/", "/api/v1/rightsizing/", "/api/v1/spend/",
+            "/api/v1/unit-costs/",
         ]  # fmt: skip
         run = subprocess.run(
             [

@@ -45,6 +45,7 @@ EXPECTED: dict[str, Rule] = {
     "economics:explanation": Rule(READERS, None),
     "economics:budgets": Rule(READERS, READERS),
     "economics:idle": Rule(READERS, None),
+    "economics:rightsizing": Rule(READERS, None),
     "economics:moved": Rule(READERS, None),
     "economics:moved_explanation": Rule(READERS, None),
     # Token-authenticated for Prometheus: no session opens it (TOKEN_AUTH).
@@ -91,6 +92,7 @@ EXPECTED: dict[str, Rule] = {
     "api:moved": Rule(frozenset(), None),
     "api:overview": Rule(frozenset(), None),
     "api:budgets": Rule(frozenset(), None),
+    "api:rightsizing": Rule(frozenset(), None),
     "api:alert_events": Rule(frozenset(), None),
     "api:alerts_active": Rule(frozenset(), None),
     "api:v1_schema": Rule(frozenset(), None),
@@ -115,6 +117,7 @@ TOKEN_AUTH = frozenset(
         "api:moved",
         "api:overview",
         "api:budgets",
+        "api:rightsizing",
         "api:alert_events",
         "api:alerts_active",
         "api:v1_schema",

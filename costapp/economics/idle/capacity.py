@@ -24,6 +24,8 @@ class ReplicaCapacity:
     method: str  # roofline | calibrated
     label: str = ""
     problem: str = ""
+    # GPUs one replica holds (TP x DP x the MIG instance's share of its GPU).
+    gpus_per_replica: float | None = None
 
 
 _CAPACITY_CACHE: dict[tuple[Any, ...], ReplicaCapacity] = {}
@@ -76,6 +78,7 @@ def replica_capacity(
                 float(result.max_requests_per_s_within_sla),
                 method,
                 result.calibration.label,
+                gpus_per_replica=float(result.gpu_share_per_replica),
             )
     _remember(key, found)
     _remember(daily, found)

@@ -1,6 +1,7 @@
 """Idle figures as strings for the templates: the idle page's rows, the
 overview's card and the deployment page's card (``economics/_idle_card.html``)
-read the same figures the same way (``idle.selectors``)."""
+read the same figures the same way (``idle.selectors``); the rightsizing
+page's rows (``idle.rightsizing``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import date
 from typing import Any
 
 from costapp import formatting as fmt
+from costapp.economics.idle.rightsizing import Rightsizing
 from costapp.economics.idle.selectors import IdleRow, IdleTotal, idle_cards_read
 from costapp.models import Deployment
 
@@ -96,3 +98,63 @@ def idle_cards_context(
         idle_total_context(t, title)
         for t in idle_cards_read(start=start, end=end, deployment=deployment)
     ]
+
+
+def _count(value: float | None) -> str:
+    """Replicas and GPUs: whole where whole (MIG slices and hourly means are not)."""
+    if value is None:
+        return fmt.MISSING
+    return fmt.number(value, 0 if abs(value - round(value)) < 1e-9 else 1)
+
+
+def _action(r: Rightsizing) -> str:
+    change, gpus = r.change, r.gpus_per_replica
+    if change is None:
+        return r.problem or "not sized: no capacity per replica or no replica gauge"
+    at = f"at its peak hour within its SLA at {r.target_utilisation:.0%} utilisation"
+    if change <= -1:
+        fewer = f"could run {_count(-change)} fewer replicas"
+        if gpus is not None:
+            fewer += f" ({_count(-change * gpus)} fewer GPUs)"
+        return f"{r.deployment} {fewer} {at}"
+    if change > 0:
+        return f"{r.deployment} needs {_count(change)} more replicas {at}"
+    return f"{r.deployment} runs what it needs {at}"
+
+
+def rightsizing_context(rows: list[Rightsizing], *, days: int) -> dict[str, Any]:
+    return {
+        "days": days,
+        "rows": [
+            {
+                "deployment": r.deployment,
+                "team": r.team,
+                "peak_hour": r.peak_hour,
+                "requests_per_s": fmt.number(r.requests_per_s, 2),
+                "capacity": fmt.number(r.capacity_per_replica, 2),
+                "roofline": r.method == "roofline",
+                "method": METHOD_LABELS.get(r.method, r.method),
+                "target": f"{r.target_utilisation:.0%}",
+                "running": _count(r.replicas_running),
+                "needed": _count(r.needed_at_sla),
+                "recommended": _count(r.recommended),
+                "change": fmt.MISSING
+                if r.change is None
+                else f"{r.change:+,.{0 if r.change == round(r.change) else 1}f}",
+                "tone": ""
+                if r.change is None
+                else ("good" if r.change <= -1 else "bad" if r.change > 0 else ""),
+                "gpus_running": _count(r.gpus_running),
+                "gpus_recommended": _count(r.gpus_recommended),
+                "gpus_per_replica": _count(r.gpus_per_replica),
+                "headroom": fmt.money(r.headroom_cost, r.currency),
+                "headroom_raw": "" if r.headroom_cost is None else str(r.headroom_cost),
+                "headroom_gpu_hours": fmt.number(r.headroom_gpu_hours, 1),
+                "days_known": r.headroom_days_known,
+                "currency": r.currency,
+                "action": _action(r),
+                "sized": r.change is not None,
+            }
+            for r in rows
+        ],
+    }
