@@ -112,6 +112,15 @@ def _action(r: Rightsizing) -> str:
     if change is None:
         return r.problem or "not sized: no capacity per replica or no replica gauge"
     at = f"at its peak hour within its SLA at {r.target_utilisation:.0%} utilisation"
+    if r.underestimated:
+        carried = (r.replicas_running or 0.0) * (r.capacity_per_replica or 0.0)
+        return (
+            f"{r.deployment}: the capacity model underestimates it: "
+            f"{_count(r.replicas_running)} replicas carried "
+            f"{fmt.number(r.requests_per_s, 2)} req/s, more than the "
+            f"{fmt.number(carried, 2)} it says they carry within the SLA; fit a "
+            "calibration on its what-if page before acting on this row"
+        )
     if change <= -1:
         fewer = f"could run {_count(-change)} fewer replicas"
         if gpus is not None:
@@ -120,6 +129,14 @@ def _action(r: Rightsizing) -> str:
     if change > 0:
         return f"{r.deployment} needs {_count(change)} more replicas {at}"
     return f"{r.deployment} runs what it needs {at}"
+
+
+def _tone(r: Rightsizing) -> str:
+    if r.change is None:
+        return ""
+    if r.underestimated:
+        return "warn"
+    return "good" if r.change <= -1 else "bad" if r.change > 0 else ""
 
 
 def rightsizing_context(rows: list[Rightsizing], *, days: int) -> dict[str, Any]:
@@ -141,9 +158,7 @@ def rightsizing_context(rows: list[Rightsizing], *, days: int) -> dict[str, Any]
                 "change": fmt.MISSING
                 if r.change is None
                 else f"{r.change:+,.{0 if r.change == round(r.change) else 1}f}",
-                "tone": ""
-                if r.change is None
-                else ("good" if r.change <= -1 else "bad" if r.change > 0 else ""),
+                "tone": _tone(r),
                 "gpus_running": _count(r.gpus_running),
                 "gpus_recommended": _count(r.gpus_recommended),
                 "gpus_per_replica": _count(r.gpus_per_replica),
@@ -154,6 +169,7 @@ def rightsizing_context(rows: list[Rightsizing], *, days: int) -> dict[str, Any]
                 "currency": r.currency,
                 "action": _action(r),
                 "sized": r.change is not None,
+                "underestimated": r.underestimated,
             }
             for r in rows
         ],

@@ -56,6 +56,17 @@ class Rightsizing:
         return self.recommended - self.replicas_running
 
     @property
+    def underestimated(self) -> bool:
+        """The replicas up carried more than the model says they can: the
+        capacity model is wrong for this deployment, not the fleet short
+        (the idle page claims no headroom for such hours either)."""
+        load, up = self.requests_per_s, self.replicas_running
+        rate = self.capacity_per_replica
+        if load is None or up is None or rate is None:
+            return False
+        return load > up * rate
+
+    @property
     def gpus_running(self) -> float | None:
         if self.replicas_running is None or self.gpus_per_replica is None:
             return None
