@@ -17,6 +17,7 @@ import pandas as pd
 from analytics.capacity import latency as lat
 from analytics.capacity import memory as mem
 from analytics.capacity import reasons, refusals
+from analytics.capacity.binding import binding
 from analytics.capacity.calibration_types import (
     Calibration,
 )
@@ -167,7 +168,11 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     context = prompt + output / 2.0
 
     def t_dec(batch: np.ndarray) -> np.ndarray:
-        return lat.decode_step_s(
+        overhead, reads, flops = t_dec_parts(batch)
+        return overhead + reads + flops
+
+    def t_dec_parts(batch: np.ndarray) -> tuple[np.ndarray, ...]:
+        return lat.decode_step_parts(
             batch,
             context,
             dense_weight_bytes=dense_bytes,
@@ -267,6 +272,12 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     static = c["static_refusal"]
     reason = np.where(static != "", static, reason)
     feasible = reason == ""
+    overhead, reads, flops = t_dec_parts(safe_b)
+    limit = binding(
+        reason=reason, batch=batch, cap=cap, max_num_seqs=max_num_seqs,
+        kv_seqs=mem.concurrency_for_shape(blocks, block, request_tokens, np.full_like(batch, np.inf)),
+        overhead=overhead, memory=reads, compute=flops, prefill=itl_mean - step,
+    )  # fmt: skip
 
     share = c["gpu_share"]
     gpus_per_replica = tp * dp * share
@@ -316,6 +327,7 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         "gpu_memory_gb": gpu_mem_gb,
         "feasible": feasible,
         "reason": reason,
+        "binding": limit,
         "above_derived": above_derived,
         "needed_bytes": needed_bytes,
         "estimated_max_len": estimated_len,
@@ -421,6 +433,7 @@ def evaluate(scenario: Scenario, *, calibrations: Sequence[Calibration] = ()) ->
         refusal=code if code in reasons.REFUSAL_CODES else None,
         modelled=code != "not_modelled",
         max_model_len_admitted=_admitted(row),
+        binding=str(row["binding"]),
     )
 
 
@@ -440,7 +453,7 @@ GRID_COLUMNS = (
     "itl_at_percentile_ms", "prefill_ms", "ttft_ms", "throughput_tokens_per_s",
     "max_requests_per_s_within_sla", "replicas", "gpus_needed", "cost_per_hour",
     "cost_per_1k_requests", "cost_per_1m_tokens", "cost_per_1m_output_tokens",
-    "gpu_memory_gb", "max_num_seqs", "max_num_batched_tokens",
+    "gpu_memory_gb", "max_num_seqs", "max_num_batched_tokens", "binding",
 )  # fmt: skip
 
 

@@ -66,6 +66,33 @@ def decode_step_s(
     decode_flops: np.ndarray,
     expert_batch_factor: np.ndarray | float = 1.0,
 ) -> np.ndarray:
+    overhead, memory, compute = decode_step_parts(
+        batch, context, dense_weight_bytes=dense_weight_bytes,
+        expert_weight_bytes=expert_weight_bytes, experts=experts, top_k=top_k,
+        kv_bytes_per_token=kv_bytes_per_token,
+        active_params_per_gpu=active_params_per_gpu, t0_s=t0_s, bw_eff=bw_eff,
+        decode_flops=decode_flops, expert_batch_factor=expert_batch_factor,
+    )  # fmt: skip
+    return overhead + memory + compute
+
+
+def decode_step_parts(
+    batch: np.ndarray,
+    context: np.ndarray,
+    *,
+    dense_weight_bytes: np.ndarray,
+    expert_weight_bytes: np.ndarray,
+    experts: np.ndarray,
+    top_k: np.ndarray,
+    kv_bytes_per_token: np.ndarray,
+    active_params_per_gpu: np.ndarray,
+    t0_s: np.ndarray,
+    bw_eff: np.ndarray,
+    decode_flops: np.ndarray,
+    expert_batch_factor: np.ndarray | float = 1.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A decode step's fixed overhead, memory reads (weights and KV cache at
+    the bandwidth) and compute, in seconds; the step is their sum."""
     # Under expert parallelism the tokens of every DP rank meet in one EP group, so
     # a rank's experts see batch x DP tokens.
     weights = dense_weight_bytes + expert_weight_bytes * expert_fraction(
@@ -73,7 +100,7 @@ def decode_step_s(
     )
     memory = (weights + batch * context * kv_bytes_per_token) / bw_eff
     compute = batch * 2.0 * active_params_per_gpu / decode_flops
-    return t0_s + memory + compute
+    return np.broadcast_to(t0_s, np.shape(memory)), memory, compute
 
 
 def prefill_s(

@@ -106,6 +106,10 @@ class Result:
     # The longest max_model_len this pool admits for one request (vLLM V1's
     # estimate_max_model_len, per KV group for sliding-window layers).
     max_model_len_admitted: int = 0
+    # What limits the batch (analytics.capacity.binding.BINDING): the KV pool,
+    # max_num_seqs, or the ITL SLA at a step spent on memory reads, compute,
+    # overhead or prefill; a refusal or an unmet SLA where it does not serve.
+    binding: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from analytics.capacity.binding import BINDING
 from analytics.capacity.engine import Result
 from analytics.capacity.refusals import RejectedShare
 from costapp.capacity.whatif import MigComparison, SearchOutcome, WhatIf
@@ -205,6 +206,18 @@ def replica_sizing(whatif: WhatIf) -> ReplicaSizing | None:
         f"{number(rate, 2)} req/s per replica within the SLA = {number(raw, 2)} → "
         f"{base.replicas:,} replicas at {gpus}",
     )
+
+
+def binding_text(result: Result | None) -> str:
+    """What limits this column's batch, so a cliff between columns explains
+    itself (the engine's ``binding``)."""
+    if result is None:
+        return MISSING
+    if not result.starts:
+        return "vLLM refuses to start: see Runs?"
+    if not result.feasible:
+        return "not served within the SLA: see Runs?"
+    return BINDING.get(result.binding, result.binding)
 
 
 CIRCULAR_BLOCKS = (

@@ -192,7 +192,9 @@ def throughput_curve(
     same closed form (one vectorised call).
     """
     cap = int(min(result.max_concurrency, result.max_num_seqs))
-    if cap < 1 or (not result.feasible and result.num_gpu_blocks <= 0):
+    # A configuration vLLM refuses to start serves nothing: never drawn, so it
+    # cannot look like the best curve.
+    if cap < 1 or not result.starts or result.num_gpu_blocks <= 0:
         return None
     points = sorted(
         {

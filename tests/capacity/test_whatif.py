@@ -134,3 +134,23 @@ def test_every_demo_model_maps_to_a_catalogue_entry() -> None:
     fleet = yaml.safe_load(open("costapp/fleet/demo_fleet.yaml"))
     for entry in fleet["deployments"]:
         assert catalogue_model_name(entry["model"])  # raises when unknown
+
+
+def test_each_column_names_its_limit_and_a_refused_one_draws_no_curve(
+    chat: Deployment, browser_client: Client
+) -> None:
+    # B: a pool too small for the model's maximum, which vLLM refuses to start.
+    response = browser_client.get(
+        "/capacity/chat/",
+        {"a-max_num_seqs": "4", "b-gpu_memory_utilization": "0.3"},
+    )
+    assert response.status_code == 200
+    limits = {c.key: text for c, text in response.context["binding"]}
+    assert limits["a"].startswith("max_num_seqs")
+    assert limits["b"] == "vLLM refuses to start: see Runs?"
+    assert limits["today"] and limits["today"] != limits["a"]
+    assert 'id="binding-row"' in response.content.decode()
+    columns = {c.key: c for c in response.context["columns"]}
+    assert not columns["b"].result.starts
+    drawn = {c.label for c in response.context["curves"]}
+    assert "Variant B" not in drawn and "Today" in drawn
