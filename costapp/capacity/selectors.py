@@ -28,7 +28,7 @@ from analytics.capacity.engine import Scenario
 from analytics.capacity.errors import CapacityError
 from analytics.errors import InvalidInput
 from costapp.capacity import adapters
-from costapp.costs.rates import rate_book
+from costapp.costs.rates import card_per_gpu_hour, rate_book
 from costapp.models import Calibration, Deployment, DeploymentHour, IngestRun
 from costapp.models import Scenario as SavedScenario
 
@@ -68,6 +68,26 @@ class Price:
     per_gpu_hour: Decimal
     currency: str
     gpu_type: str
+    # The rate card it came from, so every price on a page says its basis.
+    kind: str = ""  # list | contract
+    instance_type: str = ""
+    effective_from: date | None = None
+    source: str = ""
+
+    @property
+    def unconfirmed(self) -> bool:
+        """The catalogue marks a price it could not confirm (a Capacity Blocks
+        range standing in for an on-demand price) in its source."""
+        return "unconfirmed" in self.source.lower()
+
+    @property
+    def basis(self) -> str:
+        parts = [self.kind or "rate card"]
+        if self.instance_type:
+            parts.append(self.instance_type)
+        if self.effective_from:
+            parts.append(f"from {self.effective_from.isoformat()}")
+        return ", ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -137,16 +157,23 @@ def gpu_hour_price(
     day: date | None = None,
 ) -> Price | None:
     """$ per GPU-hour in force on ``day`` (instance price / GPUs per instance)."""
-    found = rate_book().per_gpu_hour(
+    card = rate_book().card(
         gpu_type=gpu_type,
         instance_type=instance_type,
         region=region,
         day=day or timezone.now().date(),
     )
-    if found is None:
+    if card is None:
         return None
-    price, currency = found
-    return Price(per_gpu_hour=Decimal(price), currency=currency, gpu_type=gpu_type)
+    return Price(
+        per_gpu_hour=card_per_gpu_hour(card),
+        currency=card.currency,
+        gpu_type=gpu_type,
+        kind=card.kind,
+        instance_type=card.instance_type,
+        effective_from=card.effective_from,
+        source=card.source,
+    )
 
 
 def _number(value: Any, kind: type) -> Any:

@@ -208,6 +208,34 @@ def replica_sizing(whatif: WhatIf) -> ReplicaSizing | None:
     )
 
 
+@dataclass(frozen=True)
+class PriceCell:
+    text: str
+    basis: str
+    source: str
+    unconfirmed: bool
+
+
+def price_cells(whatif: WhatIf) -> tuple[PriceCell, ...]:
+    """Each column's $ per GPU-hour with the rate card it rests on, so a
+    variant's saving on another GPU never hides an unconfirmed price."""
+    out = []
+    for column in whatif.columns:
+        price = column.price
+        if price is None:
+            out.append(PriceCell(MISSING, "no rate card", "", False))
+            continue
+        out.append(
+            PriceCell(
+                money(price.per_gpu_hour, price.currency, places=4) + "/GPU-h",
+                price.basis,
+                price.source,
+                price.unconfirmed,
+            )
+        )
+    return tuple(out)
+
+
 def binding_text(result: Result | None) -> str:
     """What limits this column's batch, so a cliff between columns explains
     itself (the engine's ``binding``)."""

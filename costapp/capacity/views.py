@@ -21,6 +21,7 @@ from costapp.capacity.forms import (
     SearchForm,
     field_errors,
 )
+from costapp.capacity.selectors import Price
 from costapp.capacity.whatif import (
     Simulation,
     capacity_search,
@@ -119,6 +120,7 @@ def whatif(request: HttpRequest, deployment: str) -> HttpResponse:
             "whatif_result": result,
             "sizing": tables.replica_sizing(result),
             "binding": [(c, tables.binding_text(c.result)) for c in result.columns],
+            "prices": tables.price_cells(result),
             "rows": rows,
             "errors": computed.errors,
             "columns": result.columns,
@@ -253,6 +255,7 @@ def mig(request: HttpRequest) -> HttpResponse:
     rows: list[tables.MigRow] = []
     problems: list[str] = []
     errors: list[str] = []
+    price: Price | None = None
     if form.is_bound:
         if form.is_valid():
             comparison = mig_comparison(
@@ -261,6 +264,7 @@ def mig(request: HttpRequest) -> HttpResponse:
                 list(form.cleaned_data["deployments"]),
             )
             rows, problems = tables.mig_rows(comparison), list(comparison.problems)
+            price = comparison.price
         else:
             errors = field_errors(form)
     return render(
@@ -268,6 +272,10 @@ def mig(request: HttpRequest) -> HttpResponse:
         "capacity/mig.html",
         {
             "form": form,
+            "price": price,
+            "price_text": money(price.per_gpu_hour, price.currency, places=4)
+            if price
+            else None,
             "rows": rows,
             "problems": problems,
             "errors": errors,

@@ -30,6 +30,14 @@ def rate_key(deployment: Deployment) -> RateKey:
     return RateKey(deployment.gpu_type, deployment.instance_type, deployment.region)
 
 
+def card_per_gpu_hour(row: RateCard) -> Decimal:
+    """A card's price per GPU-hour (an instance-hour price / its GPUs)."""
+    price = Decimal(row.price)
+    if row.unit == "instance_hour":
+        price = price / Decimal(max(row.gpus_per_unit, 1))
+    return price
+
+
 class RateBook:
     """Rate card rows by GPU type, resolved to $ per GPU-hour for a day.
 
@@ -47,6 +55,16 @@ class RateBook:
         self, *, gpu_type: str, instance_type: str, region: str, day: date
     ) -> tuple[Decimal, str] | None:
         """(price per GPU-hour, currency), or None when no card applies."""
+        row = self.card(
+            gpu_type=gpu_type, instance_type=instance_type, region=region, day=day
+        )
+        return None if row is None else (card_per_gpu_hour(row), row.currency)
+
+    def card(
+        self, *, gpu_type: str, instance_type: str, region: str, day: date
+    ) -> RateCard | None:
+        """The rate card in force: contract beats list, an exact instance type
+        beats a GPU-only card, then the latest effective date."""
         best: tuple[tuple[int, int, date], RateCard] | None = None
         for row in self._rows.get(gpu_type, []):
             if row.effective_from > day or row.region != region:
@@ -64,13 +82,7 @@ class RateBook:
             )
             if best is None or rank > best[0]:
                 best = (rank, row)
-        if best is None:
-            return None
-        row = best[1]
-        price = Decimal(row.price)
-        if row.unit == "instance_hour":
-            price = price / Decimal(max(row.gpus_per_unit, 1))
-        return price, row.currency
+        return None if best is None else best[1]
 
     def for_deployment(
         self, deployment: Deployment, day: date

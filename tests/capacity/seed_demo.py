@@ -12,6 +12,7 @@ from decimal import Decimal
 from analytics.capacity.backtest import predicted_itl_s
 from analytics.capacity.engine import step_model
 from costapp.capacity import selectors
+from costapp.catalog import LIST_PRICES
 from costapp.models import (
     Deployment,
     DeploymentHour,
@@ -75,13 +76,14 @@ def seed_chat(now: datetime) -> Deployment:
         effective_from=date(2025, 6, 1),
         source="test",
     )
+    h200 = next(p for p in LIST_PRICES if p.gpu_type == "H200")
     RateCard.objects.create(
         gpu_type="H200",
-        instance_type="p5en.48xlarge",
-        gpus_per_unit=8,
-        price=Decimal("41.00"),
-        effective_from=date(2025, 6, 1),
-        source="test",
+        instance_type=h200.instance_type,
+        gpus_per_unit=h200.gpus,
+        price=h200.price_per_hour,
+        effective_from=h200.effective_from,
+        source=h200.source,  # the catalogue's own: a price it could not confirm
     )
     return deployment
 

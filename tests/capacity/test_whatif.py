@@ -154,3 +154,16 @@ def test_each_column_names_its_limit_and_a_refused_one_draws_no_curve(
     assert not columns["b"].result.starts
     drawn = {c.label for c in response.context["curves"]}
     assert "Variant B" not in drawn and "Today" in drawn
+
+
+def test_every_price_says_its_rate_card_and_an_unconfirmed_one_is_marked(
+    chat: Deployment, browser_client: Client
+) -> None:
+    response = browser_client.get("/capacity/chat/", {"b-gpu": "H200"})
+    assert response.status_code == 200
+    today, variant_b = response.context["prices"]
+    assert today.text == "$6.8800/GPU-h" and not today.unconfirmed
+    assert today.basis == "list, p5.48xlarge, from 2025-06-01"
+    assert variant_b.unconfirmed and "Capacity Blocks" in variant_b.source
+    html = response.content.decode()
+    assert 'id="price-row"' in html and "unconfirmed</span>" in html
