@@ -24,6 +24,16 @@ BINDING = {
     "prefill": "ITL SLA, at a step stretched by prefill chunks of new requests",
 }
 
+# The same, in a word or two for tight cells.
+BINDING_SHORT = {
+    "kv_capacity": "KV cache",
+    "max_num_seqs": "max_num_seqs",
+    "memory_bandwidth": "SLA at memory bandwidth",
+    "compute": "SLA at compute",
+    "overhead": "SLA at step overhead",
+    "prefill": "SLA at prefill",
+}
+
 
 def binding(
     *,

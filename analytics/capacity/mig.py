@@ -151,7 +151,15 @@ def _run_instance(
         raise InvalidInput(
             "layout", name, f"unknown deployment; known: {sorted(deployments)}"
         )
-    scenario = replace(deployments[name], gpu=gpu, mig_profile=placement.profile, tp=1)
+    # An instance's pool is sized for its profile, whatever pool the
+    # deployment reported where it runs today.
+    scenario = replace(
+        deployments[name],
+        gpu=gpu,
+        mig_profile=placement.profile,
+        tp=1,
+        num_gpu_blocks_override=None,
+    )
     try:
         result = evaluate(scenario, calibrations=calibrations)
     except Refused as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import Any
@@ -23,7 +24,7 @@ from analytics.capacity.calibration_types import Calibration as EngineCalibratio
 from analytics.capacity.catalog import get_gpu, get_model, gpus, models
 from analytics.capacity.engine import Scenario
 from analytics.errors import InvalidInput
-from costapp.models import Calibration
+from costapp.models import Calibration, Deployment
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +77,29 @@ def catalogue_gpus() -> list[str]:
     return list(gpus())
 
 
+def fleet_mig_gpu(choices: Iterable[str]) -> str | None:
+    """The GPU the fleet's MIG deployments run on (the most of them), among
+    ``choices``: the MIG page starts from it rather than any one default."""
+    running = Counter(
+        Deployment.objects.exclude(mig_profile="").values_list("gpu_type", flat=True)
+    )
+    offered = set(choices)
+    return next((gpu for gpu, _ in running.most_common() if gpu in offered), None)
+
+
 def mig_profiles_of(gpu: str) -> list[str]:
     try:
         return [p.name for p in get_gpu(gpu).mig_profiles]
     except InvalidInput:
         return []
+
+
+def mig_slices_of(gpu: str) -> int | None:
+    """Compute slices a whole GPU has (7; an A30 4), from its own profiles."""
+    try:
+        return get_gpu(gpu).mig_slices
+    except InvalidInput:
+        return None
 
 
 def gpu_memory_bytes(gpu: str, mig_profile: str | None) -> float | None:

@@ -219,14 +219,24 @@ MAX_MIG_PARTS = 7
 MAX_LAYOUTS = 20
 
 
-def _parse_layouts(text: str) -> list[list[str]]:
+LayoutPart = tuple[str, str | None]  # (profile, deployment or None: unassigned)
+_ASSIGNED = re.compile(r"^(.+?):([a-z0-9][a-z0-9_-]{0,99})$", re.IGNORECASE)
+
+
+def _parse_layouts(text: str) -> list[list[LayoutPart]]:
+    """One layout a line: profiles joined by +, a count as 7x1g, and an
+    instance optionally given to a deployment (``3g:code-assist``) so several
+    deployments can share one GPU's slices."""
     layouts = []
     for line in text.replace(";", "\n").splitlines():
         line = line.strip()
         if not line:
             continue
-        parts: list[str] = []
+        parts: list[LayoutPart] = []
         for token in line.replace(" ", "").split("+"):
+            assigned = _ASSIGNED.match(token)
+            name = assigned.group(2) if assigned else None
+            token = assigned.group(1) if assigned else token
             match = re.match(r"^(\d+)\s*[x\u00d7*]\s*(.+)$", token)
             count_text = match.group(1).lstrip("0") if match else ""
             # At most 4 digits parsed: 5,000 of them must not reach int().
@@ -241,14 +251,16 @@ def _parse_layouts(text: str) -> list[list[str]]:
                     f"holds at most {MAX_MIG_PARTS}"
                 )
             if match:
-                parts.extend([match.group(2)] * count)
-            elif token:
-                if not re.fullmatch(r"[\w.]{1,32}", token):
-                    raise forms.ValidationError(
-                        f"layouts={shown(token)}: not a MIG profile such as 3g or "
-                        "3g.40gb, nor a count such as 7x1g"
-                    )
-                parts.append(token)
+                token = match.group(2)
+            elif not token:
+                continue
+            if not re.fullmatch(r"[\w.]{1,32}", token):
+                raise forms.ValidationError(
+                    f"layouts={shown(token)}: not a MIG profile such as 3g or "
+                    "3g.40gb, nor a count such as 7x1g, optionally with "
+                    ":deployment"
+                )
+            parts.extend([(token, name)] * (count if match else 1))
             if len(parts) > MAX_MIG_PARTS:
                 raise forms.ValidationError(
                     f"layouts={shown(line)}: {len(parts)} instances; a GPU holds "
@@ -285,38 +297,58 @@ class MigCompareForm(NamedForm):
     layouts = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 6, "cols": 28}),
         initial=DEFAULT_LAYOUTS,
-        help_text="one layout a line: 4g+3g, 3g.40gb+2g.20gb+2g.20gb, 7x1g",
+        help_text="one layout a line: 4g+3g, 3g.40gb+2g.20gb+2g.20gb, 7x1g; give "
+        "instances to deployments to share a GPU: 3g:code-assist+2x2g:moderation",
     )
     deployments = forms.ModelMultipleChoiceField(
         queryset=Deployment.objects.all(),
         to_field_name="name",
         widget=forms.SelectMultiple(attrs={"size": 6}),
+        required=False,
+        help_text="each runs one replica per instance of the unassigned layouts",
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["gpu"].choices = [  # type: ignore[attr-defined]
-            (g, g) for g in adapters.catalogue_gpus() if adapters.mig_profiles_of(g)
-        ]
+        gpus = [g for g in adapters.catalogue_gpus() if adapters.mig_profiles_of(g)]
+        self.fields["gpu"].choices = [(g, g) for g in gpus]  # type: ignore[attr-defined]
+        fleet = adapters.fleet_mig_gpu(gpus)
+        if fleet:
+            self.fields["gpu"].initial = fleet
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         gpu = data.get("gpu")
         text = data.get("layouts")
-        if gpu and text:
-            resolved = []
-            try:
-                layouts = _parse_layouts(text)
-            except forms.ValidationError as exc:
-                self.add_error("layouts", exc)
-                return data
-            for layout in layouts:
-                try:
-                    resolved.append([mig_profile_for(gpu, p) for p in layout])
-                except forms.ValidationError as exc:
-                    self.add_error("layouts", exc)
-                    return data
-            data["layout_list"] = resolved
+        if not (gpu and text):
+            return data
+        try:
+            layouts = _parse_layouts(text)
+            resolved = [
+                [(mig_profile_for(gpu, p), name) for p, name in layout]
+                for layout in layouts
+            ]
+        except forms.ValidationError as exc:
+            self.add_error("layouts", exc)
+            return data
+        names = {n for layout in resolved for _, n in layout if n}
+        known = set(
+            Deployment.objects.filter(name__in=names).values_list("name", flat=True)
+        )
+        for name in sorted(names - known):
+            self.add_error(
+                "layouts", f"layouts={shown(name)}: no deployment of that name"
+            )
+        shared = [layout for layout in resolved if any(n for _, n in layout)]
+        alone = [[p for p, _ in layout] for layout in resolved if layout not in shared]
+        if alone and not data.get("deployments"):
+            self.add_error(
+                "deployments",
+                "choose at least one deployment for the layouts whose instances "
+                "name none (or give each instance one: 3g:code-assist)",
+            )
+        data["layout_list"] = alone
+        data["shared_list"] = shared
         return data
 
 

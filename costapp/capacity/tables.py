@@ -11,10 +11,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from analytics.capacity.binding import BINDING
+from analytics.capacity.binding import BINDING, BINDING_SHORT
 from analytics.capacity.engine import Result
 from analytics.capacity.refusals import RejectedShare
-from costapp.capacity.whatif import MigComparison, SearchOutcome, WhatIf
+from costapp.capacity import adapters
+from costapp.capacity.mig_layouts import MigComparison
+from costapp.capacity.whatif import SearchOutcome, WhatIf
 from costapp.formatting import MISSING, money, number
 
 
@@ -297,6 +299,7 @@ class MigRow:
     cost_per_hour: str
     cost_per_1k_requests: str
     best: bool = False
+    status: str = "serves"  # serves | does not serve | refused
 
 
 def _layout_text(layout: Sequence[str]) -> str:
@@ -310,6 +313,38 @@ def _layout_text(layout: Sequence[str]) -> str:
     return " + ".join(p if n == 1 else f"{n}x{p}" for p, n in runs)
 
 
+def _status(report: Any) -> str:
+    """NVIDIA's placement rules first, then whether every instance runs its
+    deployment within the SLA: a placement no instance can serve from is
+    not "valid" in any sense a reader cares about."""
+    if not report.valid:
+        return "refused"
+    return "serves" if report.serves else "does not serve"
+
+
+def _slot_lines(report: Any) -> tuple[str, ...]:
+    """Instances that say the same (seven 1g slices refused for the same
+    reason) are one line naming their placements."""
+    said: dict[str, list[str]] = {}
+    for slot in report.slots:
+        r = slot.result
+        if slot.deployment is None:
+            text = "idle: no deployment"
+        elif r is not None and slot.serves:
+            text = (
+                f"{r.max_requests_per_s_within_sla:,.2f} req/s, batch "
+                f"{r.batch_size} (limit: {BINDING_SHORT.get(r.binding, r.binding)}), "
+                f"{r.kv_cache_tokens:,} KV tokens"
+            )
+        else:
+            text = f"does not run ({slot.reason})"
+        if slot.deployment and len({s.deployment for s in report.slots}) > 1:
+            text = f"{slot.deployment}: {text}"
+        p = slot.placement
+        said.setdefault(text, []).append(f"{p.profile}@{p.start}")
+    return tuple(f"{', '.join(where)}: {text}" for text, where in said.items())
+
+
 def mig_rows(comparison: MigComparison) -> list[MigRow]:
     """One row per deployment and layout; the cheapest per deployment marked."""
     price = comparison.price
@@ -317,20 +352,6 @@ def mig_rows(comparison: MigComparison) -> list[MigRow]:
     rows: list[MigRow] = []
     for found in comparison.deployments:
         for report in found.reports:
-            # Instances that say the same (seven 1g slices refused for the
-            # same reason) are one line naming their placements.
-            said: dict[str, list[str]] = {}
-            for p, r in zip(report.placements, report.instances, strict=True):
-                text = (
-                    f"{r.max_requests_per_s_within_sla:,.2f} req/s, batch "
-                    f"{r.batch_size}, {r.kv_cache_tokens:,} KV tokens"
-                    if r.feasible
-                    else f"does not run ({r.reason})"
-                )
-                said.setdefault(text, []).append(f"{p.profile}@{p.start}")
-            instances = tuple(
-                f"{', '.join(where)}: {text}" for text, where in said.items()
-            )
             rows.append(
                 MigRow(
                     deployment=found.deployment,
@@ -340,9 +361,9 @@ def mig_rows(comparison: MigComparison) -> list[MigRow]:
                     placements=", ".join(
                         f"{p.profile}@{p.start}" for p in report.placements
                     ),
-                    instances=instances,
+                    instances=_slot_lines(report),
                     requests_per_s=f"{report.requests_per_s:,.2f}"
-                    if report.valid
+                    if report.serves
                     else MISSING,
                     idle_slices=report.idle_compute_slices,
                     cost_per_hour=(
@@ -357,8 +378,76 @@ def mig_rows(comparison: MigComparison) -> list[MigRow]:
                     ),
                     best=found.cheapest is not None
                     and report.cost_per_1k_requests == found.cheapest,
+                    status=_status(report),
                 )
             )
+    return rows
+
+
+@dataclass(frozen=True)
+class MigSharedRow:
+    layout: str
+    status: str
+    reason: str | None
+    instances: tuple[str, ...]
+    deployments: tuple[str, ...]  # per deployment: what it gets and needs
+    idle_slices: int
+    idle_cost_per_hour: str  # the stranded slices' share of the GPU's price
+    cost_per_hour: str
+    best: bool
+
+
+def _assigned_text(report: Any) -> str:
+    """``3g.40gb:code-assist + 2x2g.20gb:moderation``."""
+    names = [
+        f"{s.placement.profile}:{s.deployment}" if s.deployment else s.placement.profile
+        for s in report.slots
+    ]
+    return _layout_text(names) if names else _layout_text(report.layout)
+
+
+def mig_shared_rows(comparison: MigComparison) -> list[MigSharedRow]:
+    """Layouts whose instances serve several deployments: each deployment's
+    req/s within the SLA and $ per 1k (the GPU's price split by the compute
+    slices it holds), how many such GPUs its peak hour needs, and the slices
+    no deployment uses priced as idle dollars."""
+    price = comparison.price
+    currency = price.currency if price else ""
+    slices = adapters.mig_slices_of(comparison.gpu) or 7
+    rows = []
+    for report in comparison.shared:
+        lines = []
+        for name, rate in sorted(report.requests_per_s_by_deployment.items()):
+            cost = report.cost_per_1k_by_deployment.get(name)
+            peak = comparison.peaks.get(name)
+            text = f"{name}: {rate:,.2f} req/s within the SLA"
+            if cost is not None:
+                text += f", {money(cost, currency, places=4)}/1k req"
+            if peak is not None and rate > 0:
+                text += (
+                    f"; its peak hour ({peak:,.2f} req/s) needs "
+                    f"{math.ceil(peak / rate)} GPUs laid out this way"
+                )
+            lines.append(text)
+        idle = report.idle_compute_slices if report.valid else slices
+        gpu_price = report.gpu_cost_per_hour
+        rows.append(
+            MigSharedRow(
+                layout=_assigned_text(report),
+                status=_status(report),
+                reason=report.reason,
+                instances=_slot_lines(report),
+                deployments=tuple(lines),
+                idle_slices=idle,
+                idle_cost_per_hour=MISSING
+                if gpu_price is None or not report.valid
+                else money(gpu_price * idle / slices, currency) + "/h",
+                cost_per_hour=MISSING
+                if gpu_price is None or not report.valid
+                else money(gpu_price, currency) + "/h",
+                best=report.rank == 1,
+            )
+        )
     return rows
 
 

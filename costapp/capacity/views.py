@@ -21,11 +21,11 @@ from costapp.capacity.forms import (
     SearchForm,
     field_errors,
 )
+from costapp.capacity.mig_layouts import mig_comparison
 from costapp.capacity.selectors import Price
 from costapp.capacity.whatif import (
     Simulation,
     capacity_search,
-    mig_comparison,
     simulate_column,
     whatif_compute,
     whatif_page,
@@ -256,14 +256,17 @@ def mig(request: HttpRequest) -> HttpResponse:
     problems: list[str] = []
     errors: list[str] = []
     price: Price | None = None
+    shared_rows: list[tables.MigSharedRow] = []
     if form.is_bound:
         if form.is_valid():
             comparison = mig_comparison(
                 form.cleaned_data["gpu"],
                 form.cleaned_data.get("layout_list", []),
-                list(form.cleaned_data["deployments"]),
+                list(form.cleaned_data["deployments"] or []),
+                shared=form.cleaned_data.get("shared_list", []),
             )
             rows, problems = tables.mig_rows(comparison), list(comparison.problems)
+            shared_rows = tables.mig_shared_rows(comparison)
             price = comparison.price
         else:
             errors = field_errors(form)
@@ -277,6 +280,7 @@ def mig(request: HttpRequest) -> HttpResponse:
             if price
             else None,
             "rows": rows,
+            "shared_rows": shared_rows,
             "problems": problems,
             "errors": errors,
         },

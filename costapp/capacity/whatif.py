@@ -21,7 +21,6 @@ from analytics.capacity import engine as capacity_engine
 from analytics.capacity.calibration_types import Calibration as EngineCalibration
 from analytics.capacity.engine import Result, Scenario
 from analytics.capacity.errors import CapacityError
-from analytics.capacity.mig import compare_mig_layouts
 from analytics.capacity.refusals import RejectedShare
 from analytics.capacity.search import pareto_front, search
 from analytics.capacity.simulate import poisson_arrivals, simulate
@@ -295,61 +294,6 @@ def simulate_column(
     except (CapacityError, InvalidInput) as exc:
         return str(exc)
     return Simulation(column.key, rate, duration, outcome)
-
-
-@dataclass(frozen=True)
-class MigLayouts:
-    deployment: str
-    reports: tuple[Any, ...]  # analytics.capacity.mig.LayoutReport, one per layout
-    cheapest: float | None  # the lowest cost per 1k requests among the layouts
-
-
-@dataclass(frozen=True)
-class MigComparison:
-    gpu: str
-    price: Price | None
-    deployments: tuple[MigLayouts, ...]
-    problems: tuple[str, ...]
-
-
-def mig_comparison(
-    gpu: str,
-    layouts: Sequence[Sequence[str]],
-    deployments: Sequence[Deployment],
-    *,
-    now: datetime | None = None,
-) -> MigComparison:
-    """Each deployment on each layout of ``gpu``: one replica per instance,
-    the whole GPU paid for (idle slices are cost)."""
-    found: list[MigLayouts] = []
-    problems: list[str] = []
-    price = gpu_hour_price(gpu_type=gpu, day=(now or timezone.now()).date())
-    if price is None:
-        problems.append(f"no rate card for {gpu}: costs not computed")
-    for deployment in deployments:
-        state = deployment_today(deployment, now=now)
-        if state.scenario is None:
-            problems.extend(f"{deployment.name}: {p}" for p in state.problems)
-            continue
-        base = adapters.scenario_changed(
-            state.scenario,
-            {
-                "gpu": gpu,
-                "mig_profile": None,
-                "tp": 1,
-                "gpu_hour_price": float(price.per_gpu_hour) if price else None,
-            },
-        )
-        try:
-            reports = compare_mig_layouts(gpu, [list(x) for x in layouts], base)
-        except (CapacityError, InvalidInput) as exc:
-            problems.append(f"{deployment.name}: {exc}")
-            continue
-        costs = [r.cost_per_1k_requests for r in reports if r.cost_per_1k_requests]
-        found.append(
-            MigLayouts(deployment.name, tuple(reports), min(costs) if costs else None)
-        )
-    return MigComparison(gpu, price, tuple(found), tuple(problems))
 
 
 @dataclass(frozen=True)

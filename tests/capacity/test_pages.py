@@ -9,6 +9,7 @@ from django.test import Client
 
 from analytics.errors import InvalidInput
 from costapp.capacity import adapters, services
+from costapp.formatting import MISSING
 from costapp.models import Calibration, Deployment, Scenario
 from tests.capacity.conftest import FIXTURES
 
@@ -269,3 +270,73 @@ def test_saving_a_bad_comparison_stores_nothing(
 )
 def test_served_model_names_map_to_the_catalogue(served: str, catalogue: str) -> None:
     assert adapters.catalogue_model_name(served) == catalogue
+
+
+def test_a_placement_no_instance_can_serve_from_is_not_shown_as_valid(
+    chat: Deployment, browser_client: Client
+) -> None:
+    response = browser_client.get(
+        "/capacity/mig/",
+        {"gpu": "H100-SXM", "deployments": ["chat"], "layouts": "7g\n7x1g"},
+    )
+    rows = {r.layout: r for r in response.context["rows"]}
+    assert rows["7g.80gb"].status == "serves"
+    # NVIDIA allows the placement; the model does not fit a 1g instance.
+    assert rows["7x1g.10gb"].valid and rows["7x1g.10gb"].status == "does not serve"
+    assert rows["7x1g.10gb"].requests_per_s == MISSING
+    assert "does not serve" in response.content.decode()
+
+
+def test_deployments_sharing_a_gpus_slices_are_priced_per_slice_with_idle_slices(
+    chat: Deployment, browser_client: Client
+) -> None:
+    Deployment.objects.create(
+        name="chat-b",
+        model_name=chat.model_name,
+        gpu_type=chat.gpu_type,
+        slo_itl_p95_ms=chat.slo_itl_p95_ms,
+    )
+    response = browser_client.get(
+        "/capacity/mig/",
+        {
+            "gpu": "H100-SXM",
+            "layouts": "4g:chat+3g:chat-b\n3g:chat+3g:chat-b",
+        },
+    )
+    assert response.status_code == 200, response.context["errors"]
+    assert response.context["rows"] == []
+    shared = {r.layout: r for r in response.context["shared_rows"]}
+    full = shared["4g.40gb:chat + 3g.40gb:chat-b"]
+    assert full.status == "serves" and full.idle_slices == 0
+    assert [d.split(":")[0] for d in full.deployments] == ["chat", "chat-b"]
+    assert "GPUs laid out this way" in full.deployments[0]  # chat has a peak hour
+    part = shared["3g.40gb:chat + 3g.40gb:chat-b"]
+    assert part.status == "serves" and part.idle_slices == 1
+    # H100 at $6.88 per GPU-hour: one of seven compute slices stranded (3g
+    # instances take all eight memory slices between them).
+    assert part.idle_cost_per_hour == f"${6.88 / 7:.2f}/h"
+    assert sum(r.best for r in shared.values()) == 1
+
+
+def test_a_shared_layout_naming_an_unknown_deployment_is_refused_naming_it(
+    chat: Deployment, browser_client: Client
+) -> None:
+    response = browser_client.get(
+        "/capacity/mig/", {"gpu": "H100-SXM", "layouts": "4g:chat+3g:chatt"}
+    )
+    assert any(
+        "'chatt'" in e and "no deployment" in e for e in response.context["errors"]
+    )
+
+
+def test_the_mig_page_starts_from_the_gpu_the_fleets_mig_deployments_run(
+    chat: Deployment, browser_client: Client
+) -> None:
+    Deployment.objects.create(
+        name="mod",
+        model_name=chat.model_name,
+        gpu_type="A100-80GB",
+        mig_profile="2g.20gb",
+    )
+    response = browser_client.get("/capacity/mig/")
+    assert response.context["form"]["gpu"].value() == "A100-80GB"

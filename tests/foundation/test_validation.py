@@ -270,7 +270,7 @@ def test_a_mig_layout_no_gpu_can_hold_is_refused_quickly(
 
 
 def test_the_default_mig_layouts_still_parse() -> None:
-    assert _parse_layouts(DEFAULT_LAYOUTS)[-2] == ["1g"] * 7
+    assert _parse_layouts(DEFAULT_LAYOUTS)[-2] == [("1g", None)] * 7
 
 
 @pytest.mark.django_db
