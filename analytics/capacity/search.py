@@ -50,6 +50,35 @@ CONSTRAINTS = {
 }
 
 
+# Equal scores are common (a cost objective on configurations that differ only
+# in a setting that does not move cost): they are ordered by these, then by
+# the configuration's own values as written, never by evaluation order.
+TIE_ORDER = ("cost_per_1k_requests", "p95_latency_s", "gpus_needed")
+
+
+def ranked_order(frame: pd.DataFrame, keys: Sequence[str]) -> pd.DataFrame:
+    """``frame`` by score, ties by ``TIE_ORDER`` then the ``keys`` values."""
+    if not len(frame):
+        return frame.reset_index(drop=True)
+    # Each setting in its own order: numbers as numbers (64 before 128), the
+    # rest as text (a missing MIG profile, None, as "None").
+    tie_keys = {f"_key{i}": _sortable(frame[k]) for i, k in enumerate(keys)}
+    by = ["score", *(c for c in TIE_ORDER if c in frame.columns), *tie_keys]
+    return (
+        frame.assign(**tie_keys)
+        .sort_values(by, kind="mergesort", na_position="last")
+        .drop(columns=list(tie_keys))
+        .reset_index(drop=True)
+    )
+
+
+def _sortable(column: pd.Series) -> pd.Series:
+    numbers = pd.to_numeric(column, errors="coerce")
+    if numbers.notna().sum() == column.notna().sum():
+        return numbers
+    return column.astype(str)
+
+
 @dataclass(frozen=True)
 class SearchResult:
     ranked: pd.DataFrame
@@ -114,9 +143,7 @@ def search(
         ok &= passes
     result["feasible"] = ok
     result["score"] = score_fn(result)
-    feasible = result[ok & result["score"].notna()].sort_values(
-        "score", kind="mergesort"
-    )
+    feasible = ranked_order(result[ok & result["score"].notna()], keys)
     infeasible = result[~ok].reset_index(drop=True)
     front = (
         pareto_front(

@@ -507,6 +507,7 @@ def search_rows(
                 "gpus": _fmt(row.get("gpus_needed"), 2),
                 "rps": _fmt(row.get("max_requests_per_s_within_sla"), 2),
                 "kv_tokens": _fmt(row.get("kv_cache_tokens"), 0),
+                "limit": BINDING_SHORT.get(str(row.get("binding")), ""),
                 "score": _fmt(row.get("score"), 4),
                 "calibration": str(row.get("calibration") or ""),
                 "reason": str(row.get("reason") or ""),

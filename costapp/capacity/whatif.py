@@ -22,7 +22,7 @@ from analytics.capacity.calibration_types import Calibration as EngineCalibratio
 from analytics.capacity.engine import Result, Scenario
 from analytics.capacity.errors import CapacityError
 from analytics.capacity.refusals import RejectedShare
-from analytics.capacity.search import pareto_front, search
+from analytics.capacity.search import pareto_front, ranked_order, search
 from analytics.capacity.simulate import poisson_arrivals, simulate
 from analytics.errors import InvalidInput
 from costapp.capacity import adapters
@@ -366,9 +366,8 @@ def capacity_search(
             infeasible.append(found.infeasible)
     ranked_frame = pd.concat(ranked, ignore_index=True) if ranked else empty
     if len(ranked_frame):
-        ranked_frame = ranked_frame.sort_values("score", kind="mergesort").reset_index(
-            drop=True
-        )
+        # GPUs were searched one by one: ranked again, ties by the stated rule.
+        ranked_frame = ranked_order(ranked_frame, ["gpu", *rest])
     infeasible_frame = pd.concat(infeasible, ignore_index=True) if infeasible else empty
     front = empty
     if len(ranked_frame) and "cost_per_1k_requests" in ranked_frame:
