@@ -164,7 +164,8 @@ def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
         cards = (
             ".card:not(.scroll)"
             if width >= 1440
-            else ".breakdown-grid .card, .card:has(> table#idle), .card:has(> table#steps)"
+            else ".breakdown-grid .card, .card:has(> table#idle), "
+            ".card:has(> table#steps), .card:has(> table#rightsizing)"
         )
         inner = d.execute_script(
             f"return [...document.querySelectorAll('{cards}')]"
@@ -208,6 +209,31 @@ def test_every_page_of_the_role_draws_fits_and_logs_nothing(
             elif kind is None and path in subnav:
                 queue.append(path)
     assert len(seen) >= len(NAV[role]) - (role == "admin"), seen
+    assert not problems, "\n".join(problems)
+
+
+CAPACITY_PAGES = (
+    "/capacity/chat/?a-kv_dtype=auto&b-gpu=H200&c-max_num_seqs=64",
+    "/capacity/moderation/",
+    "/capacity/mig/?gpu=A100-80GB&deployments=code-assist&deployments=moderation"
+    "&layouts=3g%3Acode-assist%2B2x2g%3Amoderation%0A7g%0A4g%2B3g%0A7x1g",
+    "/capacity/search/?deployment=chat&objective=cost_per_1k_requests"
+    "&space_kv_dtype=auto,fp8&space_max_num_seqs=64,256&space_gpu=H100-SXM,H200"
+    "&space_tp=4,8",
+    "/economics/rightsizing/",
+)
+
+
+def test_the_capacity_pages_fit_the_screen_with_their_results(
+    demo: Demo, drivers: Any
+) -> None:
+    """What-if, MIG, search and rightsizing with results on them (the crawl
+    opens MIG and search empty), at 1024 and 1440 px."""
+    d = drivers["tech lead"]
+    problems: list[str] = []
+    for page in CAPACITY_PAGES:
+        problems += _check_page(d, demo, page)
+    d.set_window_size(1440, 1000)
     assert not problems, "\n".join(problems)
 
 
