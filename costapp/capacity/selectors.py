@@ -238,13 +238,16 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
     quant = adapters.weight_dtype_from_name(deployment.model_name)
     settings["weight_dtype"] = Setting(quant or "bf16", "assumed")
 
+    declared = dict(deployment.serving_args or {})
     cache_dtype = str(config.get("cache_dtype") or "").lower()
     if cache_dtype in adapters.KV_DTYPES:
         settings["kv_dtype"] = Setting(cache_dtype, "discovered")
+    elif declared.get("kv_cache_dtype") in adapters.KV_DTYPES:
+        settings["kv_dtype"] = Setting(declared["kv_cache_dtype"], "fleet")
     else:
         settings["kv_dtype"] = Setting("auto", "default")
-        if cache_dtype:
-            problems.append(f"discovered cache_dtype={cache_dtype!r} is not known")
+    if cache_dtype and cache_dtype not in adapters.KV_DTYPES:
+        problems.append(f"discovered cache_dtype={cache_dtype!r} is not known")
     for name, kind, default in (
         ("block_size", int, 16),
         ("gpu_memory_utilization", float, 0.9),
@@ -253,17 +256,22 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         ("max_num_batched_tokens", int, None),
     ):
         value = _number(config.get(name), kind)
+        written = _number(declared.get(name), kind)
         if value is not None and value > 0:
             settings[name] = Setting(value, "discovered")
+        elif written is not None and written > 0:
+            settings[name] = Setting(written, "fleet")
         else:
             blank = "model maximum" if name == "max_model_len" else "engine default"
             settings[name] = Setting(default, "default", blank)
     eager = str(config.get("enforce_eager", "")).lower()
-    settings["enforce_eager"] = (
-        Setting(eager == "true", "discovered")
-        if eager in {"true", "false"}
-        else Setting(False, "default")
-    )
+    if eager in {"true", "false"}:
+        settings["enforce_eager"] = Setting(eager == "true", "discovered")
+    elif isinstance(declared.get("enforce_eager"), bool):
+        settings["enforce_eager"] = Setting(declared["enforce_eager"], "fleet")
+    else:
+        settings["enforce_eager"] = Setting(False, "default")
+    problems += _declared_against_discovered(declared, settings)
     observed_blocks = _number(config.get("num_gpu_blocks"), int)
     if observed_blocks is not None and observed_blocks > 0:
         # The pool the running engine allocated: today sizes batches from it,
@@ -334,6 +342,23 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         problems=tuple(problems),
         engine_figures=engine_figures(deployment),
     )
+
+
+def _declared_against_discovered(
+    declared: dict[str, Any], settings: dict[str, Setting]
+) -> list[str]:
+    """The fleet file says how the engine was started; its metrics say how it
+    runs. Where both speak and differ, the engine wins and the page says so."""
+    out = []
+    for name, value in declared.items():
+        key = "kv_dtype" if name == "kv_cache_dtype" else name
+        found = settings.get(key)
+        if found is not None and found.origin == "discovered" and found.value != value:
+            out.append(
+                f"the fleet file declares {name}={value}, the engine reports "
+                f"{found.value}: today uses the engine's"
+            )
+    return out
 
 
 def _max_model_len_the_pool_admits(

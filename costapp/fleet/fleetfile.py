@@ -55,6 +55,7 @@ DEPLOYMENT_FIELDS = (
     "pool",
     "slo",
     "target_utilisation",
+    "serving",
 )
 
 
@@ -97,6 +98,7 @@ FILE_FIELD = {
     "model_name": "model",
     "slo_ttft_p95_ms": "slo.ttft_p95_ms",
     "slo_itl_p95_ms": "slo.itl_p95_ms",
+    "serving_args": "serving",
 }
 
 
@@ -249,6 +251,7 @@ def _deployment_values(
         "slo_ttft_p95_ms": slo.get("ttft_p95_ms"),
         "slo_itl_p95_ms": slo.get("itl_p95_ms"),
         "target_utilisation": float(entry.get("target_utilisation", 0.7)),
+        "serving_args": dict(entry.get("serving") or {}),
     }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import holidays as holidays_lib
 
 from analytics.errors import shown
+from costapp.capacity.adapters import KV_DTYPES
 from costapp.catalog import GPU_TYPES, mig_slices
 
 # One selector check for every door (re-exported: the fleet tests import it here).
@@ -181,6 +182,67 @@ def _share(value: Any, field: str) -> list[Problem]:
     return []
 
 
+# The serving arguments a fleet file may declare, by vLLM's own names (``vllm
+# serve --max-model-len`` is ``max_model_len`` here): kind and bounds.
+SERVING_ARGS: dict[str, tuple[str, float, float]] = {
+    "max_model_len": ("int", 16, 10_000_000),
+    "max_num_seqs": ("int", 1, 65_536),
+    "max_num_batched_tokens": ("int", 1, 10_000_000),
+    "block_size": ("int", 1, 256),
+    "gpu_memory_utilization": ("share", 0, 1),
+    "kv_cache_dtype": ("kv_dtype", 0, 0),
+    "enforce_eager": ("bool", 0, 0),
+}
+
+
+def serving_problems(serving: Any) -> list[Problem]:
+    """A deployment's declared serving arguments, each strictly typed: a
+    string "8192" or a true/false where a number goes is refused, named."""
+    if serving is None:
+        return []
+    if not isinstance(serving, Mapping):
+        return [
+            (
+                "serving",
+                f"must be a mapping of vLLM serving arguments, got {shown(serving)}",
+            )
+        ]
+    problems: list[Problem] = []
+    for key, value in serving.items():
+        field = f"serving.{key}"
+        spec = SERVING_ARGS.get(str(key))
+        if spec is None:
+            hint = str(key).replace("-", "_").lstrip("_")
+            known = ", ".join(sorted(SERVING_ARGS))
+            problems.append(
+                (
+                    field,
+                    "is not a serving argument costapp reads"
+                    + (f" (did you mean {hint}?)" if hint in SERVING_ARGS else "")
+                    + f"; known: {known}",
+                )
+            )
+            continue
+        kind, low, high = spec
+        if kind == "bool":
+            if not isinstance(value, bool):
+                problems.append((field, f"must be true or false, got {shown(value)}"))
+        elif kind == "kv_dtype":
+            if value not in KV_DTYPES:
+                problems.append(
+                    (field, f"{shown(value)} is not one of {', '.join(KV_DTYPES)}")
+                )
+        elif kind == "share":
+            problems += _share(value, field)
+        elif isinstance(value, bool) or not isinstance(value, int):
+            problems.append((field, f"must be a whole number, got {shown(value)}"))
+        elif not low <= value <= high:
+            problems.append(
+                (field, f"must be between {low:,.0f} and {high:,.0f}, got {value:,}")
+            )
+    return problems
+
+
 def deployment_problems(
     entry: Mapping[str, Any], *, pools: Mapping[str, str] | None
 ) -> list[Problem]:
@@ -231,6 +293,7 @@ def deployment_problems(
         if problem is not None:
             problems.append((field, problem))
     problems += cost_rules_problems(entry.get("cost_rules"))
+    problems += serving_problems(entry.get("serving"))
     if "target_utilisation" in entry:
         problems += _share(entry["target_utilisation"], "target_utilisation")
     pool = entry.get("pool")

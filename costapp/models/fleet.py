@@ -65,6 +65,10 @@ class Deployment(models.Model):
         related_name="deployments",
     )
     # Unit-cost SLA inputs used by capacity what-ifs and headroom.
+    # The vLLM serving arguments the fleet file declares (``serving:``:
+    # max_model_len, max_num_seqs, ...), as the engine was started; the
+    # capacity pages take them where the engine's metrics do not say.
+    serving_args = models.JSONField(default=dict, blank=True)
     slo_ttft_p95_ms = models.PositiveIntegerField(null=True, blank=True)
     slo_itl_p95_ms = models.PositiveIntegerField(null=True, blank=True)
     # Share of the predicted capacity a replica should run at; headroom is

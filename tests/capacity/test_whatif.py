@@ -167,3 +167,21 @@ def test_every_price_says_its_rate_card_and_an_unconfirmed_one_is_marked(
     assert variant_b.unconfirmed and "Capacity Blocks" in variant_b.source
     html = response.content.decode()
     assert 'id="price-row"' in html and "unconfirmed</span>" in html
+
+
+def test_today_takes_the_fleets_serving_arguments_where_the_engine_is_silent(
+    chat: Deployment,
+) -> None:
+    chat.serving_args = {"max_model_len": 8192, "block_size": 32, "max_num_seqs": 64}
+    chat.save()
+    today = selectors.deployment_today(chat)
+    s = today.settings
+    # cache_config_info never carries max_model_len: the fleet file's stands.
+    assert s["max_model_len"] == selectors.Setting(8192, "fleet")
+    assert s["max_num_seqs"] == selectors.Setting(64, "fleet")
+    assert today.scenario is not None and today.scenario.max_model_len == 8192
+    # The engine reports block_size 16: it wins, and the page says so.
+    assert s["block_size"] == selectors.Setting(16, "discovered")
+    assert any(
+        "declares block_size=32, the engine reports 16" in p for p in today.problems
+    )

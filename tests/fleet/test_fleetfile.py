@@ -284,3 +284,40 @@ def test_a_pool_may_declare_shared_overheads_and_a_bad_one_is_named() -> None:
     bad = dict(good, cost_rules=[{"overhead": {"colour": "x"}, "key": "vibes"}])
     fields = [field for field, _ in pool_problems(bad)]
     assert fields == ["cost_rules[0].overhead", "cost_rules[0].key"]
+
+
+def test_declared_serving_arguments_load_as_written() -> None:
+    fleet_load(path=EXAMPLE)
+    chat = Deployment.objects.get(name="chat")
+    assert chat.serving_args == {"max_model_len": 32768, "max_num_seqs": 256}
+    assert Deployment.objects.get(name="summarize").serving_args == {}
+
+
+@pytest.mark.parametrize(
+    "serving, field, why",
+    [
+        ({"max_model_len": "8192"}, "serving.max_model_len", "must be a whole number"),
+        ({"max_model_len": 8192.5}, "serving.max_model_len", "must be a whole number"),
+        ({"max_num_seqs": True}, "serving.max_num_seqs", "must be a whole number"),
+        ({"max_model_len": 8}, "serving.max_model_len", "between 16 and"),
+        ({"gpu_memory_utilization": "0.9"}, "serving.gpu_memory_utilization", "(0, 1]"),
+        ({"gpu_memory_utilization": 90}, "serving.gpu_memory_utilization", "(0, 1]"),
+        ({"kv_cache_dtype": "fp4"}, "serving.kv_cache_dtype", "is not one of auto"),
+        ({"enforce_eager": "yes"}, "serving.enforce_eager", "true or false"),
+        (
+            {"max-model-len": 8192},
+            "serving.max-model-len",
+            "did you mean max_model_len",
+        ),
+        ([8192], "serving", "must be a mapping"),
+    ],
+)
+def test_a_serving_argument_of_the_wrong_type_or_name_is_refused_naming_it(
+    tmp_path: Path, serving: object, field: str, why: str
+) -> None:
+    data = _fleet()
+    i = _index(data, "summarize")
+    data["deployments"][i]["serving"] = serving
+    message = _refused(tmp_path, data)
+    assert f"deployments[{i}] (summarize): {field} " in message
+    assert why in message

@@ -94,7 +94,7 @@ def _what_runs(d: Deployment) -> str:
     return repr(
         (d.pk, d.engine, d.engine_version, d.model_name, d.gpu_type, d.gpu_count,
          d.tensor_parallel_size, d.mig_profile, d.slo_ttft_p95_ms, d.slo_itl_p95_ms,
-         config)
+         sorted((d.serving_args or {}).items()), config)
     )  # fmt: skip
 
 
