@@ -96,15 +96,7 @@ def _core(c: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # TP-sharded, so this GPU holds expert_share of them (1/TP without EP).
     expert_total = c["expert_params"] * c["body_bytes"]
     weights = weights - expert_total / tp + expert_total * c["expert_share"]
-    sampled = np.minimum(max_num_seqs, mbt)
-    moe_ws = mem.moe_workspace_bytes(
-        mbt, c["top_k"], c["moe_intermediate"], c["hidden"], c["expert_tp"]
-    )
-    activation = mem.peak_activation_bytes(
-        c["hidden"], c["ffn_width"], c["vocab"], tp, mbt, sampled,
-        c["dequant_scratch"], c["sampler_bytes"], moe_ws,
-    )  # fmt: skip
-    non_torch = mem.non_torch_bytes(old_v0, tp, c["nvlink_v1"] > 0)
+    activation, non_torch = mem.activation_and_non_torch(c, mbt, max_num_seqs, old_v0)
     # vLLM deducts its own CUDA-graph estimate only when the profiler flag is on
     # and graphs are captured; otherwise graphs come out of the (1 - util) slack.
     graphs = mem.cuda_graph_bytes(

@@ -20,6 +20,10 @@ Peak activation is estimated from shapes, never read from a log: the larger of t
 forward intermediates (about 3 x hidden + 3 x FFN width 2-byte values per token,
 which reproduces the V0 slope measured on Llama-3.1-8B) and the sampler's dummy run
 (max_num_seqs x vocab fp32 logits and their softmax/sort copies, about 6.5 copies).
+From vLLM 0.17 the V1 sampler's top-k/top-p runs as a Triton kernel (no sort), and
+its share is counted tensor by tensor from the code (``SAMPLER_BYTES_V1_TRITON``);
+from 0.14 the fused-MoE workspace stays allocated (``WorkspaceManager``), so it adds
+to the sampler's run.
 """
 
 from __future__ import annotations
@@ -89,6 +93,25 @@ SAMPLER_BYTES_V0 = 4.0 * SAMPLER_COPIES
 SAMPLER_BYTES_V1 = 38.7
 SAMPLER_BYTES_MRV2 = 2.0
 SAMPLER_PROFILED_SINCE = (0, 8, 0)
+# vLLM 0.17.0 (v1/sample/ops/topk_topp_sampler.py apply_top_k_top_p): batches of 8
+# rows or more take apply_top_k_top_p_triton, which masks the fp32 logits in place,
+# instead of the PyTorch sort (values, int64 indices and the sort's scratch, the
+# bulk of the 38.7 bytes above). _dummy_sampler_run (top_k = vocab - 1, top_p 0.9)
+# then holds, per (max_num_seqs x vocab) entry: the bf16 logits from compute_logits
+# (2 B), Sampler.forward's float32 copy (4 B), forward_native's softmax probs (4 B)
+# and random_sample's exponential q (4 B): 14 bytes. Unchanged in 0.18 and 0.19.
+SAMPLER_BYTES_V1_TRITON = 2.0 + 4.0 + 4.0 + 4.0
+SAMPLER_TRITON_SINCE = (0, 17, 0)
+SAMPLER_TRITON_MIN_ROWS = 8  # `HAS_TRITON and logits.shape[0] >= 8`
+# apply_top_k_top_p_triton caches a float32 buffer of min(next_pow2(programs), SMs)
+# rows x vocab, programs = min(SMs, batch) (_TRITON_BUFFER_CACHE, kept after the
+# run). Streaming multiprocessors by board (NVIDIA datasheets and whitepapers);
+# boards not listed count none.
+GPU_SM_COUNT = {
+    "A100-40GB": 108, "A100-80GB": 108, "H100-SXM": 132, "H100-PCIe": 114,
+    "H200": 132, "B200": 148, "L4": 58, "L40S": 142, "A10G": 80, "T4": 40,
+    "RTX-3090": 82, "RTX-4090": 128, "RTX-4070-Laptop": 36, "RTX-A6000": 84,
+}  # fmt: skip
 # Model Runner V2 default: dense models from v0.28.0 (PR #44443), every model from
 # v0.29.0 (release notes: "MRV2 is now the default runner for all models").
 MRV2_DENSE_SINCE = (0, 28, 0)
@@ -113,6 +136,29 @@ NVLINK_BOARDS = ("A100-40GB", "A100-80GB", "H100-SXM", "H200", "B200")
 # dtype, N = w13 rows per rank (2 x moe_intermediate / TP), K = hidden. The chunk
 # default is 32768 (envs.py; 16384 in later releases, above every default budget).
 MOE_CHUNK_SIZE = 32768
+# From vLLM 0.14.0 the unquantized CUDA MoE runs TritonExperts through
+# FusedMoEModularKernel (unquantized_fused_moe_method.py): its buffers come from the
+# worker's WorkspaceManager (v1/worker/workspace.py get_simultaneous), which keeps
+# them for the engine's life, so they are still held during the sampler's run.
+# TritonExperts.workspace_shapes: workspace13 = M x top_k x max(N/2, K) (also holding
+# the M x K output), workspace2 = M x top_k x max(N, K).
+MOE_PERSISTENT_SINCE = (0, 14, 0)
+# FlashInfer allreduce+RMSNorm fusion, on by default at -O2 from vLLM 0.17.0
+# (config/vllm.py enable_allreduce_rms_fusion: TP > 1, CUDA capability 9.0 or 10.0,
+# flashinfer installed, DP 1, PP 1; off under enforce_eager, which turns
+# compilation off). AllReduceFusionPass creates the workspace during the profiled
+# compile: max_token_num = min(max size // (hidden x 2), max_num_batched_tokens),
+# max size by TP from FI_ALLREDUCE_FUSION_MAX_SIZE_MB
+# (compilation/passes/fusion/allreduce_rms_fusion.py). FlashInfer 0.6.4-0.6.6
+# trtllm_create_ipc_workspace_for_all_reduce_fusion cudaMallocs (non-torch) three
+# IPC buffers, each rounded up to 2 MiB: TP x tokens x hidden x 2 B, the barrier
+# flags, and 3 x that (Lamport).
+FI_AR_FUSION_SINCE = (0, 17, 0)
+FI_AR_FUSION_BOARDS = {"H100-SXM": 90, "H100-PCIe": 90, "H200": 90, "B200": 100}
+FI_AR_FUSION_MAX_MB: dict[int, dict[int, float]] = {
+    90: {2: 64, 4: 2, 8: 0.5},
+    100: {2: 64, 4: 32, 8: 1},
+}
 # MLA KV entries padded to 256 bytes of the model dtype in V0 (vLLM PR #12676,
 # VLLM_CUDA_MEM_ALIGN_KV_CACHE on by default: 640 elements instead of 576, "~11%"),
 # removed by PR #14842 before v0.8.0: worker/cache_engine.get_cache_block_size.
@@ -247,19 +293,48 @@ def peak_activation_bytes(
     dequant_scratch: np.ndarray,
     sampler_bytes_per_logit: np.ndarray | float = SAMPLER_BYTES_V0,
     moe_workspace: np.ndarray | float = 0.0,
+    sampler_held: np.ndarray | float = 0.0,
+    moe_persistent: np.ndarray | bool = False,
 ) -> np.ndarray:
     """Profiled torch peak: the larger of the forward pass and the sampler's run.
 
     Dense layers: about 3 x hidden + 3 x FFN-width/TP two-byte values per token.
     MoE layers: the hidden-state part plus the fused-MoE workspace
     (``moe_workspace_bytes``) instead of the FFN part, where the workspace is given.
+    ``sampler_held``: bytes the sampler's run holds beside its logits
+    (``sampler_held_bytes``); ``moe_persistent``: the MoE workspace stays allocated
+    through the sampler's run (vLLM >= 0.14, ``MOE_PERSISTENT_SINCE``).
     """
     moe = np.asarray(moe_workspace, dtype=np.float64)
     hidden_part = batched_tokens * 2.0 * ACT_HIDDEN_FACTOR * hidden
     ffn_part = batched_tokens * 2.0 * ACT_FFN_FACTOR * ffn_width / tp
     forward = hidden_part + np.where(moe > 0, moe, ffn_part)
-    sampler = sampled_seqs * vocab * sampler_bytes_per_logit
+    sampler = sampled_seqs * vocab * sampler_bytes_per_logit + sampler_held
+    sampler = sampler + np.where(np.asarray(moe_persistent, dtype=bool), moe, 0.0)
     return np.maximum(forward, sampler) + dequant_scratch
+
+
+def sampler_held_bytes(
+    batched_tokens: np.ndarray,
+    sampled_seqs: np.ndarray,
+    hidden: np.ndarray,
+    vocab: np.ndarray,
+    sm_count: np.ndarray,
+) -> np.ndarray:
+    """What V1's profile_run holds while _dummy_sampler_run peaks (vLLM >= 0.17).
+
+    profile_run keeps ``hidden_states`` (max_num_batched_tokens x hidden, bf16) and
+    ``last_hidden_states`` (max_num_seqs x hidden) alive; _dummy_sampler_run adds
+    ``torch.rand_like`` of the latter; apply_top_k_top_p_triton caches a float32
+    buffer of min(next_pow2(min(SMs, seqs)), SMs) x vocab (``GPU_SM_COUNT``).
+    """
+    seqs = np.asarray(sampled_seqs, dtype=np.float64)
+    sms = np.asarray(sm_count, dtype=np.float64)
+    programs = np.minimum(sms, seqs)
+    pow2 = 2.0 ** np.ceil(np.log2(np.maximum(programs, 1.0)))
+    rows = np.where(sms > 0, np.minimum(pow2, sms), 0.0)
+    states = 2.0 * hidden * (batched_tokens + 2.0 * seqs)
+    return states + rows * vocab * 4.0
 
 
 def moe_workspace_bytes(
@@ -268,29 +343,88 @@ def moe_workspace_bytes(
     moe_intermediate: np.ndarray,
     hidden: np.ndarray,
     expert_tp: np.ndarray,
+    modular: np.ndarray | bool = False,
 ) -> np.ndarray:
-    """fused_experts_impl's intermediate caches over one profiled chunk (0 if dense).
+    """The fused-MoE kernel's intermediate caches over one profiled chunk (0 if dense).
 
     ``expert_tp`` splits each expert's width (TP without expert parallelism, 1
-    with it: experts then sit whole on a rank).
+    with it: experts then sit whole on a rank). Before vLLM 0.14
+    fused_experts_impl's caches (``M x top_k x (max(N, K) + N/2)``); from 0.14 the
+    modular kernel's TritonExperts workspaces (``MOE_PERSISTENT_SINCE``).
     """
     rows = np.minimum(batched_tokens, MOE_CHUNK_SIZE) * np.asarray(top_k)
     n = 2.0 * np.asarray(moe_intermediate) / np.maximum(np.asarray(expert_tp), 1)
-    workspace = rows * (np.maximum(n, hidden) + n / 2.0) * 2.0
+    legacy = np.maximum(n, hidden) + n / 2.0
+    modular_width = np.maximum(n / 2.0, hidden) + np.maximum(n, hidden)
+    width = np.where(np.asarray(modular, dtype=bool), modular_width, legacy)
+    workspace = rows * width * 2.0
     return np.where(np.asarray(top_k) > 0, workspace, 0.0)
 
 
-def non_torch_bytes(
-    old_v0: np.ndarray, tp: np.ndarray, nvlink_v1: np.ndarray | bool = False
+def fi_allreduce_workspace_bytes(
+    max_size: np.ndarray, tp: np.ndarray, hidden: np.ndarray, batched_tokens: np.ndarray
 ) -> np.ndarray:
-    """Per-GPU non-torch memory the profiler deducts (see NON_TORCH_* above)."""
+    """FlashInfer allreduce-fusion workspace per GPU (``FI_AR_FUSION_*``); 0 where
+    ``max_size`` (bytes, by TP and board) is 0."""
+    size = np.asarray(max_size, dtype=np.float64)
+    tokens = np.minimum(np.floor(size / (hidden * 2.0)), batched_tokens)
+    buffer = tp * tokens * hidden * 2.0
+
+    def aligned(n: np.ndarray | float) -> np.ndarray:
+        return np.ceil(np.asarray(n) / 2**21) * 2**21
+
+    total = aligned(buffer) + aligned(tp * 256 * 4) + aligned(3.0 * buffer)
+    return np.where(size > 0, total, 0.0)
+
+
+def non_torch_bytes(
+    old_v0: np.ndarray,
+    tp: np.ndarray,
+    nvlink_v1: np.ndarray | bool = False,
+    fi_workspace: np.ndarray | float = 0.0,
+) -> np.ndarray:
+    """Per-GPU non-torch memory the profiler deducts (see NON_TORCH_* above), plus
+    the FlashInfer allreduce-fusion workspace where it is created."""
     base = np.where(old_v0, NON_TORCH_OLD_V0, NON_TORCH_BASE)
     tp_extra = np.where(
         np.asarray(nvlink_v1, dtype=bool),
         NON_TORCH_TP_NVLINK_V1_TOTAL - NON_TORCH_BASE,
         NON_TORCH_TP_PCIE,
     )
-    return base + np.where(tp > 1, tp_extra, 0.0)
+    return base + np.where(tp > 1, tp_extra, 0.0) + fi_workspace
+
+
+def activation_and_non_torch(
+    c: dict[str, np.ndarray],
+    mbt: np.ndarray,
+    max_num_seqs: np.ndarray,
+    old_v0: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The profiled torch peak and the non-torch increase, per scenario, from the
+    resolved columns (analytics/capacity/resolve.py) and the engine's defaults."""
+    tp = c["tp"]
+    sampled = np.minimum(max_num_seqs, mbt)
+    runner1_triton = c["sampler_triton"] > 0
+    triton = runner1_triton & (sampled >= SAMPLER_TRITON_MIN_ROWS)
+    # Fewer than 8 rows still take the PyTorch sort in 0.17+.
+    sampler_bytes = np.where(
+        runner1_triton & ~triton, SAMPLER_BYTES_V1, c["sampler_bytes"]
+    )
+    held = sampler_held_bytes(mbt, sampled, c["hidden"], c["vocab"], c["sm_count"])
+    persistent = c["moe_persistent"] > 0
+    moe_ws = moe_workspace_bytes(
+        mbt, c["top_k"], c["moe_intermediate"], c["hidden"], c["expert_tp"], persistent
+    )
+    activation = peak_activation_bytes(
+        c["hidden"], c["ffn_width"], c["vocab"], tp, mbt, sampled,
+        c["dequant_scratch"], sampler_bytes, moe_ws,
+        np.where(triton, held, 0.0), persistent,
+    )  # fmt: skip
+    # enforce_eager turns compilation off, so the fusion pass never runs.
+    fi_size = np.where(c["enforce_eager"], 0.0, c["fi_ar_max_bytes"])
+    fi = fi_allreduce_workspace_bytes(fi_size, tp, c["hidden"], mbt)
+    non_torch = non_torch_bytes(old_v0, tp, c["nvlink_v1"] > 0, fi)
+    return activation, non_torch
 
 
 def cuda_graph_bytes(layers: np.ndarray, counted: np.ndarray) -> np.ndarray:

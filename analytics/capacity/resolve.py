@@ -169,6 +169,15 @@ def _resolve_static(
         engine_version=version.text,
     )
     warnings.extend(cal_notes)
+    v1 = version.generation == "v1"
+    sampler_triton = v1 and version.tuple >= mem.SAMPLER_TRITON_SINCE
+    # FlashInfer allreduce+RMSNorm fusion (memory.FI_AR_FUSION_*): TP > 1 on
+    # capability 9.0/10.0 boards with DP 1; MIG instances never run TP.
+    fi_ar_max_mb = 0.0
+    fi_capability = mem.FI_AR_FUSION_BOARDS.get(gpu.name)
+    if fi_capability and v1 and version.tuple >= mem.FI_AR_FUSION_SINCE:
+        if dp == 1 and not mig_name:
+            fi_ar_max_mb = mem.FI_AR_FUSION_MAX_MB[fi_capability].get(int(tp), 0.0)
     if mig_name and (cal is None or cal.kind != ENGINE_MEASUREMENTS):
         warnings.append(
             f"MIG {mig_name} speed is scaled as {slices}/{gpu.mig_slices} of the GPU: "
@@ -212,8 +221,19 @@ def _resolve_static(
         "sampler_bytes_runner1": mem.SAMPLER_BYTES_V0
         if version.generation == "v0"
         else (
-            mem.SAMPLER_BYTES_V1 if version.tuple >= mem.SAMPLER_PROFILED_SINCE else 0.0
+            mem.SAMPLER_BYTES_V1_TRITON
+            if sampler_triton
+            else mem.SAMPLER_BYTES_V1
+            if version.tuple >= mem.SAMPLER_PROFILED_SINCE
+            else 0.0
         ),
+        # V1 runner's Triton top-k/top-p from 0.17 (dropped for MRV2 rows below).
+        "sampler_triton": sampler_triton,
+        "sm_count": mem.GPU_SM_COUNT.get(gpu.name, 0) * share,
+        # Fused-MoE workspace kept by the WorkspaceManager from 0.14.
+        "moe_persistent": version.tuple >= mem.MOE_PERSISTENT_SINCE,
+        # FlashInfer allreduce-fusion workspace (bytes of its max size), from 0.17.
+        "fi_ar_max_bytes": fi_ar_max_mb * 1024**2,
         "sampler_bytes_mrv2": mem.SAMPLER_BYTES_MRV2
         / (tp if version.tuple >= mem.MRV2_ALL_SINCE else 1),
         "mrv2_default": version.generation == "v1"
@@ -427,6 +447,7 @@ def _columns(
     cols["sampler_bytes"] = np.where(
         mrv2, cols["sampler_bytes_mrv2"], cols["sampler_bytes_runner1"]
     )
+    cols["sampler_triton"] = np.where(mrv2, 0.0, cols["sampler_triton"])
     graphs = frame["estimate_cudagraphs"]
     cols["graphs_estimated"] = np.where(
         graphs.notna().to_numpy(), _flags(graphs), cols["graphs_estimated_default"] > 0
