@@ -103,6 +103,9 @@ class Today:
     # Telemetry figures generated from the capacity engine itself (the demo's):
     # agreement on them is circular.
     engine_figures: frozenset[str] = frozenset()
+    # Which reported figure the pool came from: vLLM's num_gpu_blocks, or
+    # SGLang's max_total_num_tokens (tokens, converted to blocks).
+    pool_source: str = "num_gpu_blocks"
 
 
 def peak_hour_traffic(
@@ -273,6 +276,12 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         settings["enforce_eager"] = Setting(False, "default")
     problems += _declared_against_discovered(declared, settings)
     observed_blocks = _number(config.get("num_gpu_blocks"), int)
+    pool_source = "num_gpu_blocks"
+    pool_tokens = _number(config.get("max_total_num_tokens"), int)
+    if not (observed_blocks and observed_blocks > 0) and pool_tokens:
+        # SGLang reports its pool in tokens: the same pool, in today's blocks.
+        observed_blocks = pool_tokens // int(settings["block_size"].value or 16)
+        pool_source = f"max_total_num_tokens={pool_tokens:,}"
     if observed_blocks is not None and observed_blocks > 0:
         # The pool the running engine allocated: today sizes batches from it,
         # not from the memory model (whose figure the page shows beside it).
@@ -341,6 +350,7 @@ def deployment_today(deployment: Deployment, *, now: datetime | None = None) -> 
         price=price,
         problems=tuple(problems),
         engine_figures=engine_figures(deployment),
+        pool_source=pool_source,
     )
 
 

@@ -158,8 +158,14 @@ def whatif_table(whatif: WhatIf) -> WhatIfTable:
     modelled = whatif.modelled_blocks
     if observed and modelled:
         off = (modelled - observed) / observed
+        source = whatif.today.pool_source
+        reported = (
+            f"vLLM reported num_gpu_blocks={observed:,}"
+            if source == "num_gpu_blocks"
+            else f"the engine reported {source} ({observed:,} blocks of today's size)"
+        )
         check = (
-            f"vLLM reported num_gpu_blocks={observed:,}: today runs on that pool. "
+            f"{reported}: today runs on that pool. "
             f"The memory model predicts {modelled:,} for today's settings "
             f"({off:+.1%}); a variant that changes what the pool was profiled with "
             "(GPU, dtypes, TP, memory share, batch limits) uses the model's figure"

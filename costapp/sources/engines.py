@@ -311,6 +311,10 @@ SGLANG = EngineTable(
                 "sglang:num_running_reqs": (Role("gauge", "running"),),
                 "sglang:num_queue_reqs": (Role("gauge", "waiting"),),
                 "sglang:token_usage": (Role("gauge", "kv_cache_usage"),),
+                # Static gauges: the served max_model_len and the KV pool in
+                # tokens (prometheus/statics.py reads them once, at discovery).
+                "sglang:context_len": (Role("info", "max_model_len"),),
+                "sglang:max_total_num_tokens": (Role("info", "max_total_num_tokens"),),
             },
             _histogram("sglang:time_to_first_token_seconds", "ttft"),
             _histogram("sglang:inter_token_latency_seconds", "itl", 0, releases="0.5+"),

@@ -63,6 +63,7 @@ from costapp.sources.prometheus.records import (
     deployment_records,
     device_records,
 )
+from costapp.sources.prometheus.statics import engine_statics
 from costapp.sources.prometheus.targets import Options, Target, plan_steps
 from costapp.sources.prometheus.unmatched import unmatched_reason
 from costapp.sources.promql import selector_problem
@@ -236,6 +237,13 @@ class PrometheusSource:
                     labels.pop("le", None)
                 if labels not in label_sets[name] and len(label_sets[name]) < 20:
                     label_sets[name].append(labels)
+            try:
+                cache_config |= engine_statics(
+                    self.client, table, names, target.selector,
+                    start_s=start_s, end_s=end_s,
+                )  # fmt: skip
+            except QueryError as exc:
+                self.warnings.append(f"{target.name}: static settings unread: {exc}")
             dcgm_names: list[str] = []
             dcgm_problem = selector_problem(target.dcgm_selector)
             if dcgm_problem is not None:
