@@ -43,6 +43,13 @@ def iso_stamps(values: Iterable[Any]) -> list[str]:
     return [pd.Timestamp(v).strftime("%Y-%m-%dT%H:%M:%SZ") for v in values]
 
 
+def money_hover(currency: str, places: int = 4) -> str:
+    """A hover line for an amount on a money axis: the currency and fixed
+    places, never plotly's raw float ("$2.363806")."""
+    prefix = "$" if currency == "USD" else f"{currency} "
+    return f"{prefix}%{{y:,.{places}f}}<extra>%{{fullData.name}}</extra>"
+
+
 def base_layout(
     title: str, y_title: str, *, tickprefix: str = "", **extra: Any
 ) -> dict[str, Any]:

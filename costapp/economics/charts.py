@@ -21,6 +21,7 @@ from costapp.charts import (
     iso_days,
     iso_stamps,
     log_ticks,
+    money_hover,
 )
 
 SYMBOLS_PREFIX = {"USD": "$"}
@@ -84,13 +85,13 @@ def baseline_band(
             "type": "scatter", "mode": "lines", "name": "baseline",
             "x": x, "y": floats_or_null(getattr(r, mid) for r in rows),
             "line": {"dash": "dot", "color": PALETTE[8], "width": 1.5},
-            "connectgaps": False,
+            "connectgaps": False, "hovertemplate": money_hover(currency),
         },
         {
             "type": "scatter", "mode": "lines+markers", "name": "actual",
             "x": x, "y": floats_or_null(getattr(r, field) for r in rows),
             "line": {"color": PALETTE[0], "width": 2}, "marker": {"size": 3},
-            "connectgaps": False,
+            "connectgaps": False, "hovertemplate": money_hover(currency),
         },
     ]  # fmt: skip
     partial = [r for r in rows if not r.complete]
