@@ -3,7 +3,7 @@ renders on the server, under the product's CSP)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -16,6 +16,13 @@ class Parameter:
 
 
 @dataclass(frozen=True)
+class ResponseField:
+    name: str
+    kind: str  # "decimal string or null", "date-time", ...
+    description: str
+
+
+@dataclass(frozen=True)
 class Operation:
     method: str
     path: str
@@ -23,6 +30,44 @@ class Operation:
     description: str
     parameters: list[Parameter]
     statuses: list[tuple[str, str]]
+    fields: list[ResponseField] = field(default_factory=list)
+
+
+def _resolved(schema: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` with a local ``$ref`` followed (drf-spectacular's only kind)."""
+    ref = spec.get("$ref", "")
+    if ref.startswith("#/components/schemas/"):
+        found: dict[str, Any] = schema["components"]["schemas"][ref.rsplit("/", 1)[1]]
+        return found
+    return spec
+
+
+def _kind(spec: dict[str, Any]) -> str:
+    kind = spec.get("format") or spec.get("type", "")
+    if spec.get("format") == "decimal":
+        kind = "decimal string"
+    elif spec.get("type") == "array":
+        kind = f"list of {spec.get('items', {}).get('type', 'objects')}"
+    if "enum" in spec:
+        kind += ": " + " | ".join(str(v) for v in spec["enum"] if v is not None)
+    return kind + (" or null" if spec.get("nullable") else "")
+
+
+def response_fields(schema: dict[str, Any], op: dict[str, Any]) -> list[ResponseField]:
+    """The fields of one row of a 200 answer (a page's ``results`` item, or
+    the object itself)."""
+    content = op.get("responses", {}).get("200", {}).get("content", {})
+    body = content.get("application/json", {}).get("schema")
+    if not body:
+        return []
+    row = _resolved(schema, body)
+    results = row.get("properties", {}).get("results")
+    if results is not None:
+        row = _resolved(schema, results.get("items", {}))
+    return [
+        ResponseField(name, _kind(spec), spec.get("description", ""))
+        for name, spec in row.get("properties", {}).items()
+    ]
 
 
 def _constraint(schema: dict[str, Any]) -> str:
@@ -65,6 +110,7 @@ def operations(schema: dict[str, Any]) -> list[Operation]:
                         (code, r.get("description", ""))
                         for code, r in sorted(op.get("responses", {}).items())
                     ],
+                    fields=response_fields(schema, op),
                 )
             )
     return out

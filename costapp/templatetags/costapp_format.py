@@ -4,6 +4,8 @@ few values a page shows as stored."""
 from __future__ import annotations
 
 from django import template
+from django.utils.html import conditional_escape
+from django.utils.safestring import SafeString, mark_safe
 
 from costapp import formatting
 
@@ -32,3 +34,21 @@ def target(name: str) -> str:
 def money(value: object, currency: str = "USD") -> str:
     """An amount with its currency (``{{ x|money:"USD" }}``); a missing figure is formatting.MISSING."""
     return formatting.money(value, currency)  # type: ignore[arg-type]
+
+
+@register.filter
+def inline_code(text: object) -> SafeString:
+    """``{{ op.description|inline_code }}``: the schema's `backtick` spans as
+    <code>, everything else escaped (help texts are written for docs/api.md)."""
+    parts = str(text or "").split("`")
+    unmatched = len(parts) % 2 == 0  # an odd number of backticks
+    out: list[str] = []
+    for i, part in enumerate(parts):
+        escaped = conditional_escape(part)
+        if i % 2 == 0:
+            out.append(escaped)
+        elif unmatched and i == len(parts) - 1:
+            out.append("`" + escaped)  # the last one, left as written
+        else:
+            out.append(f"<code>{escaped}</code>")
+    return mark_safe("".join(out))  # noqa: S308 (every part escaped above)
