@@ -106,8 +106,9 @@ class Breakdown:
     scoped: bool = False  # only the bill allocated to the chosen deployments
 
     @property
-    def totals_text(self) -> list[str]:
-        return [money(v, c) for c, v in sorted(self.totals.items())]
+    def totals_text(self) -> list[tuple[str, str]]:
+        """(currency, the bill in it) per currency."""
+        return [(c, money(v, c)) for c, v in sorted(self.totals.items())]
 
 
 def _slices(

@@ -43,6 +43,7 @@ class CommitmentRow:
     used: str
     unused: str
     paid: str
+    currency: str = "USD"
 
 
 @dataclass(frozen=True)
@@ -137,6 +138,7 @@ def _row(f: CommitmentFigures) -> CommitmentRow:
         used=money(f.used, f.currency),
         unused=money(f.unused, f.currency),
         paid=money(f.commitment_cost, f.currency),
+        currency=f.currency,
     )
 
 

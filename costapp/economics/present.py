@@ -72,6 +72,7 @@ def flag_row(row: FigureRow) -> dict[str, Any]:
         f"{fmt.money_unit(row.upper, row.currency)}",
         "cause": row.cause,
         "level_shift": row.level_shift,
+        "currency": row.currency,
     }
 
 
@@ -117,6 +118,7 @@ def window_card(w: ScopeWindow) -> dict[str, Any]:
 def pool_row(p: PoolIdle) -> dict[str, Any]:
     return {
         "pool": p.pool,
+        "currency": p.currency,
         "idle": fmt.money(p.idle_cost, p.currency),
         "idle_raw": repr(p.idle_cost),
         "cost": fmt.money(p.cost, p.currency),
@@ -211,6 +213,7 @@ def overview_context(page: OverviewPage) -> dict[str, object]:
         "start": page.filters.start,
         "end": page.filters.end,
         "grain": page.grain,
+        "currency": data.currency,
         "kpis": [kpi_card(k, data.currency) for k in data.kpis],
         "rows": [deployment_row(s, data.currency) for s in data.deployments],
         "fleet": [window_card(w) for w in page.windows],
@@ -386,6 +389,7 @@ def budgets_context(
         "as_of": as_of,
         "rows": [budget_row(s) for s in statuses if _kept(s, filters)],
         "fleet": forecast_card(forecast, currency) if forecast else None,
+        "currency": currency,
         "can_write": can_write,
     }
 
@@ -402,6 +406,7 @@ def _kept(status: BudgetStatus, filters: Filters) -> bool:
 def budget_row(status: BudgetStatus) -> dict[str, Any]:
     b, fc, cur = status.budget, status.forecast, status.budget.currency
     return {
+        "currency": cur,
         "scope": b.scope,
         "name": b.name,
         "amount": fmt.money(b.monthly_amount, cur),
@@ -538,6 +543,7 @@ def moved_explanation_context(found: Moved, filters: Filters) -> dict[str, Any]:
     row = records[0] if records else None
     cur = row["currency"] if row else "USD"
     return {
+        "currency": cur,
         "filters": filters,
         "found": found,
         "row": moved_row(row, "") if row else None,

@@ -91,6 +91,7 @@ def prompt_economy_card(e: PromptEconomy, currency: str) -> dict[str, Any]:
 
     return {
         "basis": BASIS_LABELS.get(t.basis, ""),
+        "currency": currency,
         "prompt": tokens(t.prompt),
         "computed": tokens(t.computed),
         "computed_share": share(t.computed),

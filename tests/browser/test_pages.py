@@ -130,6 +130,25 @@ def _console(d: Any, page: str) -> list[str]:
     return problems
 
 
+# Text that reads as money ($, EUR, ...) outside an element marked with its
+# currency (``data-currency``): every amount says what it is in, for a reader
+# and for a script. Charts, code and form fields are not text the page states.
+UNMARKED_MONEY = r"""
+var re = /(^|[^A-Za-z0-9])(\$|€|£|USD |EUR |GBP )-?\d/;
+var out = [];
+var walker = document.createTreeWalker(document.querySelector('main') || document.body,
+                                       NodeFilter.SHOW_TEXT);
+while (walker.nextNode()) {
+  var text = walker.currentNode.textContent, el = walker.currentNode.parentElement;
+  if (!re.test(text)) continue;
+  if (el.closest('[data-currency], script, style, code, pre, textarea, svg, .js-plotly-plot'))
+    continue;
+  out.push(el.tagName + ': ' + text.trim().slice(0, 60));
+}
+return out;
+"""
+
+
 def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
     problems: list[str] = []
     d.set_window_size(WIDTHS[0], 1000)
@@ -174,6 +193,8 @@ def _check_page(d: Any, demo: Demo, page: str) -> list[str]:
         )
         if inner:
             problems.append(f"{page} at {width} px: table(s) overflow: {inner}")
+    for text in d.execute_script(UNMARKED_MONEY)[:5]:
+        problems.append(f"{page}: money without data-currency: {text}")
     problems += _console(d, page)
     return problems
 

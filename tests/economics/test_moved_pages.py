@@ -57,7 +57,7 @@ def rows_of(html: str) -> dict[tuple[str, str], dict[str, float]]:
     """Per (scope, name): its change and each part (NaN where shown missing)."""
     out: dict[tuple[str, str], dict[str, float]] = {}
     for m in re.finditer(
-        r'<tr data-scope="(\w+)" data-name="([^"]+)">(.*?)</tr>', html, re.S
+        r'<tr data-scope="(\w+)" data-name="([^"]+)"[^>]*>(.*?)</tr>', html, re.S
     ):
         cells = dict(re.findall(r'data-part="(\w+)" data-value="([^"]*)"', m[3]))
         change = re.search(r'data-change="([^"]*)"', m[3])

@@ -81,7 +81,7 @@ def test_the_overview_lists_every_flag_in_the_window_with_a_link_and_the_idle_do
     assert 'id="fleet-figures"' in html and 'id="idle-dollars"' in html
     # Pool idle: 120 of 192 GPU-hours of $614.40 a day, on the billed days.
     (idle,) = values(
-        html, r'data-pool="p"><td>p</td><td class="num" data-value="([^"]+)"'
+        html, r'data-pool="p"[^>]*><td>p</td><td class="num" data-value="([^"]+)"'
     )
     billed_in_window = sum(
         1 for n in range(w.BILLED_DAYS) if w.day_start(n) >= TODAY - timedelta(90)

@@ -23,6 +23,7 @@ def month_card_context(card: MonthCard) -> dict[str, Any]:
             {
                 "scope": b.scope,
                 "name": b.name,
+                "currency": b.currency,
                 "amount": fmt.money(b.monthly_amount, b.currency),
                 "to_date": fmt.money(bf.to_date, b.currency) if bf else fmt.MISSING,
                 "point": fmt.money(bf.point, b.currency) if bf else fmt.MISSING,
@@ -41,6 +42,7 @@ def month_card_context(card: MonthCard) -> dict[str, Any]:
         # pool idle and the unallocated bill.
         "basis": "direct" if card.scope == "deployment" else "fully loaded",
         "month": card.month.strftime("%B %Y"),
+        "currency": cur,
         "as_of": card.as_of.isoformat() if card.as_of else fmt.MISSING,
         "to_date": fmt.money(card.to_date, cur),
         "to_date_raw": "" if card.to_date is None else str(card.to_date),
