@@ -50,6 +50,28 @@ def money_hover(currency: str, places: int = 4) -> str:
     return f"{prefix}%{{y:,.{places}f}}<extra>%{{fullData.name}}</extra>"
 
 
+def with_marks(figure: dict[str, Any], marks: Sequence[Any]) -> dict[str, Any]:
+    """``figure`` with a dashed vertical line and a label per dated mark
+    (``.day``, ``.text``: a rate-card change, a deployment's first hour), so
+    a step in a line says what happened that day."""
+    layout = figure["layout"]
+    shapes = list(layout.get("shapes", []))
+    notes = list(layout.get("annotations", []))
+    for mark in marks:
+        day = mark.day.isoformat()
+        shapes.append(
+            {"type": "line", "xref": "x", "yref": "paper", "x0": day, "x1": day,
+             "y0": 0, "y1": 1, "line": {"color": PALETTE[8], "width": 1, "dash": "dash"}}
+        )  # fmt: skip
+        notes.append(
+            {"x": day, "xref": "x", "y": 1, "yref": "paper", "yanchor": "bottom",
+             "text": mark.text, "showarrow": False, "font": {"size": 10},
+             "textangle": 0, "xanchor": "left", "name": "mark"}
+        )  # fmt: skip
+    layout["shapes"], layout["annotations"] = shapes, notes
+    return figure
+
+
 def base_layout(
     title: str, y_title: str, *, tickprefix: str = "", **extra: Any
 ) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from analytics.downsample import grid_for
 from costapp import formatting as fmt
 from costapp import pagecache
 from costapp.access import requires
+from costapp.charts import with_marks
 from costapp.costs.forms import DEFAULT_PRESET, PRESETS, RangeForm, default_window
 from costapp.costs.selectors import BASES
 from costapp.days import utc_midnight
@@ -21,6 +22,7 @@ from costapp.economics.forms import EconomicsGrainForm
 from costapp.economics.idle.present import idle_cards_context
 from costapp.economics.selectors import deployment_usage_days_read
 from costapp.fleet import charts
+from costapp.fleet.annotations import deployment_marks_read
 from costapp.models import Deployment
 from costapp.telemetry import charts as telemetry_charts
 from costapp.telemetry import rollups
@@ -100,10 +102,13 @@ def _deployment_context(
         if r.flag
     }
     figures = {
-        "cost": telemetry_charts.cost_view(
-            [r for r in figure_rows if r.currency == currency],
-            currency=currency,
-            links=links,
+        "cost": with_marks(
+            telemetry_charts.cost_view(
+                [r for r in figure_rows if r.currency == currency],
+                currency=currency,
+                links=links,
+            ),
+            deployment_marks_read(deployment, start=start, end=end),
         ),
         "heatmap": telemetry_charts.gpu_heatmap(
             device_grid_read(deployment, start=lower, end=upper), tz=tz

@@ -158,3 +158,36 @@ def test_the_page_says_which_utc_days_it_shows_and_refuses_a_bad_range(
     bad = lead.get("/fleet/code-assist/?start=2026-03-05&end=2026-03-04")
     assert bad.status_code == 200
     assert "must be after start" in bad.content.decode()
+
+
+def test_the_cost_chart_marks_a_rate_card_change_and_the_first_hour_of_telemetry(
+    lead: Client, rows: Deployment
+) -> None:
+    from datetime import date
+    from decimal import Decimal
+
+    from costapp.costs.rates import rate_key
+    from costapp.models import RateCard
+
+    key = rate_key(rows)
+    RateCard.objects.create(
+        gpu_type=key.gpu_type, instance_type=key.instance_type, region=key.region,
+        gpus_per_unit=8, price=Decimal("20.00"), effective_from=date(2026, 3, 4),
+        source="a contract starting that day", kind="contract",
+    )  # fmt: skip
+    # Another GPU's card, and one outside the window: not marks.
+    RateCard.objects.create(
+        gpu_type="L4", price=Decimal("1"), effective_from=date(2026, 3, 4), source="x"
+    )
+    RateCard.objects.create(
+        gpu_type=key.gpu_type, instance_type=key.instance_type, region=key.region,
+        gpus_per_unit=8, price=Decimal("21"), effective_from=date(2026, 1, 1),
+        source="older",
+    )  # fmt: skip
+    layout = figures(lead)["cost"]["layout"]
+    marks = [a for a in layout["annotations"] if a.get("name") == "mark"]
+    assert [(m["x"], m["text"]) for m in marks] == [
+        ("2026-03-04", "first hour of telemetry"),
+        ("2026-03-04", f"rate card: $2.5000/GPU-h contract, {key.instance_type}"),
+    ]
+    assert sum(1 for s in layout["shapes"] if s["x0"] == "2026-03-04") == 2
