@@ -422,7 +422,7 @@ def budget_row(status: BudgetStatus) -> dict[str, Any]:
         if fc and fc.budget_burn_date is not None
         else "not this month",
         "over": bool(fc and fc.budget_share and fc.budget_share > 1),
-        "method": fc.method if fc else "",
+        "method": fmt.forecast_method(fc.method) if fc else "",
     }
 
 
@@ -435,7 +435,7 @@ def forecast_card(forecast: MonthForecast, currency: str) -> dict[str, Any]:
         "lower": fmt.money(forecast.lower, currency),
         "upper": fmt.money(forecast.upper, currency),
         "remaining": forecast.remaining_days,
-        "method": forecast.method,
+        "method": fmt.forecast_method(forecast.method),
     }
 
 

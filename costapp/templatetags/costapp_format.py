@@ -52,3 +52,9 @@ def inline_code(text: object) -> SafeString:
         else:
             out.append(f"<code>{escaped}</code>")
     return mark_safe("".join(out))  # noqa: S308 (every part escaped above)
+
+
+@register.filter
+def words(code: object) -> str:
+    """``{{ d.status|words }}``: a stored code as words (``not_sent`` -> not sent)."""
+    return str(code or "").replace("_", " ")

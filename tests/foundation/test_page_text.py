@@ -1,6 +1,7 @@
-"""No chart on a page hovers a raw float on a money axis ("$2.363806"): every
-trace there carries a formatted hover template, or its axis a hover format.
-Walked over every figure the demo's main pages embed."""
+"""What the demo's main pages say, read as a user reads it: no chart hovers a
+raw float on a money axis ("$2.363806"), every trace there carries a
+formatted hover template or its axis a hover format; and stored codes
+(forecast methods, delivery statuses) are shown in words."""
 
 from __future__ import annotations
 
@@ -101,3 +102,27 @@ def test_no_money_axis_hovers_a_raw_float(demo: IngestRun) -> None:
             problems += _unformatted(page, html)
     assert drawn >= 8, drawn  # the walk found the pages' charts
     assert not problems, "\n".join(problems)
+
+
+def test_forecast_methods_and_delivery_statuses_are_shown_in_words(
+    demo: IngestRun,
+) -> None:
+    from costapp.alerts.secrets import config_encrypt
+    from costapp.models import Channel, Delivery
+
+    channel = Channel.objects.create(
+        name="ops", kind="webhook",
+        config_encrypted=config_encrypt({"url": "https://example.test/h"}),
+    )  # fmt: skip
+    Delivery.objects.create(
+        channel=channel, webhook_id="w-1", status=Delivery.NOT_SENT,
+        created_at=END, reason="silenced",
+    )  # fmt: skip
+    client = Client()
+    client.force_login(user_in("words-lead", "tech lead"))
+    with time_machine.travel(END + timedelta(hours=2), tick=False):
+        budgets = client.get("/economics/budgets/").content.decode()
+        log = client.get("/alerts/log/").content.decode()
+    assert "ets-nonseasonal" not in budgets and "exponential smoothing" in budgets
+    assert ">not sent<" in log and ">not_sent<" not in log
+    assert "<td>not sent (silenced)</td>" in log
