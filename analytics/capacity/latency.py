@@ -9,6 +9,7 @@ tokens is compute-bound, ``p0 + N*2*P/F_pre + attention ~ N^2``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -51,28 +52,10 @@ def expert_fraction(
     return np.where(experts > 0, frac, 0.0)
 
 
-def decode_step_s(
-    batch: np.ndarray,
-    context: np.ndarray,
-    *,
-    dense_weight_bytes: np.ndarray,
-    expert_weight_bytes: np.ndarray,
-    experts: np.ndarray,
-    top_k: np.ndarray,
-    kv_bytes_per_token: np.ndarray,
-    active_params_per_gpu: np.ndarray,
-    t0_s: np.ndarray,
-    bw_eff: np.ndarray,
-    decode_flops: np.ndarray,
-    expert_batch_factor: np.ndarray | float = 1.0,
-) -> np.ndarray:
-    overhead, memory, compute = decode_step_parts(
-        batch, context, dense_weight_bytes=dense_weight_bytes,
-        expert_weight_bytes=expert_weight_bytes, experts=experts, top_k=top_k,
-        kv_bytes_per_token=kv_bytes_per_token,
-        active_params_per_gpu=active_params_per_gpu, t0_s=t0_s, bw_eff=bw_eff,
-        decode_flops=decode_flops, expert_batch_factor=expert_batch_factor,
-    )  # fmt: skip
+def decode_step_s(batch: np.ndarray, context: np.ndarray, **terms: Any) -> np.ndarray:
+    """One decode step in seconds: the sum of ``decode_step_parts`` (same
+    keyword arguments)."""
+    overhead, memory, compute = decode_step_parts(batch, context, **terms)
     return overhead + memory + compute
 
 
