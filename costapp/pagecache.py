@@ -35,7 +35,9 @@ pages are small: there the bodies are rendered every time.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
@@ -43,6 +45,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
 from django.db import connection, connections
 from django.http import HttpRequest
 from django.template.loader import render_to_string
@@ -168,15 +171,59 @@ def code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def rights_key(request: HttpRequest) -> str:
+def rights_of(user: Any) -> str:
     """The user's rights, the only thing about the user a body shows (its
     links follow ``perms``). Read from the permission cache ``requires``
     already filled, so it costs no query."""
-    user = request.user
-    rights = sorted(user.get_all_permissions())  # type: ignore[union-attr]
-    return hashlib.sha256(
-        repr((user.is_superuser, rights)).encode()  # type: ignore[union-attr]
-    ).hexdigest()[:16]
+    rights = sorted(user.get_all_permissions())
+    return hashlib.sha256(repr((user.is_superuser, rights)).encode()).hexdigest()[:16]
+
+
+# What was read, for the worker to render again after the next refresh
+# (costapp/pagewarm.py): a Redis sorted set of (path, user, host, scheme)
+# scored by the time, the oldest dropped past READS_KEPT.
+READS_KEY = "pagewarm:reads"
+READS_KEPT = 2000
+# Set on a replayed request: a replay is not a read (else a page read once
+# would be rendered after every refresh for ever).
+REPLAY_ATTRIBUTE = "costapp_page_replay"
+
+
+def _reads_client() -> Any:
+    """The page cache's Redis client, or None without a shared cache (a
+    per-process cache cannot hand a worker's body to a web process)."""
+    cache = caches["pages"]
+    if not isinstance(cache, RedisCache):
+        return None
+    return cache._cache.get_client(write=True)
+
+
+def read_record(request: HttpRequest) -> None:
+    """Remember that ``request`` read a cached body (one round trip)."""
+    client = _reads_client()
+    if client is None or getattr(request, REPLAY_ATTRIBUTE, False):
+        return
+    key = caches["pages"].make_key(READS_KEY)
+    member = json.dumps(
+        [request.get_full_path(), request.user.pk, request.get_host(),
+         request.is_secure()]
+    )  # fmt: skip
+    pipe = client.pipeline(transaction=False)
+    pipe.zadd(key, {member: time.time()})
+    pipe.zremrangebyrank(key, 0, -READS_KEPT - 1)
+    pipe.execute()
+
+
+def reads_recent(*, within_s: float) -> list[bytes]:
+    """The reads of the last ``within_s`` seconds, the latest first."""
+    client = _reads_client()
+    if client is None:
+        return []
+    key = caches["pages"].make_key(READS_KEY)
+    found: list[bytes] = client.zrevrangebyscore(
+        key, "+inf", time.time() - within_s, start=0, num=READS_KEPT
+    )
+    return found
 
 
 def _cache_call(call: Callable[..., Any], *args: Any) -> Any:
@@ -216,12 +263,14 @@ def body_render(
         page,
         version,
         display_today().isoformat(),
-        rights_key(request),
+        rights_of(request.user),
         sorted(request.GET.lists()),
         *key,
     )
     cache_key = "page:" + hashlib.sha256(repr(parts).encode()).hexdigest()
     pages = caches["pages"]
+    # For the worker to render it again after the next refresh (pagewarm).
+    _cache_call(read_record, request)
     body = _cache_call(pages.get, cache_key)
     if body is None:
         body = render_to_string(template, context(), request)

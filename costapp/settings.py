@@ -202,6 +202,10 @@ warnings.filterwarnings("ignore", message=re.escape(f"No directory at: {STATIC_R
 # shares them between the web workers; without it each process keeps its own.
 PAGE_CACHE_SECONDS = env_int("PAGE_CACHE_SECONDS", 300, minimum=0)
 PAGE_CACHE_URL = env_str("PAGE_CACHE_URL", "")
+# After each refresh the worker renders again the bodies read most recently
+# (costapp/pagewarm.py): at most this many, within this many seconds.
+COSTAPP_PAGE_WARM_MAX = env_int("COSTAPP_PAGE_WARM_MAX", 100, minimum=0)
+COSTAPP_PAGE_WARM_S = env_int("COSTAPP_PAGE_WARM_S", 60, minimum=1)
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "pages": {

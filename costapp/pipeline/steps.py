@@ -2,11 +2,11 @@
 
 ::
 
-    telemetry ─┬─▶ rollups                       (ingest queue: pages only)
-               │
-    bills ─────┴─▶ cost_shares ─▶ unit_costs ─┬─▶ alerts      (alerts queue)
-                                              ├─▶ idle
-                                              └─▶ forecasts
+    telemetry ─┬─▶ rollups ──────────────────────────────────┐  (ingest queue)
+               │                                             │
+    bills ─────┴─▶ cost_shares ─▶ unit_costs ─┬─▶ alerts ────┤  (alerts queue)
+                                              ├─▶ idle ──────┼─▶ pages
+                                              └─▶ forecasts ─┘
 
 Every way data arrives requests the entry steps of its kind
 (``ENTRY_STEPS``): the Celery ingest task, the beat's telemetry and bills
@@ -66,7 +66,10 @@ WORK = "costapp.pipeline.work"
 STEPS: dict[str, Step] = {
     s.name: s
     for s in (
-        Step("rollups", "telemetry rollups (pages)", "ingest", f"{WORK}.rollups"),
+        Step(
+            "rollups", "telemetry rollups (pages)", "ingest", f"{WORK}.rollups",
+            after=("pages",),
+        ),
         Step(
             "cost_shares", "cost shares (the allocated bill)", "live",
             f"{WORK}.cost_shares", after=("unit_costs",),
@@ -75,12 +78,17 @@ STEPS: dict[str, Step] = {
             "unit_costs", "unit costs and baselines", "live", f"{WORK}.unit_costs",
             after=("alerts", "idle", "forecasts"), exclusive=("alerts",),
         ),
-        Step("idle", "idle dollars", "live", f"{WORK}.idle"),
-        Step("forecasts", "month forecasts", "live", f"{WORK}.forecasts"),
+        Step("idle", "idle dollars", "live", f"{WORK}.idle", after=("pages",)),
+        Step(
+            "forecasts", "month forecasts", "live", f"{WORK}.forecasts",
+            after=("pages",),
+        ),
         Step(
             "alerts", "alert evaluation", "alerts", f"{WORK}.alerts",
-            exclusive=("unit_costs",),
+            exclusive=("unit_costs",), after=("pages",),
         ),
+        # Last: every step before it writes, and a write changes the key.
+        Step("pages", "page bodies for the next readers", "live", f"{WORK}.pages"),
     )
 }  # fmt: skip
 

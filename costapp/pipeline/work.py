@@ -10,6 +10,7 @@ from costapp.costs.shares import cost_shares_rebuild
 from costapp.economics.forecasts.services import month_forecasts_store
 from costapp.economics.idle.services import idle_figures_recompute
 from costapp.economics.unit_costs.services import unit_costs_recompute
+from costapp.pagewarm import pages_warm
 from costapp.pipeline.change import Change
 from costapp.pipeline.steps import Outcome
 from costapp.telemetry.rollups import rollups_for_change
@@ -57,3 +58,8 @@ def forecasts(change: Change, now: datetime) -> Outcome:
 
 def alerts(change: Change, now: datetime) -> Outcome:
     return Outcome(deliveries=tuple(alert_rules_evaluate(now=now)))
+
+
+def pages(change: Change, now: datetime) -> Outcome:
+    # Renders what readers asked for last; the change does not say which.
+    return Outcome(rows=pages_warm().replayed)

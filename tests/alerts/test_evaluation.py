@@ -362,6 +362,7 @@ def test_the_pipeline_after_an_ingest_runs_the_evaluation(
         "idle",
         "forecasts",
         "alerts",
+        "pages",
     ]
     assert AlertEvent.objects.get().kind == "firing"
 

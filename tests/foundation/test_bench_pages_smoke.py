@@ -20,4 +20,5 @@ def test_the_page_benchmark_reports_ratios_and_export_memory(redis_url: str) -> 
         assert page in out, out
     assert "ratio to trivial" in out and "COPY TO" in out and "peak RSS" in out, out
     assert "page cache on" in out and "first request after a write" in out, out
+    assert "write, then the pages step" in out and "the pages step (replaying" in out
     assert "python floor" in out, out

@@ -185,6 +185,7 @@ def test_each_queue_has_its_worker_and_each_task_its_queue(
         "idle": "live",
         "forecasts": "live",
         "alerts": "alerts",
+        "pages": "live",
     }
     # Every beat entry goes to a queue some worker consumes.
     served = {q for queues in consumes.values() for q in queues}

@@ -228,3 +228,70 @@ def test_the_periodic_jobs_with_nothing_to_do_leave_the_version_alone(
     before = pagecache.data_version()
     jobs()
     assert pagecache.data_version() == before
+
+
+# --- warmed after a refresh (costapp/pagewarm.py) --------------------------------
+
+
+@pytest.fixture
+def shared_cache(settings: object, redis_url: str) -> None:
+    settings.CACHES = {  # type: ignore[attr-defined]
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        "pages": {"BACKEND": "django.core.cache.backends.redis.RedisCache",
+                  "LOCATION": redis_url},
+    }  # fmt: skip
+
+
+WARMED = ("/", "/fleet/chat/?preset=30d", "/telemetry/chat/")
+
+
+def test_after_a_write_the_worker_renders_what_was_read_and_the_reader_hits_it(
+    demo: None, shared_cache: None, client: Client, settings: object
+) -> None:
+    from costapp.pagewarm import pages_warm
+
+    lead, lead2 = user_in("lead", TECH_LEAD), user_in("lead2", TECH_LEAD)
+    money = user_in("money", FINANCE)
+    for user, urls in ((lead, WARMED), (lead2, WARMED), (money, ("/",))):
+        client.force_login(user)
+        for url in urls:
+            timed(client, url)
+    holiday()  # a refresh's write: every body above is stale now
+    warmed = pages_warm()
+    # One replay per path and set of rights: lead2 reads what lead does.
+    assert (warmed.replayed, warmed.failed) == (len(WARMED) + 1, 0)
+    client.force_login(lead)
+    with CaptureQueriesContext(connection) as trivial:
+        client.get("/home/")
+    for url in WARMED:
+        page, queries = timed(client, url)
+        assert queries <= len(trivial) + 4, url  # a hit
+        settings.PAGE_CACHE_SECONDS = 0  # type: ignore[attr-defined]
+        assert timed(client, url)[0] == page, url  # what a render gives now
+        settings.PAGE_CACHE_SECONDS = 300  # type: ignore[attr-defined]
+    client.force_login(money)
+    assert timed(client, "/")[1] <= len(trivial) + 4
+
+
+def test_a_replay_is_not_a_read_and_nothing_is_replayed_without_reads(
+    demo: None, shared_cache: None, client: Client
+) -> None:
+    from costapp.pagewarm import pages_warm
+
+    assert pages_warm().replayed == 0
+    client.force_login(user_in("lead", TECH_LEAD))
+    timed(client, "/")
+    holiday()
+    assert pages_warm().replayed == 1
+    holiday("other")
+    # The replay above did not renew the read: still one, not two.
+    assert pages_warm(limit=5).replayed == 1
+
+
+def test_without_a_shared_cache_nothing_is_warmed(demo: None, client: Client) -> None:
+    from costapp.pagewarm import pages_warm
+
+    client.force_login(user_in("lead", TECH_LEAD))
+    timed(client, "/")
+    warmed = pages_warm()
+    assert (warmed.replayed, warmed.failed) == (0, 0)
