@@ -37,6 +37,12 @@ class Pagination(BasePagination):
         ):
             raw = request.query_params.get(field)
             try:
+                if raw is not None and raw != raw.strip():
+                    # Read as sent (int_in, like a form, strips " 5"): the
+                    # schema says an integer, not one padded with spaces.
+                    raise InvalidInput(
+                        field, raw, f"is not an integer between 1 and {maximum}"
+                    )
                 values[field] = (
                     default
                     if raw is None

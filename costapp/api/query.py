@@ -8,6 +8,7 @@ from datetime import date, timedelta
 from typing import Any
 
 from django.utils import timezone
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import APIException
 
@@ -20,7 +21,7 @@ from costapp.economics.forms import MAX_DAYS as PAGE_MAX_DAYS
 from costapp.filters import PRESETS, preset_window
 from costapp.models import Deployment
 from costapp.models.economics import GRAINS, SCOPES
-from costapp.validation import date_in
+from costapp.validation import ISO_DAY, date_in
 
 DEFAULT_DAYS = 30
 # Longest window per grain (days). Every stored grain has one: a grain added to
@@ -28,7 +29,20 @@ DEFAULT_DAYS = 30
 MAX_DAYS = {"hour": 31, "day": 366, "week": 3 * 366, "month": 10 * 366}
 # Spend allocates the bill on read: a quarter at most per request.
 MAX_SPEND_DAYS = 93
-NAME_PATTERN = r"^[A-Za-z0-9_.:/@-]{1,100}$"
+# Patterns are matched whole, as the schema's ECMA anchors mean: Python's $
+# also matches before a final newline, so "chat\n" would pass ^...$ here and
+# fail the schema. drf-spectacular writes \A and \Z as ^ and $.
+NAME_PATTERN = r"\A[A-Za-z0-9_.:/@-]{1,100}\Z"
+CURRENCY_PATTERN = r"\A[A-Z]{3}\Z"
+# A rule name or a series as stored: what the product's name rule lets
+# through (costapp/validation.py, name_problem: no control character, line
+# separator or bidi control); another could never match, and NUL would not
+# even reach PostgreSQL.
+STORED_NAME = r"\A[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]{1,%d}\Z"
+# The days date_in takes (2000-01-01..2100-12-31), as the schema states them:
+# OpenAPI 3.0 has no bounds for a date, so the years are in a pattern beside
+# format: date (which refuses 2026-02-30 and the like).
+DAY_PATTERN = r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
 
 
 class InvalidQuery(APIException):
@@ -79,8 +93,18 @@ def validated(
     return dict(serializer.validated_data)
 
 
+def strict(pattern: str, longest: int, **kwargs: Any) -> serializers.RegexField:
+    """A text parameter matched as given: DRF would strip " chat" to "chat"
+    and take it, which the schema's pattern refuses. ``longest`` is in the
+    pattern too; as max_length the schema states it as maxLength."""
+    return serializers.RegexField(
+        pattern, max_length=longest, trim_whitespace=False, **kwargs
+    )
+
+
+@extend_schema_field({"type": "string", "format": "date", "pattern": DAY_PATTERN})
 class BoundedDate(serializers.DateField):
-    """A UTC day between 2000-01-01 and 2100-12-31."""
+    """A UTC day between 2000-01-01 and 2100-12-31, written YYYY-MM-DD."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)
@@ -88,6 +112,10 @@ class BoundedDate(serializers.DateField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, value: Any) -> date:
+        # As given: date_in (like a page) strips " 2026-11-01", which the
+        # schema's format refuses.
+        if not isinstance(value, str) or not ISO_DAY.fullmatch(value):
+            raise serializers.ValidationError("is not a date (YYYY-MM-DD)")
         # The product's one date reader: the same range and words as a page.
         try:
             return date_in(str(value), field=self.field_name or "date")
@@ -129,23 +157,24 @@ class FigureQuery(Window):
     scope = serializers.ChoiceField(
         choices=[s for s, _ in SCOPES], default="deployment"
     )
-    name = serializers.RegexField(
-        NAME_PATTERN, required=False, help_text="One series (deployment, pool, team)."
-    )
+    name = strict(
+        NAME_PATTERN, 100, required=False,
+        help_text="One series (deployment, pool, team).",
+    )  # fmt: skip
     grain = serializers.ChoiceField(choices=[g for g, _ in GRAINS], default="day")
-    currency = serializers.RegexField(r"^[A-Z]{3}$", required=False)
+    currency = strict(CURRENCY_PATTERN, 3, required=False)
 
     def max_days_for(self, attrs: dict[str, Any]) -> int:
         return MAX_DAYS[attrs.get("grain", "day")]
 
 
 class PoolQuery(Window):
-    pool = serializers.RegexField(NAME_PATTERN, required=False)
+    pool = strict(NAME_PATTERN, 100, required=False)
 
 
 class SpendQuery(Window):
-    deployment = serializers.RegexField(
-        NAME_PATTERN, required=False,
+    deployment = strict(
+        NAME_PATTERN, 100, required=False,
         help_text="One deployment, or __idle__ / __unallocated__.",
     )  # fmt: skip
     basis = serializers.ChoiceField(choices=list(BASES), default=DEFAULT_BASIS)
@@ -153,8 +182,8 @@ class SpendQuery(Window):
 
 
 class EventQuery(Window):
-    rule = serializers.CharField(max_length=100, required=False)
-    scope_name = serializers.CharField(max_length=200, required=False)
+    rule = strict(STORED_NAME % 100, 100, required=False)
+    scope_name = strict(STORED_NAME % 200, 200, required=False)
     kind = serializers.ChoiceField(
         choices=["firing", "repeat", "resolved"], required=False
     )
@@ -168,9 +197,10 @@ class MovedQuery(Window):
         choices=["deployment", "team", "fleet"], required=False,
         help_text="Only this scope's series; default: every deployment, team and the fleet.",
     )  # fmt: skip
-    name = serializers.RegexField(
-        NAME_PATTERN, required=False, help_text="One series of scope (needs scope)."
-    )
+    name = strict(
+        NAME_PATTERN, 100, required=False,
+        help_text="One series of scope (needs scope).",
+    )  # fmt: skip
     sort = serializers.ChoiceField(
         choices=[c for c in MOVED_SORTABLE] + [f"-{c}" for c in MOVED_SORTABLE],
         default="-change",
@@ -198,10 +228,11 @@ class OverviewQuery(serializers.Serializer):
     end = BoundedDate(
         help_text="UTC day after the last one (exclusive); default: today (UTC)."
     )
-    team = serializers.RegexField(NAME_PATTERN, required=False)
-    deployment = serializers.RegexField(
-        NAME_PATTERN, required=False, help_text="One deployment (with team: of it)."
-    )
+    team = strict(NAME_PATTERN, 100, required=False)
+    deployment = strict(
+        NAME_PATTERN, 100, required=False,
+        help_text="One deployment (with team: of it).",
+    )  # fmt: skip
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         today = display_today()

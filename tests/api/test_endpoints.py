@@ -376,6 +376,15 @@ def test_a_user_without_a_role_gets_403_everywhere(
         # An empty value is not "left out": the schema says a date.
         ("unit-costs", {"start": ""}, "start", "start='': empty"),
         ("spend", {"deployment": ""}, "deployment", "deployment='': empty"),
+        # Read as sent, as the schema's patterns say: DRF would trim "chat "
+        # to "chat", and Python's $ takes "USD\n".
+        ("unit-costs", {"name": "chat "}, "name", "name='chat '"),
+        ("unit-costs", {"currency": "USD\n"}, "currency", "currency='USD\\n'"),
+        ("unit-costs", {"start": " 2026-11-01"}, "start", "is not a date (YYYY-MM-DD)"),
+        ("idle", {"page": "2 "}, "page", "page='2 ': is not an integer"),
+        # A stored name holds no control character: none can match.
+        ("alerts/events", {"rule": "a\tb"}, "rule", "rule='a\\tb'"),
+        ("alerts/events", {"scope_name": "a\u202eb"}, "scope_name", "scope_name="),
         # A rule that falls on a parameter left out says so, not "end=None".
         ("unit-costs", {"start": "2000-01-01"}, "end", "end (default): the window"),
     ],
