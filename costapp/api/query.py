@@ -41,7 +41,8 @@ CURRENCY_PATTERN = r"\A[A-Z]{3}\Z"
 STORED_NAME = r"\A[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]{1,%d}\Z"
 # The days date_in takes (2000-01-01..2100-12-31), as the schema states them:
 # OpenAPI 3.0 has no bounds for a date, so the years are in a pattern beside
-# format: date (which refuses 2026-02-30 and the like).
+# format: date (which refuses 2026-02-30 and the like). tests/api/
+# test_schemathesis_rules.py holds it to MIN_DATE and MAX_DATE.
 DAY_PATTERN = r"^(20[0-9]{2}|2100)-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
 
 
