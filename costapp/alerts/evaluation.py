@@ -113,7 +113,11 @@ class Figure:
 class Series:
     name: str
     periods: list[Period]
-    figure_ids: dict[datetime, int]  # by period start
+    # The closed periods' figures by period start: transitions are judged on
+    # closed periods only, and a restated resolution is dated at the latest
+    # of them (dated at the hour in progress, it would pass over that hour's
+    # firing when it closes).
+    figure_ids: dict[datetime, int]
 
 
 def _f(x: object) -> float | None:
@@ -181,8 +185,21 @@ def rule_series(
             )
             for f, at, v in zip(figures, starts, values, strict=True)
         ]
-        ids = {at: f[1] for f, at in zip(figures, starts, strict=True)}
+        ids = {p.start: f[1] for f, p in zip(figures, periods, strict=True) if p.closed}
         yield Series(name, periods, ids)
+
+
+def _reopened(state: AlertState, series: Series) -> bool:
+    """Whether the period a firing alert was last judged on is open again
+    (late data rewrote it incomplete): the alert holds until it is judged
+    again, neither resolved as restated nor fired anew when it closes."""
+    at = state.data_time
+    return (
+        state.state == "firing"
+        and at is not None
+        and at not in series.figure_ids
+        and any(p.start == at for p in series.periods)
+    )
 
 
 def figures_of(ids: Iterable[int]) -> dict[int, Figure]:
@@ -280,6 +297,10 @@ def _claim_and_record(
         return []
     details = figures_of(figure_ids[t.at] for t in new if t.at in figure_ids)
     data_time = max([t.at for t in new], default=state.data_time)
+    if restated and state.since is not None:
+        # The periods from the restated run's start are judged afresh: one
+        # restated back into breach (later data, a corrected bill) is news.
+        data_time = state.since - timedelta(microseconds=1)
     cleared = {}
     if outcome.state == "inactive":  # resolved: an acknowledgement ends with it
         cleared = {"acknowledged_by": "", "acknowledged_at": None}
@@ -295,6 +316,7 @@ def _claim_and_record(
     period = GRAIN.get(rule.grain, GRAIN["hour"])
     bound = timedelta(seconds=page_bound_s())
     events = []
+    firing_sent: bool | None = None  # of a firing among ``new``, if any
     for t in new:
         figure = details.get(figure_ids.get(t.at, -1))
         not_sent = ""
@@ -310,6 +332,12 @@ def _claim_and_record(
             not_sent = "historical"
         elif t.kind == "resolved" and not rule.notify_resolved:
             not_sent = "resolve not notified"
+        elif t.kind == "resolved" and not (
+            firing_sent if firing_sent is not None else _firing_sent(rule, name)
+        ):
+            # As Alertmanager: a resolution goes to whoever was told of the
+            # firing (not one that was history, silenced or held back).
+            not_sent = "firing not sent"
         elif _silenced(rule, name, now, teams):
             not_sent = "silenced"
         elif t.kind == "repeat" and state.acknowledged_at is not None:
@@ -318,6 +346,8 @@ def _claim_and_record(
             delay = now - (t.at + period + settle())
             if delay > bound:
                 late_s = delay.total_seconds()
+        if t.kind == "firing":
+            firing_sent = not not_sent
         events.append(
             AlertEvent(
                 rule=rule,
@@ -340,6 +370,17 @@ def _claim_and_record(
     if any(not e.not_sent for e in events):
         AlertState.objects.filter(pk=state.pk).update(last_sent=now)
     return events
+
+
+def _firing_sent(rule: AlertRule, name: str) -> bool:
+    """Whether the latest firing of ``rule`` for ``name`` was sent."""
+    latest = (
+        AlertEvent.objects.filter(rule=rule, scope_name=name, kind="firing")
+        .order_by("-created_at", "-pk")
+        .values_list("not_sent", flat=True)
+        .first()
+    )
+    return latest == ""
 
 
 def _staleness(
@@ -485,6 +526,8 @@ def alert_rules_evaluate(
         found = list(rule_series(rule, start=now - lookback, end=now))
         states = states_of(rule, (series.name for series in found))
         for series in found:
+            if _reopened(states[series.name], series):
+                continue
             outcome = transitions(series.periods, spec)
             events = _claim_and_record(
                 rule=rule,

@@ -94,6 +94,23 @@ def test_figures_that_stood_before_the_rule_existed_are_history_and_page_nobody(
     assert (row.status, row.reason) == ("not_sent", "historical")
 
 
+def test_a_history_firing_restated_away_resolves_without_telling_anyone(
+    fleet_rule: AlertRule,
+) -> None:
+    """Seen in the live loop: four "resolved" pages for alerts whose firing
+    was history and never sent. A resolution goes where the firing went."""
+    _figures("chat", NOW, "0" * 10 + "111")
+    _created(fleet_rule, CLOSED)
+    assert alert_rules_evaluate(now=CLOSED) == []  # firing, history
+    UnitCostFigure.objects.update(
+        cost_per_1k_requests=0.30, flag="", cause="",
+        known_since=CLOSED + timedelta(minutes=30),
+    )  # fmt: skip
+    assert alert_rules_evaluate(now=CLOSED + timedelta(hours=1)) == []
+    resolved = AlertEvent.objects.get(kind="resolved")
+    assert (resolved.reason, resolved.not_sent) == ("restated", "firing not sent")
+
+
 def test_a_backfill_after_the_rule_pages_once_and_says_how_late_it_is(
     fleet_rule: AlertRule,
 ) -> None:
@@ -204,6 +221,65 @@ def test_a_restatement_that_removes_the_breach_resolves_with_reason_restated(
     (pk,) = alert_rules_evaluate(now=CLOSED + timedelta(hours=1))
     (event,) = Delivery.objects.get(pk=pk).events.all()
     assert (event.kind, event.reason) == ("resolved", "restated")
+
+
+def test_a_restatement_resolves_at_the_last_closed_hour_not_the_one_in_progress(
+    fleet_rule: AlertRule,
+) -> None:
+    """Seen in the live loop: an earlier hour restated (the backfill rewrote
+    it) resolved the alert dated at the hour still in progress, and when that
+    hour closed regressed, its firing was passed over as already judged."""
+    AlertRule.objects.filter(pk=fleet_rule.pk).update(for_periods=1)
+    _figures("chat", NOW, "0" * 10 + "1")
+    alert_rules_evaluate(now=CLOSED)
+    earlier = UnitCostFigure.objects.get(period_start=NOW - timedelta(hours=1))
+    UnitCostFigure.objects.filter(pk=earlier.pk).update(
+        cost_per_1k_requests=0.30, flag="", cause=""
+    )
+    _figures("chat", NOW + timedelta(hours=1), "1")  # in progress at NOW + 30 min
+    alert_rules_evaluate(now=CLOSED + timedelta(minutes=30))
+    resolved = AlertEvent.objects.get(kind="resolved")
+    assert (resolved.reason, resolved.data_time) == ("restated", earlier.period_start)
+
+    alert_rules_evaluate(now=CLOSED + timedelta(hours=1))
+    firing = AlertEvent.objects.filter(kind="firing").order_by("data_time")
+    assert [e.data_time for e in firing] == [NOW - timedelta(hours=1), NOW]
+    assert firing.last().not_sent == ""
+
+
+def test_a_firing_period_reopened_by_late_data_holds_the_alert_until_judged_again(
+    fleet_rule: AlertRule,
+) -> None:
+    """Seen in the live loop: yesterday's bill paged, then late telemetry made
+    the day incomplete for a minute; that was sent as "resolved, restated",
+    and when the day closed again breaching, nothing fired."""
+    AlertRule.objects.filter(pk=fleet_rule.pk).update(for_periods=1)
+    _figures("chat", NOW, "0" * 10 + "1")
+    alert_rules_evaluate(now=CLOSED)
+    last = UnitCostFigure.objects.filter(period_start=NOW - timedelta(hours=1))
+    last.update(complete=False)
+    assert alert_rules_evaluate(now=CLOSED + timedelta(minutes=5)) == []
+    last.update(complete=True, cost_per_1k_requests=0.50)
+    assert alert_rules_evaluate(now=CLOSED + timedelta(minutes=10)) == []
+    assert list(AlertEvent.objects.values_list("kind", flat=True)) == ["firing"]
+    assert AlertState.objects.get(scope_name="chat").state == "firing"
+    # Reopened and then restated below the rule: resolved, as restated.
+    last.update(complete=False)
+    alert_rules_evaluate(now=CLOSED + timedelta(minutes=15))
+    last.update(complete=True, cost_per_1k_requests=0.30, flag="", cause="")
+    alert_rules_evaluate(now=CLOSED + timedelta(minutes=20))
+    resolved = AlertEvent.objects.get(kind="resolved")
+    assert (resolved.reason, resolved.data_time) == (
+        "restated",
+        NOW - timedelta(hours=1),
+    )
+    # Restated back into breach (the bill corrected again): it fires anew.
+    last.update(cost_per_1k_requests=0.50, flag="anomaly")
+    alert_rules_evaluate(now=CLOSED + timedelta(minutes=25))
+    kinds = AlertEvent.objects.order_by("created_at", "pk").values_list(
+        "kind", "data_time"
+    )
+    assert list(kinds)[-1] == ("firing", NOW - timedelta(hours=1))
 
 
 def test_a_silenced_deployment_is_recorded_but_not_sent(
