@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import include, path
 
 from costapp.economics import views as economics
+from costapp.views import help
 
 urlpatterns = [
     path("", economics.overview, name="overview"),
@@ -15,4 +16,6 @@ urlpatterns = [
     path("capacity/", include("costapp.capacity.urls")),
     path("alerts/", include("costapp.alerts.urls")),
     path("pipeline/", include("costapp.pipeline.urls")),
+    path("help/", help.index, name="help_index"),
+    path("help/<slug:topic>/", help.topic, name="help"),
 ]

@@ -99,6 +99,8 @@ EXPECTED: dict[str, Rule] = {
     "api:tokens": Rule(READERS, READERS),
     "api:schema": Rule(READERS, None),
     "api:docs": Rule(READERS, None),
+    "help_index": Rule(READERS, None),
+    "help": Rule(READERS, None),
     # The admin site: its own login page for everyone outside the admin group.
     "admin:index": Rule(ADMINS, ADMINS),
 }

@@ -96,6 +96,7 @@ def seed_url_objects() -> dict[str, str]:
         "scope": "deployment",
         "share_token": scenario.share_token,
         "run_id": str(run.pk),
+        "topic": "costs",
     }
 
 
