@@ -12,7 +12,7 @@ from pathlib import Path
 
 import markdown
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
@@ -57,7 +57,12 @@ def _rendered(name: str, mtime_ns: int) -> SafeString:
             return match.group(0)
         return f'href="{reverse("help", args=[topic])}{anchor}"'
 
-    return mark_safe(DOC_LINK.sub(linked, html))  # noqa: S308 - our own docs
+    html = DOC_LINK.sub(linked, html)
+    # The docs' screenshots sit beside them (docs/screenshots/).
+    html = html.replace(
+        'src="screenshots/', f'src="{reverse("help_index")}screenshots/'
+    )
+    return mark_safe(html)  # noqa: S308 - our own docs
 
 
 @requires("costapp.view_overview")
@@ -80,3 +85,13 @@ def topic(request: HttpRequest, topic: str) -> HttpResponse:
             "topics": TOPICS,
         },
     )
+
+
+@requires("costapp.view_overview")
+def screenshot(request: HttpRequest, file: str) -> FileResponse:
+    """One of the docs' screenshots: a name from the folder's own listing,
+    never a path built from the request."""
+    shots = {p.name: p for p in (_docs() / "screenshots").glob("*.png")}
+    if file not in shots:
+        raise Http404(f"no screenshot {file!r}")
+    return FileResponse(shots[file].open("rb"), content_type="image/png")

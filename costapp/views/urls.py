@@ -17,5 +17,6 @@ urlpatterns = [
     path("alerts/", include("costapp.alerts.urls")),
     path("pipeline/", include("costapp.pipeline.urls")),
     path("help/", help.index, name="help_index"),
+    path("help/screenshots/<str:file>", help.screenshot, name="help_screenshot"),
     path("help/<slug:topic>/", help.topic, name="help"),
 ]

@@ -101,6 +101,7 @@ EXPECTED: dict[str, Rule] = {
     "api:docs": Rule(READERS, None),
     "help_index": Rule(READERS, None),
     "help": Rule(READERS, None),
+    "help_screenshot": Rule(READERS, None),
     # The admin site: its own login page for everyone outside the admin group.
     "admin:index": Rule(ADMINS, ADMINS),
 }

@@ -62,3 +62,14 @@ def test_every_help_link_on_a_page_points_at_a_topic_and_a_section(
 def test_an_unknown_topic_is_not_found_and_names_the_topics(reader: Client) -> None:
     response = reader.get("/help/benchmarks/")
     assert response.status_code == 404
+
+
+def test_the_screenshots_the_docs_show_are_served_and_nothing_else(
+    reader: Client,
+) -> None:
+    html = reader.get("/help/costs/").content.decode()
+    assert 'src="/help/screenshots/bills.png"' in html
+    response = reader.get("/help/screenshots/bills.png")
+    assert response.status_code == 200 and response["Content-Type"] == "image/png"
+    for bad in ("../fleet.md", "..%2Ffleet.md", "nothing.png", "fleet.example.yaml"):
+        assert reader.get(f"/help/screenshots/{bad}").status_code == 404, bad

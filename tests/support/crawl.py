@@ -97,6 +97,7 @@ def seed_url_objects() -> dict[str, str]:
         "share_token": scenario.share_token,
         "run_id": str(run.pk),
         "topic": "costs",
+        "file": "bills.png",
     }
 
 
