@@ -373,14 +373,17 @@ def _claim_and_record(
 
 
 def _firing_sent(rule: AlertRule, name: str) -> bool:
-    """Whether the latest firing of ``rule`` for ``name`` was sent."""
-    latest = (
-        AlertEvent.objects.filter(rule=rule, scope_name=name, kind="firing")
-        .order_by("-created_at", "-pk")
-        .values_list("not_sent", flat=True)
-        .first()
+    """Whether anyone was told that the alert now resolving fires: its
+    latest firing, or a repeat since (after a silence ended), was sent."""
+    events = AlertEvent.objects.filter(rule=rule, scope_name=name)
+    latest = events.filter(kind="firing").order_by("-created_at", "-pk").first()
+    return latest is not None and (
+        events.filter(
+            kind__in=("firing", "repeat"),
+            created_at__gte=latest.created_at,
+            not_sent="",
+        ).exists()
     )
-    return latest == ""
 
 
 def _staleness(

@@ -296,6 +296,43 @@ def test_a_silenced_deployment_is_recorded_but_not_sent(
     assert AlertEvent.objects.get().not_sent == "silenced"
 
 
+def test_a_silenced_firing_resolves_quietly_unless_a_repeat_told_someone(
+    fleet_rule: AlertRule,
+) -> None:
+    AlertRule.objects.filter(pk=fleet_rule.pk).update(repeat_minutes=60, for_periods=1)
+    silence = Silence.objects.create(
+        scope="deployment", name="chat",
+        starts_at=NOW - timedelta(hours=1), ends_at=NOW + timedelta(minutes=30),
+    )  # fmt: skip
+    _figures("chat", NOW, "0" * 10 + "111")
+    assert alert_rules_evaluate(now=CLOSED) == []  # firing, silenced
+    UnitCostFigure.objects.all().delete()
+    _figures("chat", NOW + timedelta(hours=1), "0" * 10 + "1110")
+    assert alert_rules_evaluate(now=CLOSED + timedelta(hours=1)) == []
+    resolved = AlertEvent.objects.get(kind="resolved")
+    assert resolved.not_sent == "firing not sent"
+    # Again, the silence over before the first repeat: the repeat is sent,
+    # so is the resolution.
+    AlertEvent.objects.all().delete()
+    AlertState.objects.all().delete()
+    UnitCostFigure.objects.all().delete()
+    silence.delete()
+    Silence.objects.create(
+        scope="deployment", name="chat",
+        starts_at=NOW - timedelta(hours=1), ends_at=NOW + timedelta(minutes=30),
+    )  # fmt: skip
+    _figures("chat", NOW, "0" * 10 + "111")
+    alert_rules_evaluate(now=CLOSED)
+    UnitCostFigure.objects.all().delete()
+    _figures("chat", NOW + timedelta(hours=2), "0" * 10 + "11111")
+    alert_rules_evaluate(now=CLOSED + timedelta(hours=2))
+    assert AlertEvent.objects.filter(kind="repeat", not_sent="").exists()
+    UnitCostFigure.objects.all().delete()
+    _figures("chat", NOW + timedelta(hours=3), "0" * 10 + "111110")
+    alert_rules_evaluate(now=CLOSED + timedelta(hours=3))
+    assert AlertEvent.objects.get(kind="resolved").not_sent == ""
+
+
 def test_the_hourly_cap_holds_further_notifications(
     fleet_rule: AlertRule, channel: Channel
 ) -> None:
