@@ -206,14 +206,16 @@ PAGE_CACHE_URL = env_str("PAGE_CACHE_URL", "")
 # (costapp/pagewarm.py): at most this many, within this many seconds.
 COSTAPP_PAGE_WARM_MAX = env_int("COSTAPP_PAGE_WARM_MAX", 100, minimum=0)
 COSTAPP_PAGE_WARM_S = env_int("COSTAPP_PAGE_WARM_S", 60, minimum=1)
+# The shared page cache but its LOCATION: whatever renders into it (a web
+# worker, the live worker, bench/bench_pages.py) must build the same keys.
+PAGE_CACHE_REDIS = {
+    "BACKEND": "django.core.cache.backends.redis.RedisCache",
+    "KEY_PREFIX": "costapp",
+    "TIMEOUT": PAGE_CACHE_SECONDS,
+}
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "pages": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": PAGE_CACHE_URL,
-        "KEY_PREFIX": "costapp",
-        "TIMEOUT": PAGE_CACHE_SECONDS,
-    }
+    "pages": {**PAGE_CACHE_REDIS, "LOCATION": PAGE_CACHE_URL}
     if PAGE_CACHE_URL
     else {
         "BACKEND": "django.core.cache.backends.locmem.LocMemCache",

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -347,6 +348,18 @@ def _setup(world: dict[str, Any], tmp: Path) -> None:
     manage(env, clock, "fleet_load", str(tmp / "fleet-alerts.yaml"))
 
 
+READ_THE_OVERVIEW = """
+from django.contrib.auth.models import Group, User
+from django.test import Client
+user, _ = User.objects.get_or_create(username="reader")
+user.groups.set([Group.objects.get(name="finance")])
+client = Client()
+client.force_login(user)
+status = client.get("/", HTTP_HOST="127.0.0.1").status_code
+assert status == 200, status
+"""
+
+
 def _sql(database: str, query: str, *args: Any) -> list[tuple[Any, ...]]:
     with psycopg.connect(database, autocommit=True) as conn:
         return conn.execute(query, args).fetchall()
@@ -395,7 +408,12 @@ def test_fresh_data_pages_on_time_through_the_stack_compose_runs(
         "COSTAPP_SCHEDULE_DELIVERIES_REAP_S": "30",
         "COSTAPP_PIPELINE_LEASE_S": str(LEASE_S),
         "COSTAPP_PIPELINE_REQUEUE_S": str(REQUEUE_S),
+        # Shared by the web and the workers, as in compose.
+        "PAGE_CACHE_URL": world["redis"],
     }
+    # A reader opens the overview before C: the live worker renders it again
+    # after each refresh (the pipeline's pages step, costapp/pagewarm.py).
+    manage(env, clock, "shell", "-c", READ_THE_OVERVIEW)
     stack = Stack(env, clock, tmp, {})
     try:
         for name in WORKERS:
@@ -472,6 +490,14 @@ def test_fresh_data_pages_on_time_through_the_stack_compose_runs(
             "SELECT status, started_at, finished_at FROM costapp_ingestrun "
             "WHERE params->>'slice_hours' = '1'",
         )
+
+        # After the refreshes, the live worker rendered the overview the
+        # reader opened (the step logs how many bodies it replayed).
+        replays = re.findall(
+            r"pipeline step pages done in [\d.]+ s .*: (\d+) rows",
+            (tmp / "live-worker.log").read_text(),
+        )
+        assert replays and max(map(int, replays)) >= 1, replays
 
         # The live worker killed while it recomputes: the figures trail the
         # data by at most the lease plus the reaper's period afterwards.
