@@ -73,3 +73,21 @@ def test_the_screenshots_the_docs_show_are_served_and_nothing_else(
     assert response.status_code == 200 and response["Content-Type"] == "image/png"
     for bad in ("../fleet.md", "..%2Ffleet.md", "nothing.png", "fleet.example.yaml"):
         assert reader.get(f"/help/screenshots/{bad}").status_code == 404, bad
+
+
+def test_the_image_carries_what_the_help_pages_serve() -> None:
+    """docker build reads .dockerignore: a doc or screenshot left out of the
+    image is a 500 or a broken image on the help pages in compose."""
+    from fnmatch import fnmatch
+
+    ignored = [
+        line.strip().rstrip("/")
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    served = [f"docs/{name}.md" for name in TOPICS] + [
+        f"docs/screenshots/{p.name}" for p in (ROOT / "docs/screenshots").glob("*.png")
+    ]
+    for path in served:
+        parents = [path, *("/".join(path.split("/")[:i]) for i in (1, 2))]
+        assert not any(fnmatch(p, pat) for p in parents for pat in ignored), path
