@@ -27,6 +27,14 @@ def day_start(moment: datetime) -> datetime:
     return utc_midnight(moment.astimezone(UTC).date())
 
 
+def hour_start(moment: datetime) -> datetime:
+    """The UTC hour at or before ``moment`` (a zone-aware time), where an
+    hourly row of that moment begins."""
+    if moment.tzinfo is None:
+        raise ValueError(f"{moment.isoformat()} has no time zone; a UTC hour needs one")
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
 def display_today(now: datetime | None = None) -> date:
     """Today in the display time zone (pages end their windows on this day)."""
     tz = zoneinfo.ZoneInfo(settings.DISPLAY_TIME_ZONE)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -27,6 +27,7 @@ from django import forms
 from django.utils import timezone
 
 from analytics.errors import InvalidInput
+from costapp.days import hour_start
 from costapp.forms import NamedForm
 from costapp.models import Deployment
 from costapp.validation import date_in
@@ -43,6 +44,15 @@ PRESETS = {
     "custom": "custom",
 }
 DEFAULT_PRESET = "30d"
+# Relative windows of whole UTC hours, for the pages whose rows are hours
+# (the telemetry page). They follow the day presets' rule: a window ends at
+# the last complete period, here the last complete hour; the hour in progress
+# is shown only on request, and then labelled partial.
+HOUR_PRESETS = {
+    "6h": "last 6 hours",
+    "24h": "last 24 hours",
+    "48h": "last 48 hours",
+}
 WINDOW_FIELDS = ("preset", "start", "end")
 SCOPE_FIELDS = ("team", "deployment")
 FILTER_FIELDS = WINDOW_FIELDS + SCOPE_FIELDS
@@ -79,6 +89,30 @@ def window_label(label: str, end: date, today: date) -> str:
     """A window's label; one reaching into today says so: today is partial."""
     if end > today:
         return f"{label}; {today.isoformat()} is today: partial, not closed"
+    return label
+
+
+def hour_window(
+    preset: str, now: datetime, *, through_now: bool = False
+) -> tuple[datetime, datetime]:
+    """UTC hours [start, end) of an hour preset, ending at the last complete
+    hour; ``through_now``: at the end of the hour in progress (the same count
+    of hours, the last one partial, as ``preset_window`` does with today)."""
+    if preset not in HOUR_PRESETS:
+        raise ValueError(f"preset={preset!r}: not an hour preset")
+    end = hour_start(now) + timedelta(hours=1 if through_now else 0)
+    return end - timedelta(hours=int(preset.removesuffix("h"))), end
+
+
+def hour_window_label(label: str, end: datetime, now: datetime) -> str:
+    """An hour window's label; one reaching into the hour in progress says
+    so, as ``window_label`` says it of today."""
+    if end > now:
+        current = hour_start(now)
+        return (
+            f"{label}; the hour from {current:%Y-%m-%d %H:%M} UTC is in progress: "
+            "partial, not closed"
+        )
     return label
 
 

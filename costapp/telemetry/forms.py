@@ -6,7 +6,8 @@ Every refusal names the field and the value (cut to 80 characters), as
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django import forms
@@ -15,6 +16,14 @@ from django.utils import timezone
 
 from analytics.errors import InvalidInput, shown
 from costapp.days import iso_day, utc_midnight
+from costapp.filters import (
+    HOUR_PRESETS,
+    hour_window,
+    hour_window_label,
+    preset_window,
+    window_label,
+)
+from costapp.filters import PRESETS as DAY_PRESETS
 from costapp.forms import NamedForm
 from costapp.models import Deployment
 from costapp.sources.promql import selector_reason
@@ -108,11 +117,45 @@ PROMETHEUS_MISSING = (
 )
 
 
-class WindowForm(NamedForm):
-    """The deployment page's ``?start=&end=`` (UTC days); both optional."""
+# The page's ranges: relative hours (the rows are hours), the day presets of
+# every data page, custom UTC days; none: the last two UTC days with data.
+PRESETS = {**HOUR_PRESETS, "7d": DAY_PRESETS["7d"], "30d": DAY_PRESETS["30d"]}
+LATEST = "the last 2 UTC days with data"
 
+
+@dataclass(frozen=True)
+class Window:
+    """The window the page shows and how it says so."""
+
+    start: datetime
+    end: datetime  # exclusive
+    preset: str  # a key of PRESETS, "custom", or "" (the latest data)
+    label: str
+    in_progress: bool  # it holds the hour (or day) not over yet
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def hourly(self) -> bool:
+        """Whether it starts or ends inside a UTC day (said in hours)."""
+        return self.preset in HOUR_PRESETS or bool(self.start.hour or self.end.hour)
+
+
+class WindowForm(NamedForm):
+    """The deployment page's ``?preset=`` or ``?start=&end=`` (UTC days),
+    and ``partial``: a preset then runs through the hour (or day) in
+    progress. A preset wins over the days (the form sends both, as the
+    filter bar of the other pages does)."""
+
+    preset = forms.ChoiceField(
+        choices=[("", LATEST), *PRESETS.items(), ("custom", "custom days")],
+        required=False,
+        error_messages={
+            "invalid_choice": f"not a preset (one of {', '.join(PRESETS)}, custom)"
+        },
+    )
     start = forms.CharField(required=False, max_length=200)
     end = forms.CharField(required=False, max_length=200)
+    partial = forms.BooleanField(required=False)
 
     def clean_start(self) -> date | None:
         raw = self.cleaned_data.get("start")
@@ -123,19 +166,42 @@ class WindowForm(NamedForm):
         return day_parse("end", raw) if raw else None
 
     def window(
-        self, default: tuple[datetime, datetime]
-    ) -> tuple[datetime, datetime, list[str]]:
-        """(start, end, notes): the window asked for, the default for what was
-        not given or refused, at most ``PAGE_MAX_DAYS`` ending at ``end``."""
-        notes: list[str] = []
+        self, default: tuple[datetime, datetime], *, now: datetime | None = None
+    ) -> Window:
+        """The window asked for; the default for what was not given or was
+        refused (each refusal a note), at most ``PAGE_MAX_DAYS``."""
+        now = now or timezone.now()
         self.is_valid()  # cleaned_data keeps the fields that passed
         data = self.cleaned_data
-        for errors in self.errors.values():
-            notes.extend(str(e) for e in errors)
+        notes = [str(e) for errors in self.errors.values() for e in errors]
+        preset = data.get("preset") or ""
+        partial = bool(data.get("partial"))
+        today = now.astimezone(UTC).date()
+        if preset in HOUR_PRESETS:
+            start, end = hour_window(preset, now, through_now=partial)
+            label = hour_window_label(HOUR_PRESETS[preset], end, now)
+            return Window(start, end, preset, label, end > now, notes)
+        if preset in PRESETS:
+            first, last = preset_window(preset, today, through_today=partial)
+            start, end = utc_midnight(first), utc_midnight(last)
+            label = window_label(PRESETS[preset], last, today)
+            return Window(start, end, preset, label, end > now, notes)
+        start, end, label = self._days(data, default, notes)
+        chosen = "custom" if label == "custom" else ""
+        return Window(
+            start, end, chosen, window_label(label, end.date(), today), end > now, notes
+        )
+
+    def _days(
+        self, data: dict[str, Any], default: tuple[datetime, datetime], notes: list[str]
+    ) -> tuple[datetime, datetime, str]:
+        """(start, end, label) of the days asked for, the default for what
+        was not given or refused, at most ``PAGE_MAX_DAYS`` ending at ``end``."""
         start = utc_midnight(data["start"]) if data.get("start") else None
         end = utc_midnight(data["end"]) if data.get("end") else None
+        label = "custom"
         if start is None and end is None:
-            start, end = default
+            (start, end), label = default, LATEST
         elif end is None:
             end = start + (default[1] - default[0]) if start else default[1]
         elif start is None:
@@ -146,7 +212,7 @@ class WindowForm(NamedForm):
                 f"end={shown(iso_day(end))}: not after start {start:%Y-%m-%d}; "
                 "showing the last hours with data"
             )
-            start, end = default
+            (start, end), label = default, LATEST
         if end - start > timedelta(days=PAGE_MAX_DAYS):
             asked = f"{start:%Y-%m-%d} .. {end:%Y-%m-%d}"
             start = end - timedelta(days=PAGE_MAX_DAYS)
@@ -154,4 +220,4 @@ class WindowForm(NamedForm):
                 f"A window is at most {PAGE_MAX_DAYS} days: showing "
                 f"{start:%Y-%m-%d} .. {end:%Y-%m-%d} of {asked}."
             )
-        return start, end, notes
+        return start, end, label

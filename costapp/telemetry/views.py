@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib import messages
@@ -15,14 +16,17 @@ from analytics.downsample import grid_for
 from analytics.errors import InvalidInput
 from costapp import pagecache
 from costapp.access import requires
+from costapp.filters import PresetLink
 from costapp.models import Deployment
 from costapp.tasks import ingest_runs_queue
 from costapp.telemetry import charts, rollups, selectors, series, services
 from costapp.telemetry import table as table_html
 from costapp.telemetry.forms import (
     PAGE_MAX_DAYS,
+    PRESETS,
     PROMETHEUS_MISSING,
     BackfillForm,
+    Window,
     WindowForm,
 )
 
@@ -66,24 +70,36 @@ def index(request: HttpRequest) -> HttpResponse:
 @requires("costapp.view_fleet")
 def deployment(request: HttpRequest, name: str) -> HttpResponse:
     dep = get_object_or_404(Deployment, name=name)
-    start, end, notes = WindowForm(request.GET).window(selectors.default_window(dep))
+    window = WindowForm(request.GET).window(selectors.default_window(dep))
     body = pagecache.body_render(
         request,
         "telemetry/_deployment_body.html",
         page="telemetry",
-        key=(dep.pk, start, end, tuple(notes)),
-        context=lambda: _deployment_context(dep, start, end, notes),
+        # The window resolved now: a relative preset moves every hour.
+        key=(dep.pk, window.start, window.end, window.in_progress, tuple(window.notes)),
+        context=lambda: _deployment_context(dep, window),
     )
     return render(
         request, "telemetry/deployment.html", {"deployment": dep, "body": body}
     )
 
 
-def _deployment_context(
-    dep: Deployment, start: datetime, end: datetime, notes: list[str]
-) -> dict[str, Any]:
+def _preset_links(window: Window) -> list[PresetLink]:
+    """One link per preset; the hour (or day) in progress stays in or out as
+    it is now, so a link is the same page a moment later."""
+    extra = [("partial", "1")] if window.in_progress and window.preset else []
+    return [
+        PresetLink(
+            key, label, "?" + urlencode([("preset", key), *extra]), key == window.preset
+        )
+        for key, label in PRESETS.items()
+    ]
+
+
+def _deployment_context(dep: Deployment, window: Window) -> dict[str, Any]:
     """Everything the telemetry page's body shows: read only when the page
     cache has no body for this data, query string, day and rights."""
+    start, end, notes = window.start, window.end, window.notes
     tz = settings.DISPLAY_TIME_ZONE
     # Read once: bucketed for the charts and the table, summed for the window.
     chart_grid, table_grid = grid_for(start, end), series.table_grid(start, end)
@@ -119,6 +135,9 @@ def _deployment_context(
         "start": start,
         "end": end,
         "last_day": end - timedelta(days=1),
+        "window": window,
+        "presets": _preset_links(window),
+        "preset_choices": WindowForm.base_fields["preset"].choices,  # type: ignore[attr-defined]
         "notes": notes,
         "max_days": PAGE_MAX_DAYS,
         "rows": rows,
