@@ -67,6 +67,9 @@ UNWATCHED_TABLES = frozenset(
         "costapp_pipelinestep",
         # Stamped by every evaluation; shown on the alert pages, never cached.
         "costapp_alertruleevaluated",
+        # A user's saved views: shown in the top bar and on their own list,
+        # never in a cached body; a save must not empty everyone's cache.
+        "costapp_savedview",
     }
 )
 

@@ -31,6 +31,12 @@ _FINANCE = frozenset(
         # Finance owns the money plan: it sets and edits budgets (issue 24).
         "costapp.add_budget",
         "costapp.change_budget",
+        # Saved views (issue 27): each user keeps, renames and deletes their
+        # own; the views check ownership, the rights say who has any.
+        "costapp.view_savedview",
+        "costapp.add_savedview",
+        "costapp.change_savedview",
+        "costapp.delete_savedview",
     }
 )
 

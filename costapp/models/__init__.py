@@ -37,6 +37,7 @@ from costapp.models.rollups import (
     TelemetryRollupDay,
 )
 from costapp.models.runs import IngestRun
+from costapp.models.saved_views import SavedView
 from costapp.models.usage import (
     DeploymentHour,
     DeviceHour,
@@ -78,6 +79,7 @@ __all__ = [
     "PipelineStep",
     "Pool",
     "RateCard",
+    "SavedView",
     "Scenario",
     "Silence",
     "TeamHoliday",

@@ -23,6 +23,10 @@ FINANCE = {
     "costapp.view_budget",
     "costapp.add_budget",
     "costapp.change_budget",
+    "costapp.view_savedview",
+    "costapp.add_savedview",
+    "costapp.change_savedview",
+    "costapp.delete_savedview",
 }
 TECH_LEAD = FINANCE | {
     "costapp.view_fleet",
