@@ -19,4 +19,5 @@ urlpatterns = [
     path("help/", help.index, name="help_index"),
     path("help/screenshots/<str:file>", help.screenshot, name="help_screenshot"),
     path("help/<slug:topic>/", help.topic, name="help"),
+    path("views/", include("costapp.saved_views.urls")),
 ]

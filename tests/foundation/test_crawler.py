@@ -102,6 +102,9 @@ EXPECTED: dict[str, Rule] = {
     "help_index": Rule(READERS, None),
     "help": Rule(READERS, None),
     "help_screenshot": Rule(READERS, None),
+    # One's own saved views: list (POST renames or deletes), and the save form.
+    "saved_views:list": Rule(READERS, READERS),
+    "saved_views:new": Rule(READERS, READERS),
     # The admin site: its own login page for everyone outside the admin group.
     "admin:index": Rule(ADMINS, ADMINS),
 }
