@@ -32,6 +32,7 @@ TOPICS = {
     "capacity-validation": "How the capacity model was validated",
     "api": "The JSON API",
     "security": "Roles, rights and security",
+    "saved-views": "Saved views",
 }
 # A link to another served topic (``costs.md#commitments``) becomes a link to
 # its page; anything else (a path in the repository) is left as written.
