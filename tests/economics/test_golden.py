@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from itertools import cycle
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -17,13 +18,20 @@ import pytest
 import time_machine
 
 from tests.support.demo_data import demo_for_module
-from tests.support.golden import demo_golden
+from tests.support.golden import (
+    PART_TOLERANCE,
+    TOLERANCE,
+    _summary,
+    demo_golden,
+    golden_differences,
+)
 
 pytestmark = [pytest.mark.django_db]
 
 END = datetime(2026, 11, 30, tzinfo=UTC)
 DAYS = 56  # as test_demo_story: the incident and the holiday inside
 GOLDEN = Path(__file__).parent / "golden" / "demo.json"
+NAMES = ["chat", "rag", "embed", "batch", "code"]
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +48,52 @@ def test_the_demo_figures_and_exports_equal_the_golden_file(demo: None) -> None:
     if os.environ.get("COSTAPP_GOLDEN_WRITE") == "1":
         GOLDEN.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
     want = json.loads(GOLDEN.read_text())
-    for part in sorted(want):
-        assert found[part] == want[part], f"{part} differs from {GOLDEN.name}"
     assert set(found) == set(want)
+    for part in sorted(want):
+        tolerance = PART_TOLERANCE.get(part, TOLERANCE)
+        differences = golden_differences(
+            found[part], want[part], tolerance=tolerance, where=part
+        )
+        assert not differences, "\n".join(differences[:10])
+
+
+def _hours(values: list[float | None]) -> dict[str, object]:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    lines = ["name\tperiod_start\tcost\tparts"] + [
+        f"{name}\t{start + timedelta(hours=i // 5)}\t"
+        f"{'' if v is None else format(v, '.12g')}\t"
+        f'{{"price": {v or 0}, "fleet": -1.5}}'
+        for i, (name, v) in enumerate(zip(cycle(NAMES), values))
+    ]
+    return _summary(lines)
+
+
+def test_the_comparison_takes_last_digit_noise_and_refuses_a_moved_figure() -> None:
+    # Five deployments' hours of ten weeks, as the demo's 13,381.
+    hours = [100.0 + i / 7 for i in range(5 * 24 * 70)]
+    hours[5] = 100.71428571450001  # written 100.714285715
+    want = _hours(hours)
+    tolerance = PART_TOLERANCE["unit_cost_figures_hour"]
+
+    def differs(changed: list[float | None]) -> bool:
+        return bool(golden_differences(_hours(changed), want, tolerance=tolerance))
+
+    # A value on a 12-digit rounding boundary that flips, every value 1 ulp off.
+    assert not differs([v * (1 + 2.3e-16) for v in hours])
+    flipped = hours.copy()
+    flipped[5] = 100.71428571449999  # written 100.714285714
+    assert not differs(flipped)
+    # One hour of 8,400 moved by 1e-7, two hours swapped, a figure now missing.
+    moved = hours.copy()
+    moved[6_000] *= 1 + 1e-7
+    assert differs(moved)
+    swapped = hours.copy()
+    swapped[10], swapped[11] = swapped[11], swapped[10]
+    assert differs(swapped)
+    assert differs([*hours[:-1], None])
+    # Whole lines: numbers within the tolerance, text exactly.
+    line = ["deployment\tchat\tday\t5423.846380822973\tanomaly"]
+    assert not golden_differences(["deployment\tchat\tday\t5423.84638082298\tanomaly"], line)
+    assert golden_differences(["deployment\tchat\tday\t5423.85\tanomaly"], line)
+    assert golden_differences(["deployment\tchat\tday\t5423.846380822973\tsaving"], line)
+

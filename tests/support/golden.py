@@ -1,18 +1,27 @@
 """The demo's figures and finance exports as canonical text, for the golden
 file that pins behaviour across refactors (tests/economics/test_golden.py).
 
-Daily, weekly and monthly unit-cost figures are kept whole, one line each, so a
-change shows as a readable diff; the hourly figures, the idle figures, the
-month forecasts and the export files as a count and a SHA-256 of the same
-canonical text (they are tens of thousands of lines). Floats are written to
-12 significant digits: a refactor that reorders a sum may move the last
-bits of a double, never a figure anyone reads.
+Daily, weekly and monthly unit-cost figures and the month forecasts are kept
+whole, one line each, so a change shows as a readable diff; the hourly and the
+idle figures (tens of thousands of lines) as a count, a SHA-256 of their text
+with every number masked, and per number position the sum of its values and
+their sum weighted by line; the export files as bytes and a SHA-256 (money is
+Decimal there, exact on any machine).
+
+Numbers compare within a relative tolerance, never as text: the last bits of
+a float move with the numeric stack (numpy's log, the machine's BLAS: an LMDI
+part 1 ulp apart on a fresh install), and text rounded to any number of digits
+flips where a value sits on a rounding boundary (the hourly digest moved on
+two machines that way). Everything else (keys, flags, classes, which figures
+are missing) compares exactly.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
+import re
 from collections.abc import Iterable, Iterator
 from datetime import date
 from decimal import Decimal
@@ -28,14 +37,26 @@ from costapp.models import IdleFigure, MonthForecastFigure, UnitCostFigure
 WHEN_FIELDS = {"id", "computed_at", "known_since"}
 
 
-# Significant digits kept of a float, in cells and inside JSON alike. The
-# last bits of a float move with the numeric stack (numpy's log, the BLAS of
-# the machine: an LMDI part 1 ulp apart on a fresh install), so arithmetic is
-# pinned to 12 digits. A month forecast is an ETS fit, an optimizer's output
-# that moves further, so it is pinned to 6 (under a dollar on a $200k month).
+# Significant digits a float is written with. The tolerances below decide
+# what counts as a change: 1e-9 of a figure (arithmetic reordered moves the
+# last bits, never a figure anyone reads); a month forecast is an ETS fit, an
+# optimizer's output that moves further with the machine (by $2 on the point
+# and $67 on the bounds of a $206k month between two machines), so 1e-3.
 DIGITS = 12
 FORECAST_DIGITS = 6
-
+TOLERANCE = 1e-9
+FORECAST_TOLERANCE = 1e-3
+# A week's sum of ~1,700 figures: 1e-11 of it shows one figure moved by
+# 1e-7, and stays far above 12-digit rounding flips (1e-12 of one figure).
+SUM_TOLERANCE = 1e-11
+PART_TOLERANCE = {
+    "month_forecasts": FORECAST_TOLERANCE,
+    "unit_cost_figures_hour": SUM_TOLERANCE,
+    "idle_figures": SUM_TOLERANCE,
+}
+# A number in a line: in a cell, inside a JSON cell, or a date's parts.
+DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?inf|nan")
 
 def _rounded(value: Any, digits: int) -> Any:
     if isinstance(value, float):
@@ -70,14 +91,77 @@ def _lines(
     yield from sorted(lines)
 
 
-def _digest(lines: Iterable[str]) -> dict[str, Any]:
-    h = hashlib.sha256()
-    count = 0
-    for line in lines:
-        h.update(line.encode())
-        h.update(b"\n")
-        count += 1
-    return {"lines": count, "sha256": h.hexdigest()}
+def _masked(line: str) -> tuple[str, list[float]]:
+    """The line with every number replaced by ``#``, and the numbers."""
+    numbers = [float(m) for m in NUMBER.findall(line)]
+    return NUMBER.sub("#", line), numbers
+
+
+def _summary(lines: Iterable[str]) -> dict[str, Any]:
+    """Count, the masked text's SHA-256, and per ISO week (of the first date
+    in the line) and column (``parts:2``: the third number inside a JSON
+    cell) the sum of the values and their sum weighted by the line's place,
+    which tells a moved figure from two figures swapped. A week's sums (the
+    demo's ~1,700 hours) show one figure moved by 1e-7 within SUM_TOLERANCE."""
+    header, *rows = lines
+    names = header.split("\t")
+    h = hashlib.sha256(header.encode() + b"\n")
+    sums: dict[str, dict[str, list[float]]] = {}
+    for k, line in enumerate(sorted(rows, key=lambda t: (_masked(t)[0], t)), 1):
+        h.update(_masked(line)[0].encode() + b"\n")
+        dated = DATE.search(line)
+        week = date.fromisoformat(dated[0]).strftime("%G-W%V") if dated else "-"
+        bucket = sums.setdefault(week, {})
+        for name, cell in zip(names, line.split("\t"), strict=True):
+            for i, v in enumerate(_masked(cell)[1]):
+                pair = bucket.setdefault(f"{name}:{i}", [0.0, 0.0])
+                pair[0] += v
+                pair[1] += k * v
+    return {"lines": len(rows), "masked_sha256": h.hexdigest(), "sums": sums}
+
+
+def _close(a: float, b: float, tolerance: float) -> bool:
+    if math.isnan(a) or math.isnan(b):
+        return math.isnan(a) and math.isnan(b)
+    return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
+
+
+def golden_differences(
+    found: Any, want: Any, *, tolerance: float = TOLERANCE, where: str = ""
+) -> list[str]:
+    """Where ``found`` differs from ``want``: numbers (alone or inside
+    lines of text) beyond ``tolerance``, relative; anything else at all."""
+    if isinstance(want, dict) and isinstance(found, dict):
+        if set(found) != set(want):
+            return [f"{where}: keys {sorted(set(found) ^ set(want))} differ"]
+        return [
+            d
+            for key in sorted(want)
+            for d in golden_differences(
+                found[key], want[key], tolerance=tolerance, where=f"{where}.{key}"
+            )
+        ]
+    if isinstance(want, list) and isinstance(found, list):
+        if len(found) != len(want):
+            return [f"{where}: {len(found)} items, the file has {len(want)}"]
+        return [
+            d
+            for i, (f, w) in enumerate(zip(found, want, strict=True))
+            for d in golden_differences(f, w, tolerance=tolerance, where=f"{where}[{i}]")
+        ]
+    if isinstance(want, str) and isinstance(found, str):
+        (text_f, numbers_f), (text_w, numbers_w) = _masked(found), _masked(want)
+        if text_f == text_w and all(
+            _close(f, w, tolerance) for f, w in zip(numbers_f, numbers_w, strict=True)
+        ):
+            return []
+        return [f"{where}:\n  found {found[:400]!r}\n  file  {want[:400]!r}"]
+    if isinstance(want, float | int) and isinstance(found, float | int):
+        if _close(float(found), float(want), tolerance):
+            return []
+    elif found == want:
+        return []
+    return [f"{where}: found {found!r}, the file has {want!r}"]
 
 
 def _export_bytes(spec: ExportSpec) -> dict[str, Any]:
@@ -99,10 +183,10 @@ def demo_golden(*, month_start: date, month_end: date) -> dict[str, Any]:
     )
     return {
         "unit_cost_figures_day_week": whole,
-        "unit_cost_figures_hour": _digest(
+        "unit_cost_figures_hour": _summary(
             _lines(UnitCostFigure, figures.filter(grain="hour"))
         ),
-        "idle_figures": _digest(_lines(IdleFigure, IdleFigure.objects.all())),
+        "idle_figures": _summary(_lines(IdleFigure, IdleFigure.objects.all())),
         # As lines, not a digest: a change shows which figure moved and by
         # how much.
         "month_forecasts": list(
