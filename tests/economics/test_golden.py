@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
-from itertools import cycle
 from datetime import UTC, date, datetime, timedelta
+from itertools import cycle
 from pathlib import Path
 
 import pytest
@@ -21,9 +21,9 @@ from tests.support.demo_data import demo_for_module
 from tests.support.golden import (
     PART_TOLERANCE,
     TOLERANCE,
-    _summary,
     demo_golden,
     golden_differences,
+    golden_summary,
 )
 
 pytestmark = [pytest.mark.django_db]
@@ -65,7 +65,7 @@ def _hours(values: list[float | None]) -> dict[str, object]:
         f'{{"price": {v or 0}, "fleet": -1.5}}'
         for i, (name, v) in enumerate(zip(cycle(NAMES), values))
     ]
-    return _summary(lines)
+    return golden_summary(lines)
 
 
 def test_the_comparison_takes_last_digit_noise_and_refuses_a_moved_figure() -> None:
@@ -93,7 +93,10 @@ def test_the_comparison_takes_last_digit_noise_and_refuses_a_moved_figure() -> N
     assert differs([*hours[:-1], None])
     # Whole lines: numbers within the tolerance, text exactly.
     line = ["deployment\tchat\tday\t5423.846380822973\tanomaly"]
-    assert not golden_differences(["deployment\tchat\tday\t5423.84638082298\tanomaly"], line)
+    assert not golden_differences(
+        ["deployment\tchat\tday\t5423.84638082298\tanomaly"], line
+    )
     assert golden_differences(["deployment\tchat\tday\t5423.85\tanomaly"], line)
-    assert golden_differences(["deployment\tchat\tday\t5423.846380822973\tsaving"], line)
-
+    assert golden_differences(
+        ["deployment\tchat\tday\t5423.846380822973\tsaving"], line
+    )

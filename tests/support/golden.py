@@ -58,6 +58,7 @@ PART_TOLERANCE = {
 DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 NUMBER = re.compile(r"-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|-?inf|nan")
 
+
 def _rounded(value: Any, digits: int) -> Any:
     if isinstance(value, float):
         return float(format(value, f".{digits}g"))
@@ -97,7 +98,7 @@ def _masked(line: str) -> tuple[str, list[float]]:
     return NUMBER.sub("#", line), numbers
 
 
-def _summary(lines: Iterable[str]) -> dict[str, Any]:
+def golden_summary(lines: Iterable[str]) -> dict[str, Any]:
     """Count, the masked text's SHA-256, and per ISO week (of the first date
     in the line) and column (``parts:2``: the third number inside a JSON
     cell) the sum of the values and their sum weighted by the line's place,
@@ -147,7 +148,9 @@ def golden_differences(
         return [
             d
             for i, (f, w) in enumerate(zip(found, want, strict=True))
-            for d in golden_differences(f, w, tolerance=tolerance, where=f"{where}[{i}]")
+            for d in golden_differences(
+                f, w, tolerance=tolerance, where=f"{where}[{i}]"
+            )
         ]
     if isinstance(want, str) and isinstance(found, str):
         (text_f, numbers_f), (text_w, numbers_w) = _masked(found), _masked(want)
@@ -183,10 +186,10 @@ def demo_golden(*, month_start: date, month_end: date) -> dict[str, Any]:
     )
     return {
         "unit_cost_figures_day_week": whole,
-        "unit_cost_figures_hour": _summary(
+        "unit_cost_figures_hour": golden_summary(
             _lines(UnitCostFigure, figures.filter(grain="hour"))
         ),
-        "idle_figures": _summary(_lines(IdleFigure, IdleFigure.objects.all())),
+        "idle_figures": golden_summary(_lines(IdleFigure, IdleFigure.objects.all())),
         # As lines, not a digest: a change shows which figure moved and by
         # how much.
         "month_forecasts": list(
