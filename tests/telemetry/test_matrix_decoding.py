@@ -21,6 +21,7 @@ from costapp.sources.prometheus import (
     PrometheusSource,
     Target,
 )
+from costapp.sources.prometheus import matrix as matrix_module
 from costapp.sources.prometheus.matrix import matrix_from_json
 from tests.telemetry.conftest import BUDGET, PromServer
 from tests.telemetry.synth import T0
@@ -108,6 +109,18 @@ def test_any_matrix_decodes_exactly_as_json_and_float_would(
     result: list[dict[str, Any]],
 ) -> None:
     assert_same(matrix(result))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(series, max_size=6), st.integers(1, 400))
+def test_blocks_parsed_in_groups_of_any_size_decode_the_same(
+    result: list[dict[str, Any]], chunk_bytes: int
+) -> None:
+    # A group closes once it holds CHUNK_BYTES: from one block per group to
+    # all of them in one, each series keeps its own samples.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(matrix_module, "CHUNK_BYTES", chunk_bytes)
+        assert_same(matrix(result))
 
 
 def test_labels_that_look_like_the_values_key_do_not_confuse_the_decoder() -> None:
