@@ -68,6 +68,7 @@ from costapp.models import (
     CostUsageDay,
     DeploymentHour,
 )
+from costapp.pgcopy import rows_insert
 
 logger = logging.getLogger(__name__)
 
@@ -147,10 +148,8 @@ def cost_shares_compute(*, days: Collection[date]) -> SharesResult:
                 CostUsageDay.objects.filter(day=day).delete()
                 CostExportRow.objects.filter(day=day).delete()
                 CostExportDay.objects.filter(day=day).delete()
-                CostShare.objects.bulk_create(per_day.get(day, []), batch_size=5000)
-                CostUsageDay.objects.bulk_create(
-                    usage_per_day.get(day, []), batch_size=5000
-                )
+                rows_insert(CostShare, per_day.get(day, []), batch_size=5000)
+                rows_insert(CostUsageDay, usage_per_day.get(day, []), batch_size=5000)
                 if builder is not None:
                     export_rows_store(builder, day, estimated)
                     CostExportDay.objects.create(day=day, digest=export_digest)
@@ -193,7 +192,7 @@ def export_rows_store(
             )
             for i, r in enumerate(sorted(built, key=ROW_ORDER))
         )
-    CostExportRow.objects.bulk_create(rows, batch_size=5000)
+    rows_insert(CostExportRow, rows, batch_size=5000)
 
 
 def data_span() -> tuple[date, date] | None:

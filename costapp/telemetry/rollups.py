@@ -42,6 +42,7 @@ from costapp.models import (
 )
 from costapp.models.functions import Epoch
 from costapp.models.rollups import ROLLUP_FIELDS
+from costapp.pgcopy import rows_insert
 from costapp.telemetry.series import (
     LATENCY,
     Histograms,
@@ -172,7 +173,8 @@ def _store_chunk(deployment_id: int, a: date, b: date) -> int:
     HistogramRollup.objects.filter(deployment_id=deployment_id, day__in=chunk).delete()
     starts = pd.DatetimeIndex(rows["t"]).tz_localize("UTC")
     columns = {f: rows[f].to_numpy(float) for f in ROLLUP_FIELDS}
-    TelemetryRollup.objects.bulk_create(
+    rows_insert(
+        TelemetryRollup,
         [
             TelemetryRollup(
                 deployment_id=deployment_id,
@@ -182,9 +184,8 @@ def _store_chunk(deployment_id: int, a: date, b: date) -> int:
             )
             for i, start in enumerate(starts)
         ],
-        batch_size=2000,
     )
-    HistogramRollup.objects.bulk_create(hist, batch_size=2000)
+    rows_insert(HistogramRollup, hist)
     TelemetryRollupDay.objects.filter(
         deployment_id=deployment_id, day__in=chunk
     ).delete()

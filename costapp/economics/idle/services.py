@@ -51,6 +51,7 @@ from costapp.economics.idle.inputs import (
 from costapp.economics.unit_costs.inputs import series_siblings
 from costapp.models import CostLine, Deployment, DeploymentHour
 from costapp.models.economics import IdleFigure
+from costapp.pgcopy import rows_insert
 
 logger = logging.getLogger(__name__)
 
@@ -312,7 +313,7 @@ def idle_figures_recompute(
                 | Q(scope="pool", name__in=list(pools))
             )
         deleted, _ = doomed.delete()
-        IdleFigure.objects.bulk_create(rows, batch_size=2000)
+        rows_insert(IdleFigure, rows)
     logger.info(
         "idle figures: %d rows, %d replaced, from %s", len(rows), deleted, start
     )

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from analytics.unit_cost_figures import FiguresComputed, figures_compute
@@ -38,7 +38,7 @@ from costapp.economics.unit_costs.inputs import recompute_inputs_read, series_si
 from costapp.economics.unit_costs.states import checkpoints_save, resume_states_read
 from costapp.models import UnitCostFigure
 from costapp.models.economics import FIGURE_NATURAL_KEY, FLEET
-from costapp.pgcopy import copy_insert
+from costapp.pgcopy import rows_insert
 
 logger = logging.getLogger(__name__)
 
@@ -172,10 +172,7 @@ def _figures_replace(
     doomed = _rewritten(cutoff, computed.series)
     _known_since_carry(figures, doomed, now)
     deleted, _ = doomed.delete()
-    if connection.vendor == "postgresql":
-        copy_insert(UnitCostFigure, figures)
-    else:
-        UnitCostFigure.objects.bulk_create(figures, batch_size=2000)
+    rows_insert(UnitCostFigure, figures)
     for grain, saved in computed.states.items():
         checkpoints_save(
             grain, saved.resumed_at, saved.states,
