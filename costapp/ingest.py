@@ -29,7 +29,7 @@ from costapp.models import (
     HistogramHour,
     IngestRun,
 )
-from costapp.pgcopy import copy_text, copy_upsert
+from costapp.pgcopy import COPY_MIN_ROWS, copy_text, copy_upsert
 from costapp.sources.base import (
     Batch,
     CostRecord,
@@ -50,8 +50,6 @@ BULK_SIZE = 2000
 # Batches written in one transaction at most (ingest_run_execute).
 GROUP_BATCHES = 100
 GROUP_RECORDS = 5000
-# Below this many cost lines the ORM upsert is as quick as staging a COPY.
-COPY_MIN_ROWS = 500
 # A run keeps its first warnings; a year of hours cannot bloat the row.
 MAX_WARNINGS = 200
 CE_REQUEST_PRICE = Decimal("0.01")

@@ -13,6 +13,12 @@ from typing import Any
 
 from django.db import connection, models, transaction
 
+# Below this many rows one INSERT with parameters is as quick as a COPY (a
+# COPY is a round trip of its own, a staging table two more): the pipeline's
+# per-deployment rollups of a refresh, 1,000 small writes, were 47% slower
+# through COPY (bench/bench_pipeline.py, 2026-12-07).
+COPY_MIN_ROWS = 500
+
 
 def copy_text(value: Any) -> str:
     """One value in PostgreSQL's COPY text format."""
@@ -125,9 +131,10 @@ def copy_upsert(
 def rows_insert(
     model: type[models.Model], rows: Sequence[models.Model], *, batch_size: int = 2000
 ) -> int:
-    """Insert new ``rows``: one COPY on PostgreSQL (their primary keys stay
-    unset), ``bulk_create`` elsewhere (the embedded SQLite); returns how many."""
-    if connection.vendor == "postgresql":
+    """Insert new ``rows``: one COPY on PostgreSQL from ``COPY_MIN_ROWS`` rows
+    (their primary keys stay unset), ``bulk_create`` otherwise and on the
+    embedded SQLite; returns how many."""
+    if connection.vendor == "postgresql" and len(rows) >= COPY_MIN_ROWS:
         return copy_insert(model, rows)
     model._default_manager.bulk_create(rows, batch_size=batch_size)
     return len(rows)
