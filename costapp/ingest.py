@@ -29,7 +29,7 @@ from costapp.models import (
     HistogramHour,
     IngestRun,
 )
-from costapp.pgcopy import COPY_MIN_ROWS, copy_text, copy_upsert
+from costapp.pgcopy import COPY_MIN_ROWS, copy_text, copy_upsert, staged_upsert
 from costapp.sources.base import (
     Batch,
     CostRecord,
@@ -157,41 +157,29 @@ def _costlines_copy_upsert(
     row, COPY streams them (bench/bench_bills.py, docs/benchmarks.md).
     """
     names = [f.name for f in fields(CostRecord)]
-    table = CostLine._meta.db_table
     columns = ["source", *names, "fetched_at", "run_id", "needs_review"]
-    col_sql = ", ".join(connection.ops.quote_name(c) for c in columns)
-    key_sql = ", ".join(connection.ops.quote_name(c) for c in CostLine.NATURAL_KEY)
-    updates = ", ".join(
-        f"{connection.ops.quote_name(c)} = EXCLUDED.{connection.ops.quote_name(c)}"
-        for c in columns
-        if c not in CostLine.NATURAL_KEY
-    )
     run_id = run.pk if run is not None else None
     tail = f"\t{copy_text(now)}\t{copy_text(run_id)}\t"
     threshold = Decimal(str(settings.COSTAPP_BILL_REVIEW_THRESHOLD))
     head = copy_text(source) + "\t"
     get = attrgetter(*names)
     convert = _copy_converters()
-    # Identifiers below come from the model's fields, never from input.
-    with transaction.atomic(), connection.cursor() as cursor:
-        create = f"CREATE TEMPORARY TABLE costline_load ON COMMIT DROP AS SELECT {col_sql} FROM {table} WITH NO DATA"  # noqa: S608
-        cursor.execute(create)
-        with cursor.cursor.copy(f"COPY costline_load ({col_sql}) FROM STDIN") as copy:
-            for start in range(0, len(records), BULK_SIZE):
-                copy.write(
-                    "".join(
-                        head
-                        + "\t".join(
-                            [f(v) for f, v in zip(convert, get(r), strict=True)]
-                        )
-                        + tail
-                        + ("t\n" if needs_review(r, threshold) else "f\n")
-                        for r in records[start : start + BULK_SIZE]
-                    )
-                )
-        upsert = f"INSERT INTO {table} ({col_sql}) SELECT {col_sql} FROM costline_load ON CONFLICT ({key_sql}) DO UPDATE SET {updates}"  # noqa: S608
-        cursor.execute(upsert)
-        cursor.execute("DROP TABLE costline_load")
+    staged_upsert(
+        CostLine._meta.db_table,
+        columns,
+        CostLine.NATURAL_KEY,
+        [c for c in columns if c not in CostLine.NATURAL_KEY],
+        (
+            "".join(
+                head
+                + "\t".join([f(v) for f, v in zip(convert, get(r), strict=True)])
+                + tail
+                + ("t\n" if needs_review(r, threshold) else "f\n")
+                for r in records[start : start + BULK_SIZE]
+            )
+            for start in range(0, len(records), BULK_SIZE)
+        ),
+    )
     return len(records)
 
 

@@ -6,7 +6,7 @@ four hundred thousand of them); COPY streams text."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -58,35 +58,64 @@ def _converters(fields: Sequence[models.Field]) -> list[Callable[[Any], str]]:
     ]
 
 
-def _copy_rows(
-    cursor: Any,
-    table: str,
-    fields: Sequence[models.Field],
-    rows: Sequence[models.Model],
-) -> None:
-    """Stream ``rows``' ``fields`` into ``table`` (quoted) with one COPY."""
-    names = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
+def _lines(
+    fields: Sequence[models.Field], rows: Sequence[models.Model]
+) -> Iterator[str]:
+    """``rows``' ``fields`` as COPY text, 2,000 lines a piece."""
     pairs = list(zip([f.attname for f in fields], _converters(fields), strict=True))
-    # Identifiers come from the model's fields, never from input.
-    with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-        for start in range(0, len(rows), 2000):
-            copy.write(
-                "".join(
-                    "\t".join(text(getattr(r, a)) for a, text in pairs) + "\n"
-                    for r in rows[start : start + 2000]
-                )
-            )
+    for start in range(0, len(rows), 2000):
+        yield "".join(
+            "\t".join(text(getattr(r, a)) for a, text in pairs) + "\n"
+            for r in rows[start : start + 2000]
+        )
 
 
 def copy_insert(model: type[models.Model], rows: Sequence[models.Model]) -> int:
     """Insert ``rows`` (new instances, their primary keys left to the
     database) with one COPY; returns how many. PostgreSQL only."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    table = connection.ops.quote_name(model._meta.db_table)
+    names = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
+    # Identifiers come from the model's fields, never from input.
     with connection.cursor() as cursor:
-        _copy_rows(
-            cursor, connection.ops.quote_name(model._meta.db_table), fields, rows
-        )
+        with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+            for piece in _lines(fields, rows):
+                copy.write(piece)
     return len(rows)
+
+
+def staged_upsert(
+    table: str,
+    columns: Sequence[str],
+    keys: Sequence[str],
+    updates: Sequence[str],
+    pieces: Iterable[str],
+) -> None:
+    """COPY ``pieces`` (COPY text of ``columns``, whole lines) into a
+    temporary table shaped like ``table``, then one INSERT ... ON CONFLICT
+    (``keys``) DO UPDATE of ``updates`` (DO NOTHING without any) from it.
+    PostgreSQL only; the names are the models', never input."""
+    q = connection.ops.quote_name
+    into = q(table)
+    names = ", ".join(q(c) for c in columns)
+    sets = ", ".join(f"{q(c)} = EXCLUDED.{q(c)}" for c in updates)
+    action = f"DO UPDATE SET {sets}" if sets else "DO NOTHING"
+    key_names = ", ".join(q(c) for c in keys)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TEMPORARY TABLE staged_upsert_load ON COMMIT DROP AS "  # noqa: S608
+            f"SELECT {names} FROM {into} WITH NO DATA"
+        )
+        with cursor.cursor.copy(
+            f"COPY staged_upsert_load ({names}) FROM STDIN"
+        ) as copy:
+            for piece in pieces:
+                copy.write(piece)
+        cursor.execute(
+            f"INSERT INTO {into} ({names}) SELECT {names} "  # noqa: S608
+            f"FROM staged_upsert_load ON CONFLICT ({key_names}) {action}"
+        )
+        cursor.execute("DROP TABLE staged_upsert_load")
 
 
 def copy_upsert(
@@ -97,34 +126,19 @@ def copy_upsert(
 ) -> int:
     """Insert ``rows`` or update ``update_fields`` of the rows with the same
     ``unique_fields``, as ``bulk_create(update_conflicts=True)`` does, through
-    a COPY into a temporary table and one INSERT ... ON CONFLICT from it;
-    returns how many. Where two rows share a key the later one is written
-    (as in the ORM's batches). PostgreSQL only."""
+    ``staged_upsert``; returns how many. Where two rows share a key the later
+    one is written (as in the ORM's batches). PostgreSQL only."""
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     by_name = {f.name: f for f in fields}
     key_attnames = [by_name[n].attname for n in unique_fields]
     latest = {tuple(getattr(r, a) for a in key_attnames): r for r in rows}
-    q = connection.ops.quote_name
-    table = q(model._meta.db_table)
-    columns = ", ".join(q(str(f.column)) for f in fields)
-    keys = ", ".join(q(str(by_name[n].column)) for n in unique_fields)
-    updates = ", ".join(
-        f"{q(c)} = EXCLUDED.{q(c)}"
-        for c in (str(by_name[n].column) for n in update_fields)
+    staged_upsert(
+        model._meta.db_table,
+        [str(f.column) for f in fields],
+        [str(by_name[n].column) for n in unique_fields],
+        [str(by_name[n].column) for n in update_fields],
+        _lines(fields, list(latest.values())),
     )
-    action = f"DO UPDATE SET {updates}" if updates else "DO NOTHING"
-    # Identifiers come from the model's fields, never from input.
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            f"CREATE TEMPORARY TABLE copy_upsert_load ON COMMIT DROP AS "  # noqa: S608
-            f"SELECT {columns} FROM {table} WITH NO DATA"
-        )
-        _copy_rows(cursor, "copy_upsert_load", fields, list(latest.values()))
-        cursor.execute(
-            f"INSERT INTO {table} ({columns}) SELECT {columns} "  # noqa: S608
-            f"FROM copy_upsert_load ON CONFLICT ({keys}) {action}"
-        )
-        cursor.execute("DROP TABLE copy_upsert_load")
     return len(rows)
 
 

@@ -108,8 +108,9 @@ def golden_summary(lines: Iterable[str]) -> dict[str, Any]:
     names = header.split("\t")
     h = hashlib.sha256(header.encode() + b"\n")
     sums: dict[str, dict[str, list[float]]] = {}
-    for k, line in enumerate(sorted(rows, key=lambda t: (_masked(t)[0], t)), 1):
-        h.update(_masked(line)[0].encode() + b"\n")
+    masked = sorted((_masked(line)[0], line) for line in rows)
+    for k, (text, line) in enumerate(masked, 1):
+        h.update(text.encode() + b"\n")
         dated = DATE.search(line)
         week = date.fromisoformat(dated[0]).strftime("%G-W%V") if dated else "-"
         bucket = sums.setdefault(week, {})
