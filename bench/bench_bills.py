@@ -120,12 +120,12 @@ def time_copy(recs: list[CostRecord]) -> float:
     """The floor: only PostgreSQL's COPY of the rows, already in COPY text
     format (formatting is done before the clock starts), into a table with
     costapp_costline's columns, constraints and indexes."""
-    from costapp.ingest import _copy_text
+    from costapp.pgcopy import copy_text
 
     now = datetime.now(UTC)
     text = "".join(
         "\t".join(
-            _copy_text(v)
+            copy_text(v)
             for v in (
                 "cost_explorer",
                 r.account_id,
