@@ -35,6 +35,9 @@ class BaselineConfig:
     # Band half-width in sigmas of ln(u / baseline), and its floor (relative).
     band_k: float = 2.5
     band_floor: float = 0.06
+    # How much the baseline's own uncertainty (1 / the slot's EWMA weight)
+    # widens the band beyond that of a settled slot (``band_widening``).
+    band_base: float = 1.0
     # Half-life of sigma, in days of rows of the series.
     sigma_halflife_days: float = 28.0
     # Half-life of the traffic level that rescales the four parts, in days.
@@ -53,8 +56,8 @@ class BaselineConfig:
     # ratio of a rise by sustained_shift (in ln u) against none: decision
     # interval (0: off) and cap above it, in nats.
     sustained_shift: float = 0.18
-    sustained_h: float = 2.0
-    sustained_cap: float = 1.0
+    sustained_h: float = 1.75
+    sustained_cap: float = 1.25
     # The floor under the sigma it divides by (the band's raw sigma, below the
     # band's floor: the evidence is weighed by the series' own noise), and
     # how much the baseline's own uncertainty (1 / the slot's EWMA weight)
@@ -83,6 +86,20 @@ class BaselineConfig:
         return 1 if self.grain == "day" else 24
 
 
+def band_widening(weight: np.ndarray, cfg: BaselineConfig) -> np.ndarray:
+    """The factor on the band's sigma where a slot's baseline rests on fewer
+    observations than a settled slot's (EWMA weight ``1 / (1 - a)``): after a
+    fall's or a known change's rescale damped its weight, a level shift, or
+    in warm-up. The band is then a prediction interval, ``sigma^2 (1 +
+    band_base / weight)``, relative to a settled slot's (1 there: the
+    settled band keeps ``band_k`` sigmas). Without it the weeks after a
+    rescale flagged the baseline's own noise."""
+    settled = 1.0 / (1.0 - 0.5 ** (1.0 / cfg.halflife_obs))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = (1.0 + cfg.band_base / weight) / (1.0 + cfg.band_base / settled)
+    return np.sqrt(np.fmax(ratio, 1.0))
+
+
 def warmup_days(config: BaselineConfig) -> int:
     """Days of history a new series needs before every slot can flag."""
     kind = config.slot_kind()
@@ -92,6 +109,20 @@ def warmup_days(config: BaselineConfig) -> int:
         # Weekend slots see 2 rows a week.
         return 7 * math.ceil(config.min_obs / 2)
     return config.min_obs
+
+
+def slot_of(stamps: pd.Series | pd.DatetimeIndex, kind: Slots) -> np.ndarray:
+    """Seasonal slot number of each timestamp (UTC)."""
+    idx = pd.DatetimeIndex(stamps)
+    weekday = np.asarray(idx.weekday)
+    hour = np.asarray(idx.hour)
+    if kind == "weekday":
+        return weekday
+    if kind == "hour_of_week":
+        return weekday * 24 + hour
+    if kind == "daytype_hour":
+        return (weekday >= 5).astype(int) * 24 + hour
+    return np.zeros(len(idx), dtype=int)
 
 
 def n_slots(kind: Slots) -> int:

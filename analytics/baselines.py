@@ -15,12 +15,14 @@ day every series and hour is one numpy operation):
   has been compared);
 - the band is ``baseline * exp(+-k * sigma)``, sigma an exponentially
   weighted RMS of ``ln(u / baseline)`` over the series' recent accepted rows,
-  floored (a noiseless series would otherwise flag float noise);
+  floored (a noiseless series would otherwise flag float noise), and wider
+  where a slot's baseline rests on few observations;
 - a row flags only after warm-up (``min_obs`` accepted rows in its slot) and
   at or above ``min_requests``; a row with missing, zero or negative cost or
   requests has no unit cost: no flag and no update;
 - beside the band, a one-sided CUSUM (``analytics.sustained``) flags the days
-  of a small rise that lasts, even those just inside the band;
+  of a small rise that lasts, even those just inside the band; a day it holds
+  alone stands once a neighbour agrees, and a run's first day joins it;
 - known price changes rescale the price from their day
   (``analytics.price_events``);
 - flagged rows and calendar holidays are held out of the update; held out for
@@ -42,10 +44,11 @@ from analytics.baseline_levels import levels_and_sigmas
 from analytics.baseline_state import BaselineConfig as BaselineConfig
 from analytics.baseline_state import BaselineState as BaselineState
 from analytics.baseline_state import (
-    Slots,
     _fresh_state,
     _state_for,
+    band_widening,
     n_slots,
+    slot_of,
 )
 from analytics.baseline_state import warmup_days as warmup_days
 from analytics.errors import InvalidInput
@@ -55,23 +58,16 @@ from analytics.price_events import (
     settle_step,
     text_column,
 )
-from analytics.sustained import evidence, sustained_day
+from analytics.sustained import evidence, settled_runs, sustained_day
 
 COMPONENTS = ("cost", "gpu_hours", "tokens", "requests")
 
 
-def slot_of(stamps: pd.Series | pd.DatetimeIndex, kind: Slots) -> np.ndarray:
-    """Seasonal slot number of each timestamp (UTC)."""
-    idx = pd.DatetimeIndex(stamps)
-    weekday = np.asarray(idx.weekday)
-    hour = np.asarray(idx.hour)
-    if kind == "weekday":
-        return weekday
-    if kind == "hour_of_week":
-        return weekday * 24 + hour
-    if kind == "daytype_hour":
-        return (weekday >= 5).astype(int) * 24 + hour
-    return np.zeros(len(idx), dtype=int)
+def _marks(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """An optional bool column as 0/1 floats (0 where absent or missing)."""
+    if name not in frame.columns:
+        return np.zeros(len(frame))
+    return frame[name].fillna(False).astype(bool).to_numpy(float)
 
 
 def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -103,21 +99,24 @@ def baselines_compute(
     clock in them where they vary), ``time`` (UTC period start: midnight for
     days, the hour for hours), ``cost`` and ``requests`` (required),
     ``gpu_hours`` and ``tokens`` (optional, NaN where unknown), ``holiday``
-    (optional bool), ``price_change`` and ``price_lump`` (optional text: a
+    and ``in_progress`` (optional bools; a period in progress is judged but
+    settles no run: ``settled_runs``), ``price_change`` and ``price_lump`` (optional text: a
     known price change effective that day, a one-off amount on that day;
     ``analytics.price_events``). One row per series and period.
 
     Returns a frame on the same index with: ``slot``, ``cost_b``,
     ``gpu_hours_b``, ``tokens_b``, ``requests_b`` (the slot's EWMA before the
     row, rescaled to the series' traffic level), ``u`` and ``baseline`` ($ per
-    1k requests), ``lower``, ``upper``, ``sigma`` (of ln u), ``sigma_price``
+    1k requests), ``lower``, ``upper``, ``sigma`` (the band's, of ln u,
+    widened where the slot is young: ``band_widening``), ``sigma_price``
     and ``sigma_fleet`` (of ln P and ln G against their baselines, for the
     classes in ``analytics.explain``), ``baseline_per_1m_tokens`` (the same
     state's cost over its tokens) with ``lower_per_1m_tokens``,
     ``upper_per_1m_tokens`` and ``sigma_tokens`` (of ln $/token: a band only,
     flags stay on $ per 1k requests), ``warm`` (slot past warm-up),
     ``volume_ok``, ``flag`` (outside the band, or held by the sustained
-    detector), ``sustained`` (held by it), ``held`` (kept out of the
+    detector; settled by the periods around it: ``settled_runs``),
+    ``sustained`` (held by it), ``held`` (kept out of the
     update), ``level_shift``, ``price_ratio`` (the known price change applied
     to the baseline on that day, every row of the day; NaN: none) and
     ``lump`` (a one-off amount, held out).
@@ -232,12 +231,8 @@ def baselines_run(
     R = grid(r_rows)
     G = grid(_column(frame, "gpu_hours"))
     T = grid(_column(frame, "tokens"))
-    hol_values = (
-        frame["holiday"].fillna(False).astype(bool).to_numpy(float)
-        if "holiday" in frame.columns
-        else np.zeros(n_rows)
-    )
-    H = grid(hol_values) > 0.5
+    H = grid(_marks(frame, "holiday")) > 0.5
+    going = grid(_marks(frame, "in_progress")) > 0.5
     lump = text_column(frame, "price_lump") != ""
     L = grid(lump.astype(float)) > 0.5
     changes = text_column(frame, "price_change") != ""
@@ -260,8 +255,9 @@ def baselines_run(
     in_range = frozenset(d for d in wanted if 0 <= d < n_days)
     init = _state_for(initial, series_keys) if initial is not None else None
     res, saved, final = _run(
-        C, R, G, T, H, slot_grid, n_slots(kind), cfg, init, in_range, known=K, lumps=L
-    )
+        C, R, G, T, H, slot_grid, n_slots(kind), cfg, init, in_range, known=K, lumps=L,
+        in_progress=going,
+    )  # fmt: skip
 
     def as_state(arrays: dict[str, np.ndarray], day: pd.Timestamp) -> BaselineState:
         return BaselineState(cfg, tuple(keys), tuple(series_keys), day, arrays)
@@ -288,8 +284,8 @@ def baselines_run(
     for name in ("cost_b", "gpu_hours_b", "tokens_b", "requests_b"):
         columns[name] = rows_of(res[name])
     k = cfg.band_k
-    sig = res["sig"]
-    s_u, s_p, s_f, s_t = (rows_of_day(sig[i]) for i in range(4))
+    s_u = rows_of(res["band_sigma"])
+    s_p, s_f, s_t = (rows_of_day(sig) for sig in res["sig"])
     with np.errstate(divide="ignore", invalid="ignore"):
         valid = (c_rows > 0) & (r_rows > 0) & np.isfinite(c_rows) & np.isfinite(r_rows)
         columns["u"] = np.where(valid, 1000.0 * c_rows / r_rows, np.nan)
@@ -363,6 +359,7 @@ def _run(
     *,
     known: np.ndarray,
     lumps: np.ndarray,
+    in_progress: np.ndarray,
 ) -> tuple[
     dict[str, np.ndarray], dict[int, dict[str, np.ndarray]], dict[str, np.ndarray]
 ]:
@@ -431,7 +428,7 @@ def _run(
 
     # Every day writes all of these: no need to fill them first.
     base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
-    sig_u = np.empty((n_days, N))
+    band_g = np.empty((n_days, P, N))  # the band's sigma of ln u, per row
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
     sust_g = np.zeros((n_days, P, N), dtype=bool)
@@ -478,15 +475,15 @@ def _run(
             ln_ub = np.log(1000.0 * b[0] / b[1])
             raw = np.sqrt(ss_u / np.where(sw_u > 0, sw_u, np.nan))
             sigma = np.fmax(raw, floor)
-            sig_u[d] = sigma
             warm = nobs[sl] >= cfg.min_obs
             dev = lnU[d] - ln_ub
             judged = warm & vol[d] & has_b
-            flag = judged & (np.abs(dev) > k * sigma)
-            # A one-off amount neither adds evidence of a shift nor resets it.
-            cusum, sustained = sustained_day(
-                cusum, evidence(dev, raw, wgt[0, sl], cfg), judged & ~lumps[d], cfg
-            )
+            band_g[d] = sigma * band_widening(wgt[0, sl], cfg)
+            flag = judged & (np.abs(dev) > k * band_g[d])
+            # A one-off amount or a holiday (u up for a known reason) neither
+            # adds evidence of a shift nor resets it.
+            ev = evidence(dev, raw, wgt[0, sl], cfg)
+            cusum, sustained = sustained_day(cusum, ev, judged & ~lumps[d] & ~H[d], cfg)
             flag |= sustained
             held = valid[d] & (flag | H[d] | lumps[d])
             accept = valid[d] & ~held
@@ -574,12 +571,14 @@ def _run(
                 shadow_on &= ~shift
 
     final = snapshot()
+    # A period in progress settles no neighbour (the one before stays pending).
+    flag_g, sust_g = settled_runs(flag_g, sust_g, lnU, base, band_g, warm_g & vol,
+                                  valid & ~in_progress, H | lumps, cfg)  # fmt: skip
     # The grids are zero where they were not finite: every use after the
     # loop is masked by ``valid`` or a positive value, which neither passes.
     level, side = levels_and_sigmas(
         base, learn_g, shift_g, R, valid, G, C, T, state, cfg, checkpoints
     )
-    sig = np.concatenate([sig_u[None], side.pop("sig")])
     for d, arrays in [*saved.items(), (n_days, final)]:
         arrays["ss"] = np.concatenate([arrays.pop("ss_u")[None], side["ss"][d]])
         arrays["sw"] = np.concatenate([arrays.pop("sw_u")[None], side["sw"][d]])
@@ -589,7 +588,8 @@ def _run(
         "gpu_hours_b": base[2],
         "tokens_b": base[3],
         "requests_b": base[1],
-        "sig": sig,
+        "band_sigma": band_g,
+        "sig": side.pop("sig"),  # of ln P, ln G, ln $/token
         "warm": warm_g,
         "flag": flag_g,
         "sustained": sust_g,

@@ -85,3 +85,76 @@ def sustained_day(
             cap=cfg.sustained_cap,
         )  # fmt: skip
     return s, held
+
+
+def settled_runs(
+    flag: np.ndarray,
+    sustained: np.ndarray,
+    ln_u: np.ndarray,
+    base: np.ndarray,
+    sigma: np.ndarray,
+    ready: np.ndarray,
+    valid: np.ndarray,
+    quiet: np.ndarray,
+    cfg: BaselineConfig,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The flags and sustained holds once each period's neighbours are known,
+    from the day loop's (day, period, series) grids: ``ln_u`` and ``base``
+    (the parts' baselines, cost and requests first) give ``ln(u / u_b)``,
+    ``sigma`` is the band's (``k`` of them beyond ``u_b`` flags), ``ready``:
+    warm with the volume.
+
+    - A period the detector holds alone (inside the band) is a rise only
+      next to another: one noisy day can cross ``h`` but is no sustained
+      shift. It stays flagged if the period after it is a rise, or if the
+      period before it is and its own ``ln(u / u_b)`` is over ``d / 2``
+      (a run's last day, not the normal day after it that the sum, still
+      high, carried over). The last period of a series (nothing after it
+      yet, or only a period in progress) keeps its hold, pending.
+    - The period before a rise run whose ``ln(u / u_b)`` was already over
+      ``d / 2`` (where the sum began to grow) is flagged with it: the run
+      began there, and a step's first day is the one a detector judging
+      each day as it comes misses most.
+
+    So a period's flag settles once the two after it are judged; the
+    recompute rewrites them (``analytics.unit_cost_resume``). ``quiet``:
+    periods that neither begin nor extend a run (holidays, one-off amounts);
+    neighbours are the series' next and previous ``valid`` periods (the
+    caller leaves out those in progress)."""
+    n_days, per_day, n = flag.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dev = ln_u - np.log(1000.0 * base[0] / base[1])
+    judged = ready & np.isfinite(dev)
+    band = judged & (np.abs(dev) > cfg.band_k * sigma)
+    grids = (flag, sustained, band, dev, judged, valid, quiet)
+    flag, sustained = _confirmed([g.reshape(n_days * per_day, n) for g in grids], cfg)
+    return flag.reshape(n_days, per_day, n), sustained.reshape(n_days, per_day, n)
+
+
+def _confirmed(
+    grids: list[np.ndarray], cfg: BaselineConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """``settled_runs`` on (period, series) arrays in time order: the flags,
+    holds, band flags, ``ln(u / u_b)``, judged, valid and quiet periods."""
+    flag, sustained, band, dev, judged, valid, quiet = grids
+    n, width = flag.shape
+    steps = np.arange(n)[:, None]
+    after = np.minimum.accumulate(np.where(valid, steps, n)[::-1], axis=0)[::-1]
+    before = np.maximum.accumulate(np.where(valid, steps, -1), axis=0)
+    nxt = np.vstack([after[1:], np.full((1, width), n)])
+    prv = np.vstack([np.full((1, width), -1), before[:-1]])
+    cols = np.arange(width)[None, :]
+
+    def at(arr: np.ndarray, where: np.ndarray, missing: bool) -> np.ndarray:
+        """``arr`` at each period's neighbour; ``missing`` where it has none."""
+        found = arr[np.clip(where, 0, n - 1), cols]
+        return np.where((where < 0) | (where >= n), missing, found)
+
+    edge = cfg.sustained_shift / 2
+    rise = flag & (dev > 0) & ~quiet
+    alone = sustained & ~band
+    keep = ~alone | at(rise, nxt, True) | (at(rise, prv, False) & (dev > edge))
+    flag = flag & keep
+    rising = flag & (dev > 0) & ~quiet
+    first = judged & ~flag & ~quiet & (dev > edge) & at(rising, nxt, False)
+    return flag | first, (sustained & keep) | first

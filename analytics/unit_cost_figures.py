@@ -164,12 +164,18 @@ def _detected(
     *,
     initial: BaselineState | None = None,
     checkpoints: list[pd.Timestamp] | None = None,
+    complete: np.ndarray | None = None,
 ) -> tuple[pd.DataFrame, dict[pd.Timestamp, BaselineState]]:
+    """``complete``: per row, whether its period has closed (``completeness``;
+    None: all have): one in progress settles no run of its neighbours."""
     units = unit_costs(
         frame.assign(tokens=frame["prompt_tokens"] + frame["generation_tokens"])
     )
     found, states = detect_run(
-        _detect_input(frame), keys=KEYS, time="period_start",
+        _detect_input(frame).assign(
+            in_progress=False if complete is None else ~np.asarray(complete)
+        ),
+        keys=KEYS, time="period_start",
         config=baseline_config(grain), initial=initial, checkpoints=checkpoints or [],
     )  # fmt: skip
     # The band per 1M tokens: the same EWMA state, cost over tokens (missing
@@ -562,6 +568,9 @@ def figures_compute(
             initial=resume.select(series_keys(frame)) if resume else None,
             checkpoints=checkpoint_days(
                 frames["day"], after=resume.day if resume else None
+            ),
+            complete=completeness(
+                frame, grain, inputs.hours, now=now, settle=settle, fleet=fleet
             ),
         )
         states[grain] = SavedStates(resume.day if resume else None, at_checkpoints)

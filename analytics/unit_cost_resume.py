@@ -25,20 +25,31 @@ def baseline_config(grain: str) -> BaselineConfig:
     return BaselineConfig(grain="day" if grain == "day" else "hour")
 
 
+# A period's flag settles once the two periods after it are judged
+# (``analytics.sustained.settled_runs``): a recompute from ``cutoff``
+# rewrites the days from two before it (the hours from the day before), and
+# runs from at least a day before its first rewritten period, whose flag
+# reads the period before it.
+SETTLING = {"day": pd.Timedelta(days=2), "hour": pd.Timedelta(days=1)}
+NEIGHBOUR = pd.Timedelta(days=1)
+
+
 def first_rewritten(cutoff: pd.Timestamp, grain: str) -> pd.Timestamp:
-    """The first period a recompute from ``cutoff`` rewrites at ``grain``: a
-    week or a month holding it is rewritten whole."""
+    """The first period a recompute from ``cutoff`` (the first day whose
+    inputs changed) rewrites at ``grain``: a week or a month holding the
+    first rewritten day is rewritten whole."""
     if grain in DETECTED_GRAINS:
-        return cutoff
-    return period_of([cutoff], grain)[0]
+        return cutoff - SETTLING[grain]
+    return period_of([cutoff - SETTLING["day"]], grain)[0]
 
 
 def latest_resume_day(cutoff: pd.Timestamp, grain: str) -> pd.Timestamp:
     """The latest saved state a recompute from ``cutoff`` may resume from:
-    days need the week and the month holding ``cutoff`` recomputed too."""
+    days need the week and the month they roll up into recomputed too."""
     if grain == "day":
-        return min(first_rewritten(cutoff, "week"), first_rewritten(cutoff, "month"))
-    return cutoff
+        first = min(first_rewritten(cutoff, "week"), first_rewritten(cutoff, "month"))
+        return first - NEIGHBOUR
+    return first_rewritten(cutoff, grain) - NEIGHBOUR
 
 
 def checkpoint_days(

@@ -25,6 +25,7 @@ def reference_run(
     *,
     known: np.ndarray | None = None,
     lumps: np.ndarray | None = None,
+    in_progress: np.ndarray | None = None,
 ) -> tuple[
     dict[str, np.ndarray], dict[int, dict[str, np.ndarray]], dict[str, np.ndarray]
 ]:
@@ -34,6 +35,8 @@ def reference_run(
     n_days, P, N = C.shape
     known = np.zeros((n_days, N), dtype=bool) if known is None else known
     lumps = np.zeros((n_days, P, N), dtype=bool) if lumps is None else lumps
+    if in_progress is None:
+        in_progress = np.zeros((n_days, P, N), dtype=bool)
     a = 0.5 ** (1.0 / cfg.halflife_obs)  # slot decay per accepted observation
     av = 0.5 ** (1.0 / (cfg.sigma_halflife_days * P))  # sigma decay per row
     al = 0.5 ** (1.0 / (cfg.level_halflife_days * P))  # traffic level decay per row
@@ -92,6 +95,7 @@ def reference_run(
     # Every day writes all of these: no need to fill them first.
     base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
     sig = np.empty((4, n_days, N))
+    band = np.empty((n_days, P, N))
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
     sust_g = np.zeros((n_days, P, N), dtype=bool)
@@ -143,7 +147,11 @@ def reference_run(
             warm = nobs[sl] >= cfg.min_obs
             dev = lnU[d] - ln_ub
             judged = warm & vol[d] & has_b
-            flag = judged & (np.abs(dev) > k * sigmas[0])
+            # A prediction interval: the slot's own uncertainty, relative to
+            # that of a settled slot (weight 1 / (1 - a)), widens the band.
+            widen = (1 + cfg.band_base / slot_w[0]) / (1 + cfg.band_base * (1 - a))
+            band[d] = sigmas[0] * np.sqrt(np.fmax(widen, 1.0))
+            flag = judged & (np.abs(dev) > k * band[d])
             # The sustained detector, period by period (analytics.sustained).
             for p in range(P):
                 if cfg.sustained_h <= 0:
@@ -159,7 +167,8 @@ def reference_run(
                 new = np.minimum(
                     np.maximum(cusum + z, 0.0), cfg.sustained_h + cfg.sustained_cap
                 )
-                judged_p = judged[p] & ~lumps[d, p]  # a one-off amount
+                # A one-off amount or a holiday: no evidence either way.
+                judged_p = judged[p] & ~lumps[d, p] & ~H[d, p]
                 cusum = np.where(judged_p, new, cusum)
                 sust_g[d, p] = judged_p & (cusum > cfg.sustained_h)
             flag = flag | sust_g[d]
@@ -265,12 +274,15 @@ def reference_run(
                 shadow_on &= ~shift
 
     final = snapshot()
+    flag_g, sust_g = _settled(flag_g, sust_g, lnU, base, band, warm_g & vol,
+                              valid & ~in_progress, H | lumps, cfg)  # fmt: skip
     figures = {
         "cost_b": base[0],
         "gpu_hours_b": base[2],
         "tokens_b": base[3],
         "requests_b": base[1],
-        "sig": sig,
+        "band_sigma": band,
+        "sig": sig[1:],
         "price_ratio": ratio_g,
         "warm": warm_g,
         "flag": flag_g,
@@ -279,3 +291,44 @@ def reference_run(
         "shift": shift_g,
     }
     return figures, saved, final
+
+
+def _settled(
+    flag: np.ndarray, sustained: np.ndarray, ln_u: np.ndarray, base: np.ndarray,
+    sigma: np.ndarray, ready: np.ndarray, valid: np.ndarray, quiet: np.ndarray,
+    cfg: BaselineConfig,
+) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``analytics.sustained.settled_runs``, series by series over the list
+    of each series' periods."""
+    n_days, P, N = flag.shape
+    flag, sustained = flag.reshape(-1, N).copy(), sustained.reshape(-1, N).copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dev = (ln_u - np.log(1000.0 * base[0] / base[1])).reshape(-1, N)
+    sig = sigma.reshape(-1, N)
+    ready, valid, quiet = (g.reshape(-1, N) for g in (ready, valid, quiet))
+    edge = cfg.sustained_shift / 2
+    out_f, out_s = flag.copy(), sustained.copy()
+    for n in range(N):
+        periods = [t for t in range(len(flag)) if valid[t, n]]
+
+        def rise(t: int, f: np.ndarray, n: int = n) -> bool:
+            return bool(f[t, n] and dev[t, n] > 0 and not quiet[t, n])
+
+        for i, t in enumerate(periods):
+            judged = bool(ready[t, n] and np.isfinite(dev[t, n]))
+            band = judged and abs(dev[t, n]) > cfg.band_k * sig[t, n]
+            if sustained[t, n] and not band:
+                after = periods[i + 1] if i + 1 < len(periods) else None
+                before = periods[i - 1] if i > 0 else None
+                if not (
+                    after is None
+                    or rise(after, flag)
+                    or (before is not None and rise(before, flag) and dev[t, n] > edge)
+                ):
+                    out_f[t, n] = out_s[t, n] = False
+        for i, t in enumerate(periods[:-1]):
+            judged = bool(ready[t, n] and np.isfinite(dev[t, n]))
+            if (judged and not out_f[t, n] and not quiet[t, n] and dev[t, n] > edge
+                    and rise(periods[i + 1], out_f)):  # fmt: skip
+                out_f[t, n] = out_s[t, n] = True
+    return out_f.reshape(n_days, P, N), out_s.reshape(n_days, P, N)

@@ -283,10 +283,13 @@ def test_the_per_token_band_learns_the_spread_of_dollars_per_token() -> None:
     a = 0.5**0.5
     tokens_b = (a * 1e6 + 1.2e6) / (a + 1)
     assert out["baseline_per_1m_tokens"].iat[2] == pytest.approx(100.0 / tokens_b * 1e6)
-    # $ per 1k requests never moved: its sigma sits on the floor, the token
-    # band widened beyond it.
+    # $ per 1k requests never moved: its sigma sits on the floor (widened by
+    # what is left of the slot's own uncertainty after 11 observations), the
+    # token band widened beyond it.
     last = out.iloc[-1]
-    assert last["sigma"] == pytest.approx(0.06)
+    weight = sum(a**i for i in range(11))
+    widening = math.sqrt((1 + 1 / weight) / (1 + (1 - a)))
+    assert last["sigma"] == pytest.approx(0.06 * widening)
     assert last["sigma_tokens"] > 0.06
     assert last["upper_per_1m_tokens"] == pytest.approx(
         last["baseline_per_1m_tokens"] * math.exp(2.5 * last["sigma_tokens"])

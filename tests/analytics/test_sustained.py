@@ -13,8 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics.alert_rules import Period, RuleSpec, transitions
-from analytics.anomalies import detect
-from analytics.sustained import cusum_step
+from analytics.anomalies import detect, detect_run
+from analytics.baselines import BaselineConfig, baselines_compute
+from analytics.sustained import cusum_step, settled_runs
+from analytics.unit_cost_resume import first_rewritten, latest_resume_day
 
 START = pd.Timestamp("2025-01-06")  # a Monday
 N_DAYS = 140
@@ -65,6 +67,107 @@ def test_an_unjudged_period_neither_adds_nor_resets() -> None:
         s, np.array([-5.0]), np.array([False]), k=1.25, h=0.5, cap=0.5
     )
     assert new[0] == 0.8 and not held[0]
+
+
+# settled_runs on six days of one series per case: u_b = 1, sigma 0.05 (the
+# band at 2.5 sigmas is 0.125 in ln u), d / 2 = 0.09. Per case: ln(u / u_b)
+# by day, the days the band flags, the days the CUSUM holds, holidays, days
+# missing; then the flags once settled.
+SETTLE_CASES = {
+    "a noisy day held alone": ([0, 0, 0.11, 0, 0, 0], [], [2], [], [], []),
+    "two held days, and the day the sum began": (
+        [0, 0.10, 0.11, 0.11, 0, 0], [], [2, 3], [], [], [1, 2, 3]),
+    "the last day, pending": ([0, 0, 0, 0, 0, 0.11], [], [5], [], [], [5]),
+    "a band flag alone stands": ([0, 0.05, 0.2, 0, 0, 0], [2], [], [], [], [2]),
+    "a run's carried-over day": (
+        [0, 0, 0.2, 0.08, 0, 0], [2], [2, 3], [], [], [2]),
+    "a run's last day over d / 2": (
+        [0, 0, 0.2, 0.10, 0, 0], [2], [2, 3], [], [], [2, 3]),
+    "a holiday never begins a run": (
+        [0, 0.10, 0.2, 0.2, 0, 0], [2, 3], [3], [1], [], [2, 3]),
+    "neighbours skip a missing day": (
+        [0, 0, 0.11, 0, 0.11, 0], [], [2, 4], [], [3], [2, 4]),
+    "a fall is no neighbour": ([0, 0, 0.11, -0.2, 0, 0], [3], [2], [], [], [3]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(SETTLE_CASES))
+def test_a_held_day_stands_beside_another_rise_and_a_run_starts_where_it_began(
+    case: str,
+) -> None:
+    dev, band, held, holidays, missing, want = SETTLE_CASES[case]
+    days = len(dev)
+
+    def grid(on: list[int]) -> np.ndarray:
+        return np.isin(np.arange(days), on).reshape(days, 1, 1)
+
+    ln_u = np.asarray(dev, dtype=float).reshape(days, 1, 1)
+    base = np.stack([np.ones((days, 1, 1)), np.full((days, 1, 1), 1000.0)])
+    flag, sustained = settled_runs(
+        grid(band) | grid(held), grid(held), ln_u, base,
+        np.full((days, 1, 1), 0.05), np.ones((days, 1, 1), dtype=bool),
+        ~grid(missing), grid(holidays), BaselineConfig(),
+    )  # fmt: skip
+    assert np.flatnonzero(flag.ravel()).tolist() == want
+    assert not (sustained & ~flag).any()
+
+
+def test_a_resumed_recompute_rewrites_the_days_whose_flags_the_new_day_settles() -> (
+    None
+):
+    """A step whose first day (+7.5%: over d / 2 against this baseline,
+    inside the band, too little to hold alone) is the day before the cutoff:
+    the day that changed is the step's second (+25%), and it flags the
+    first. A recompute from the cutoff resumed from a saved state gives the
+    full run's flags from its first rewritten day on, the first included."""
+    rng = np.random.default_rng(11)
+    cost, requests = _series(rng, 1, noise=np.array([0.003]))
+    start = 70
+    cost[0, start] *= 1.075
+    cost[0, start + 1 : start + 6] *= 1.25
+    frame = _frame(cost, requests)
+    full, _ = detect_run(frame, sentences=False)
+    stamps = pd.date_range(START, periods=N_DAYS)
+    cutoff = stamps[start + 1]
+    assert full["flag"].iat[start] == "anomaly"  # flagged by the day after
+    # Before the cutoff's day was known the step's first day stood alone.
+    before, _ = detect_run(frame[frame["day"] < cutoff], sentences=False)
+    assert before["flag"].iat[start] != "anomaly"
+
+    resume = latest_resume_day(cutoff, "day")
+    _, states = detect_run(frame, sentences=False, checkpoints=[resume])
+    again, _ = detect_run(
+        frame[frame["day"] >= resume].reset_index(drop=True), sentences=False,
+        initial=states[resume],
+    )  # fmt: skip
+    first = first_rewritten(cutoff, "day")
+    assert first <= stamps[start]
+    mine = again[again["day"] >= first]["flag"].tolist()
+    assert mine == full[full["day"] >= first]["flag"].tolist()
+
+
+def test_a_day_in_progress_settles_no_run_before_it() -> None:
+    """A day the detector holds alone (+10%), then an ordinary day: closed,
+    the ordinary day drops the hold; still in progress, it leaves it
+    pending."""
+    rng = np.random.default_rng(11)
+    cost, requests = _series(rng, 1, noise=np.array([0.003]))
+    start = 70
+    cost[0, start] *= 1.10
+    frame = _frame(cost, requests).iloc[: start + 2]
+    held = baselines_compute(
+        frame.iloc[: start + 1].rename(columns={"day": "period_start"})
+    )
+    assert (
+        held["sustained"].iat[start]
+        and not held["upper"].iat[start] < held["u"].iat[start]
+    )
+    closed = detect(frame, sentences=False)
+    assert closed["flag"].iat[start] == ""
+    going = detect(
+        frame.assign(in_progress=np.arange(len(frame)) == start + 1), sentences=False
+    )
+    assert going["flag"].iat[start] == "anomaly"
 
 
 @settings(max_examples=25, deadline=None)

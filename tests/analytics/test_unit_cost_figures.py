@@ -13,6 +13,7 @@ from analytics.unit_cost_figures import (
     MONEY_COLUMNS,
     NOTE_OPEN,
     NUMBER_COLUMNS,
+    FiguresComputed,
     _aggregate_parts,
     _detected,
     figures_compute,
@@ -164,15 +165,23 @@ def test_from_a_cutoff_days_start_there_and_weeks_and_months_whole() -> None:
     )  # fmt: skip
     assert computed.series == {("deployment", "c"), ("team", "u"), ("fleet", "fleet")}
     firsts = {g: rows["period_start"].min() for g, rows in computed.figures.items()}
+    # The two days before the cutoff (their flags read the days after them:
+    # analytics.sustained.settled_runs) and the hours of the day before it.
     assert firsts == {
-        "day": cutoff,
-        "hour": cutoff,
+        "day": cutoff - pd.Timedelta(days=2),
+        "hour": cutoff - pd.Timedelta(days=1),
         "week": pd.Timestamp("2026-11-09"),
         "month": pd.Timestamp("2026-11-01"),
     }
     assert first_rewritten(cutoff, "week") == pd.Timestamp("2026-11-09")
-    assert latest_resume_day(cutoff, "day") == pd.Timestamp("2026-11-01")
-    assert latest_resume_day(cutoff, "hour") == cutoff
+    # A day before the first rewritten period, which reads its neighbour.
+    assert latest_resume_day(cutoff, "day") == pd.Timestamp("2026-10-31")
+    assert latest_resume_day(cutoff, "hour") == cutoff - pd.Timedelta(days=2)
+
+
+def _saved_before(full: FiguresComputed, latest: pd.Timestamp) -> pd.Timestamp:
+    """The day of the latest state ``full`` saved up to ``latest``."""
+    return max(day for day in full.states["day"].states if day <= latest)
 
 
 def test_a_saved_state_resumes_only_where_it_knows_every_earlier_series() -> None:
@@ -182,7 +191,7 @@ def test_a_saved_state_resumes_only_where_it_knows_every_earlier_series() -> Non
         settle=SETTLE,
     )  # fmt: skip
     cutoff = START + pd.Timedelta(days=38)
-    day = latest_resume_day(cutoff, "day")
+    day = _saved_before(full, latest_resume_day(cutoff, "day"))
     state = full.states["day"].states[day]
     frame = figure_frames(inputs, fleet="fleet")["day"]
     assert resumable(state, frame, "day") is state
@@ -200,7 +209,7 @@ def test_resumed_from_a_saved_state_the_figures_equal_the_full_run() -> None:
         settle=SETTLE,
     )  # fmt: skip
     cutoff = START + pd.Timedelta(days=38)
-    day = latest_resume_day(cutoff, "day")
+    day = _saved_before(full, latest_resume_day(cutoff, "day"))
     resumed = figures_compute(
         inputs, fleet="fleet", series=None, cutoff=cutoff,
         saved={"day": full.states["day"].states[day]}, now=NOW, settle=SETTLE,

@@ -62,9 +62,12 @@ def test_a_restated_day_resumes_from_the_monday_and_month_before_it(
     )
     unit_costs_recompute(now=LATER, since=w.START + timedelta(restated))
     incremental = snapshot()
-    # Days resume on 1 October (the month holding the day starts before its
-    # week), hours on the day's own Monday; neither from the first day.
-    assert ("day", pd.Timestamp("2026-10-01"), True) in starts
+    # The first rewritten day is two before it (Monday 5 October), and a run
+    # starts at least a day before its first rewritten period: days resume
+    # from the Monday before 1 October (the month holding the day starts
+    # before its week), hours (rewritten from 6 October) on Monday 5
+    # October; neither from the first day.
+    assert ("day", pd.Timestamp("2026-09-28"), True) in starts
     assert ("hour", pd.Timestamp("2026-10-05"), True) in starts
     assert all(resumed for _g, _d, resumed in starts)
     unit_costs_recompute(now=LATER)

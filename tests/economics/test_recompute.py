@@ -202,15 +202,17 @@ def test_a_restated_day_recomputed_incrementally_equals_the_full_recompute(
     result = unit_costs_recompute(now=LATER, since=(w.START + timedelta(restated)))
     incremental = snapshot()
     assert result.rows_written < len(before)
-    # Rows before the restated day were not rewritten; the day itself moved.
-    first = w.day_start(restated)
-    # Weeks and months holding the day are rewritten whole.
-    firsts = {"hour": first, "day": first, "week": w.day_start(14),
-              "month": datetime(2026, 9, 1, tzinfo=UTC)}  # fmt: skip
+    # Rows before the restated day were not rewritten but for the two days
+    # (and the hours of the day) before it, whose flags read the days after
+    # them (analytics.sustained.settled_runs); the day itself moved. Weeks
+    # and months holding those days are rewritten whole.
+    firsts = {"hour": w.day_start(restated - 1), "day": w.day_start(restated - 2),
+              "week": w.day_start(14), "month": datetime(2026, 9, 1, tzinfo=UTC)}  # fmt: skip
     for key, row in incremental.items():
         assert (row["computed_at"] == NOW) == (key[3] < firsts[key[2]]), key
-    assert incremental[("pool", "p", "day", first, "USD")]["cost"] == Decimal("700")
-    assert before[("pool", "p", "day", first, "USD")]["cost"] == w.POOL_DAY_BILL
+    moved = w.day_start(restated)
+    assert incremental[("pool", "p", "day", moved, "USD")]["cost"] == Decimal("700")
+    assert before[("pool", "p", "day", moved, "USD")]["cost"] == w.POOL_DAY_BILL
     with time_machine.travel(LATER, tick=False):
         call_command("unit_costs_recompute", verbosity=0)
     assert_same(incremental, snapshot())
@@ -283,10 +285,12 @@ def test_the_pipeline_after_a_telemetry_run_recomputes_its_deployments_from_its_
     assert set(rewritten.values_list("scope", "name").distinct()) == {
         ("deployment", "solo"), ("team", "t1"), ("fleet", "fleet"),
     }  # fmt: skip
-    # Days and hours from the run's first day; weeks and months holding it whole.
-    assert not rewritten.filter(
-        grain__in=["day", "hour"], period_start__lt=w.day_start(30)
-    ).exists()
+    # Days from two before the run's first day, hours from the day before it
+    # (their flags read the periods after them); weeks and months holding
+    # those days whole.
+    assert not rewritten.filter(grain="day", period_start__lt=w.day_start(28)).exists()
+    assert rewritten.filter(grain="day", period_start=w.day_start(28)).exists()
+    assert not rewritten.filter(grain="hour", period_start__lt=w.day_start(29)).exists()
     assert not rewritten.filter(period_start__lt=w.day_start(24)).exists()  # 1 Oct
     f = day("deployment", "solo", 30)
     assert f.requests == pytest.approx(hand_requests("solo", 30) * 0.05)
