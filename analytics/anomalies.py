@@ -55,6 +55,11 @@ OUTPUT_COLUMNS = (
 EXIT_OK, EXIT_INVALID = 0, 2
 NOTE_NO_GPU = "no gpu_hours: the cause is cost vs traffic only"
 NOTE_NO_TOKENS = "no tokens: no size part"
+# A series' latest period held by the sustained detector alone: the period
+# after it confirms or withdraws the flag (analytics.sustained.settled_runs).
+PENDING = (
+    " (pending: a small rise held alone, which the next period confirms or withdraws)"
+)
 
 
 BASE_PARTS = ("cost_b", "gpu_hours_b", "tokens_b", "requests_b")
@@ -163,6 +168,9 @@ def detect_run(
     )
     cause = np.full(n, "", dtype=object)
     cause[flagged] = parts["sentence"].to_numpy()
+    if sentences:
+        pending = base["pending"].to_numpy() & (flag == "anomaly")
+        cause[pending] = cause[pending] + PENDING
     values = {
         name: np.full(n, np.nan)
         for name in ("price", "fleet", "traffic", "size", "cost")

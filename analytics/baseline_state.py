@@ -57,7 +57,7 @@ class BaselineConfig:
     # interval (0: off) and cap above it, in nats.
     sustained_shift: float = 0.18
     sustained_h: float = 1.75
-    sustained_cap: float = 1.25
+    sustained_cap: float = 2.5
     # The floor under the sigma it divides by (the band's raw sigma, below the
     # band's floor: the evidence is weighed by the series' own noise), and
     # how much the baseline's own uncertainty (1 / the slot's EWMA weight)

@@ -116,10 +116,10 @@ def baselines_compute(
     flags stay on $ per 1k requests), ``warm`` (slot past warm-up),
     ``volume_ok``, ``flag`` (outside the band, or held by the sustained
     detector; settled by the periods around it: ``settled_runs``),
-    ``sustained`` (held by it), ``held`` (kept out of the
-    update), ``level_shift``, ``price_ratio`` (the known price change applied
-    to the baseline on that day, every row of the day; NaN: none) and
-    ``lump`` (a one-off amount, held out).
+    ``sustained`` (held by it), ``pending`` (a hold the next period confirms
+    or withdraws), ``held`` (kept out of the update), ``level_shift``,
+    ``price_ratio`` (the known price change applied to the baseline on that
+    day, every row of the day; NaN: none) and ``lump`` (a one-off amount).
     """
     return baselines_run(frame, keys=keys, time=time, config=config).figures
 
@@ -302,6 +302,7 @@ def baselines_run(
     columns["volume_ok"] = valid & (r_rows >= cfg.min_requests)
     columns["flag"] = rows_of(res["flag"])
     columns["sustained"] = rows_of(res["sustained"])
+    columns["pending"] = rows_of(res["pending"])
     columns["held"] = rows_of(res["held"])
     columns["level_shift"] = rows_of_day(res["shift"])
     columns["price_ratio"] = rows_of_day(res["price_ratio"])
@@ -318,7 +319,7 @@ def _empty(index: pd.Index) -> pd.DataFrame:
         "baseline_per_1m_tokens": float, "lower_per_1m_tokens": float,
         "upper_per_1m_tokens": float, "sigma_tokens": float,
         "warm": bool, "volume_ok": bool, "flag": bool, "sustained": bool, "held": bool,
-        "level_shift": bool, "price_ratio": float, "lump": bool,
+        "pending": bool, "level_shift": bool, "price_ratio": float, "lump": bool,
     }  # fmt: skip
     return pd.DataFrame({k: pd.Series(dtype=v, index=index) for k, v in cols.items()})
 
@@ -468,8 +469,8 @@ def _run(
                     price, np.clip(residual, -cfg.price_clip, cfg.price_clip), used,
                     cfg.price_settle_days,
                 )  # fmt: skip
+                # Not the held values: they were seen at the price in force.
                 num[0] *= scale[None, :]
-                shadow[0] *= scale[None, :]
                 np.divide(num[:, sl], wgt[:, sl], out=b)
             has_b = wgt[0, sl] > 0
             ln_ub = np.log(1000.0 * b[0] / b[1])
@@ -479,12 +480,12 @@ def _run(
             dev = lnU[d] - ln_ub
             judged = warm & vol[d] & has_b
             band_g[d] = sigma * band_widening(wgt[0, sl], cfg)
-            flag = judged & (np.abs(dev) > k * band_g[d])
+            outside = judged & (np.abs(dev) > k * band_g[d])
             # A one-off amount or a holiday (u up for a known reason) neither
             # adds evidence of a shift nor resets it.
             ev = evidence(dev, raw, wgt[0, sl], cfg)
             cusum, sustained = sustained_day(cusum, ev, judged & ~lumps[d] & ~H[d], cfg)
-            flag |= sustained
+            flag = outside | sustained
             held = valid[d] & (flag | H[d] | lumps[d])
             accept = valid[d] & ~held
             warm_g[d], flag_g[d], held_g[d] = warm, flag, held
@@ -524,8 +525,8 @@ def _run(
                 _masked_update(shadow_w, sl, smask, a, 1.0)
                 shadow_on |= held_after.any(axis=0)
 
-            # The run of held falls (not holidays) per series, the same way.
-            down = flag & (dev < 0) & ~H[d] & ~lumps[d]
+            # The run of the band's falls (not holidays) per series, the same way.
+            down = outside & (dev < 0) & ~H[d] & ~lumps[d]
             brk = valid[d] & ~down
             any_brk = brk.any(axis=0)
             last_brk = np.where(any_brk, P - 1 - np.argmax(brk[::-1], axis=0), -1)
@@ -563,17 +564,17 @@ def _run(
                 num = np.where(take, shadow, num)
                 wgt = np.where(take, shadow_w, wgt)
                 shift_g[d] |= shift
-                run[shift] = 0.0
-                run_down[shift] = 0.0
-                down_sum[shift] = 0.0
+                # ... and a price change still settling is superseded by them.
+                for arr in (run, run_down, down_sum, *price.values()):
+                    arr[shift] = 0.0
                 shadow[:, :, shift] = 0.0
                 shadow_w[:, :, shift] = 0.0
                 shadow_on &= ~shift
 
     final = snapshot()
     # A period in progress settles no neighbour (the one before stays pending).
-    flag_g, sust_g = settled_runs(flag_g, sust_g, lnU, base, band_g, warm_g & vol,
-                                  valid & ~in_progress, H | lumps, cfg)  # fmt: skip
+    settled = settled_runs(flag_g, sust_g, lnU, base, band_g, warm_g & vol,
+                           valid & ~in_progress, H | lumps, cfg)  # fmt: skip
     # The grids are zero where they were not finite: every use after the
     # loop is masked by ``valid`` or a positive value, which neither passes.
     level, side = levels_and_sigmas(
@@ -591,8 +592,7 @@ def _run(
         "band_sigma": band_g,
         "sig": side.pop("sig"),  # of ln P, ln G, ln $/token
         "warm": warm_g,
-        "flag": flag_g,
-        "sustained": sust_g,
+        **settled,  # flag, sustained, pending
         "held": held_g,
         "shift": shift_g,
         "price_ratio": ratio_g,

@@ -39,6 +39,11 @@ import numpy as np
 
 from analytics.baseline_state import BaselineConfig
 
+# The sum must pass h by this much (nats) to hold: a series and its copy at
+# another scale differ in the last bits of every residual, and a sum that
+# sits on h (a run of identical values can put it there) must decide alike.
+TIE = 1e-9
+
 
 def cusum_step(
     s: np.ndarray,
@@ -57,7 +62,7 @@ def cusum_step(
         return s, np.zeros(np.shape(s), dtype=bool)
     step = np.where(judged, np.nan_to_num(z, nan=0.0) - k, 0.0)
     new = np.where(judged, np.minimum(np.maximum(s + step, 0.0), h + cap), s)
-    return new, judged & (new > h)
+    return new, judged & (new > h + TIE)
 
 
 def evidence(
@@ -97,9 +102,10 @@ def settled_runs(
     valid: np.ndarray,
     quiet: np.ndarray,
     cfg: BaselineConfig,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The flags and sustained holds once each period's neighbours are known,
-    from the day loop's (day, period, series) grids: ``ln_u`` and ``base``
+) -> dict[str, np.ndarray]:
+    """``flag``, ``sustained`` and ``pending`` (a hold that the next period
+    will confirm or withdraw) once each period's neighbours are known, as
+    (day, period, series) grids like the day loop's: ``ln_u`` and ``base``
     (the parts' baselines, cost and requests first) give ``ln(u / u_b)``,
     ``sigma`` is the band's (``k`` of them beyond ``u_b`` flags), ``ready``:
     warm with the volume.
@@ -127,13 +133,11 @@ def settled_runs(
     judged = ready & np.isfinite(dev)
     band = judged & (np.abs(dev) > cfg.band_k * sigma)
     grids = (flag, sustained, band, dev, judged, valid, quiet)
-    flag, sustained = _confirmed([g.reshape(n_days * per_day, n) for g in grids], cfg)
-    return flag.reshape(n_days, per_day, n), sustained.reshape(n_days, per_day, n)
+    found = _confirmed([g.reshape(n_days * per_day, n) for g in grids], cfg)
+    return {k: g.reshape(n_days, per_day, n) for k, g in found.items()}
 
 
-def _confirmed(
-    grids: list[np.ndarray], cfg: BaselineConfig
-) -> tuple[np.ndarray, np.ndarray]:
+def _confirmed(grids: list[np.ndarray], cfg: BaselineConfig) -> dict[str, np.ndarray]:
     """``settled_runs`` on (period, series) arrays in time order: the flags,
     holds, band flags, ``ln(u / u_b)``, judged, valid and quiet periods."""
     flag, sustained, band, dev, judged, valid, quiet = grids
@@ -150,11 +154,18 @@ def _confirmed(
         found = arr[np.clip(where, 0, n - 1), cols]
         return np.where((where < 0) | (where >= n), missing, found)
 
+    # A neighbour that confirms points up past d / 2 itself (not a day the
+    # sum merely carried, nor a tie at the baseline that rounding can flip).
     edge = cfg.sustained_shift / 2
-    rise = flag & (dev > 0) & ~quiet
+    rise = flag & (dev > edge) & ~quiet
     alone = sustained & ~band
-    keep = ~alone | at(rise, nxt, True) | (at(rise, prv, False) & (dev > edge))
+    after_rise = at(rise, prv, False) & (dev > edge)
+    keep = ~alone | at(rise, nxt, True) | after_rise
     flag = flag & keep
-    rising = flag & (dev > 0) & ~quiet
+    rising = flag & (dev > edge) & ~quiet
     first = judged & ~flag & ~quiet & (dev > edge) & at(rising, nxt, False)
-    return flag | first, (sustained & keep) | first
+    return {
+        "flag": flag | first,
+        "sustained": (sustained & keep) | first,
+        "pending": alone & keep & (nxt >= n) & ~after_rise,
+    }

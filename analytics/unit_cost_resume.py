@@ -15,10 +15,15 @@ from analytics.unit_costs import period_of
 
 DETECTED_GRAINS = ("day", "hour")
 ROLLED_GRAINS = ("week", "month")
-# Baseline states are saved at the start of every Monday and every 1st of a
-# month over the last quarter: a restated day or a late hour resumes from the
-# one before the week and month that hold it (which are rewritten whole).
+# Baseline states are saved at the start of the day before every week and
+# every month over the last quarter (a Sunday, the month's last day): a
+# restated day resumes from the one before the week and month that hold it
+# (rewritten whole, and their first day reads the day before). And at the
+# start of each of the last RECENT_CHECKPOINTS days: a refresh's hours are
+# rewritten from yesterday and resume from the day before, which otherwise
+# meant the Sunday before, up to a week of hours.
 CHECKPOINT_DAYS = 100
+RECENT_CHECKPOINTS = 3
 
 
 def baseline_config(grain: str) -> BaselineConfig:
@@ -60,7 +65,8 @@ def checkpoint_days(
     stamps = pd.DatetimeIndex(days["period_start"])
     last = stamps.max().normalize()
     span = pd.date_range(last - pd.Timedelta(days=CHECKPOINT_DAYS), last, freq="D")
-    chosen = span[(span.weekday == 0) | (span.day == 1)]
+    before_period = (span.weekday == 6) | ((span + pd.Timedelta(days=1)).day == 1)
+    chosen = span[before_period | (span > last - pd.Timedelta(days=RECENT_CHECKPOINTS))]
     if after is not None:
         chosen = chosen[chosen > after]
     return list(chosen)

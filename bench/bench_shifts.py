@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         configs = [
             replace(base, sustained_h=h, sustained_cap=c, band_base=b)
             for h, c, b in itertools.product(
-                (1.5, 1.75, 2.0, 2.5), (0.75, 1.0, 1.25, 1.5), (0.0, 1.0, 2.0)
+                (1.5, 1.75, 2.0, 2.5), (1.0, 1.5, 2.0, 2.5, 3.0), (0.0, 1.0, 2.0)
             )
         ]  # fmt: skip
     rows = []

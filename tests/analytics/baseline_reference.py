@@ -131,7 +131,6 @@ def reference_run(
                 used = valid[d].any(axis=0) & ~moved & ~(H[d] | lumps[d]).any(axis=0)
                 scale = settle_step(price, residual, used, cfg.price_settle_days)
                 num[0] *= scale[None, :]
-                shadow[0] *= scale[None, :]
                 slot_num = num[:, sl]
                 slot_w = wgt[:, sl]
             b = slot_num / slot_w
@@ -151,7 +150,7 @@ def reference_run(
             # that of a settled slot (weight 1 / (1 - a)), widens the band.
             widen = (1 + cfg.band_base / slot_w[0]) / (1 + cfg.band_base * (1 - a))
             band[d] = sigmas[0] * np.sqrt(np.fmax(widen, 1.0))
-            flag = judged & (np.abs(dev) > k * band[d])
+            outside = judged & (np.abs(dev) > k * band[d])
             # The sustained detector, period by period (analytics.sustained).
             for p in range(P):
                 if cfg.sustained_h <= 0:
@@ -170,8 +169,8 @@ def reference_run(
                 # A one-off amount or a holiday: no evidence either way.
                 judged_p = judged[p] & ~lumps[d, p] & ~H[d, p]
                 cusum = np.where(judged_p, new, cusum)
-                sust_g[d, p] = judged_p & (cusum > cfg.sustained_h)
-            flag = flag | sust_g[d]
+                sust_g[d, p] = judged_p & (cusum > cfg.sustained_h + 1e-9)
+            flag = outside | sust_g[d]
             held = valid[d] & (flag | H[d] | lumps[d])
             accept = valid[d] & ~held
             warm_g[d], flag_g[d], held_g[d] = warm, flag, held
@@ -226,7 +225,8 @@ def reference_run(
                 shadow_on |= held_after.any(axis=0)
 
             # The run of held falls (not holidays) per series, the same way.
-            down = flag & (dev < 0) & ~H[d] & ~lumps[d]
+            # Only the band's falls: a day the CUSUM carries is no fall.
+            down = outside & (dev < 0) & ~H[d] & ~lumps[d]
             brk = valid[d] & ~down
             any_brk = brk.any(axis=0)
             last_brk = np.where(any_brk, P - 1 - np.argmax(brk[::-1], axis=0), -1)
@@ -267,6 +267,9 @@ def reference_run(
                 run[shift] = 0.0
                 run_down[shift] = 0.0
                 down_sum[shift] = 0.0
+                # A price change still settling: the held values supersede it.
+                for part in price.values():
+                    part[shift] = 0.0
                 lvl_num[shift] = 0.0
                 lvl_w[shift] = 0.0
                 shadow[:, :, shift] = 0.0
@@ -274,8 +277,8 @@ def reference_run(
                 shadow_on &= ~shift
 
     final = snapshot()
-    flag_g, sust_g = _settled(flag_g, sust_g, lnU, base, band, warm_g & vol,
-                              valid & ~in_progress, H | lumps, cfg)  # fmt: skip
+    flag_g, sust_g, pending = _settled(flag_g, sust_g, lnU, base, band, warm_g & vol,
+                                       valid & ~in_progress, H | lumps, cfg)  # fmt: skip
     figures = {
         "cost_b": base[0],
         "gpu_hours_b": base[2],
@@ -287,6 +290,7 @@ def reference_run(
         "warm": warm_g,
         "flag": flag_g,
         "sustained": sust_g,
+        "pending": pending,
         "held": held_g,
         "shift": shift_g,
     }
@@ -297,9 +301,9 @@ def _settled(
     flag: np.ndarray, sustained: np.ndarray, ln_u: np.ndarray, base: np.ndarray,
     sigma: np.ndarray, ready: np.ndarray, valid: np.ndarray, quiet: np.ndarray,
     cfg: BaselineConfig,
-) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """``analytics.sustained.settled_runs``, series by series over the list
-    of each series' periods."""
+    of each series' periods: the flags, holds and pending holds."""
     n_days, P, N = flag.shape
     flag, sustained = flag.reshape(-1, N).copy(), sustained.reshape(-1, N).copy()
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -308,11 +312,12 @@ def _settled(
     ready, valid, quiet = (g.reshape(-1, N) for g in (ready, valid, quiet))
     edge = cfg.sustained_shift / 2
     out_f, out_s = flag.copy(), sustained.copy()
+    pending = np.zeros_like(flag)
     for n in range(N):
         periods = [t for t in range(len(flag)) if valid[t, n]]
 
         def rise(t: int, f: np.ndarray, n: int = n) -> bool:
-            return bool(f[t, n] and dev[t, n] > 0 and not quiet[t, n])
+            return bool(f[t, n] and dev[t, n] > edge and not quiet[t, n])
 
         for i, t in enumerate(periods):
             judged = bool(ready[t, n] and np.isfinite(dev[t, n]))
@@ -320,15 +325,14 @@ def _settled(
             if sustained[t, n] and not band:
                 after = periods[i + 1] if i + 1 < len(periods) else None
                 before = periods[i - 1] if i > 0 else None
-                if not (
-                    after is None
-                    or rise(after, flag)
-                    or (before is not None and rise(before, flag) and dev[t, n] > edge)
-                ):
+                run_end = before is not None and rise(before, flag) and dev[t, n] > edge
+                if not (after is None or rise(after, flag) or run_end):
                     out_f[t, n] = out_s[t, n] = False
+                pending[t, n] = after is None and not run_end
         for i, t in enumerate(periods[:-1]):
             judged = bool(ready[t, n] and np.isfinite(dev[t, n]))
             if (judged and not out_f[t, n] and not quiet[t, n] and dev[t, n] > edge
                     and rise(periods[i + 1], out_f)):  # fmt: skip
                 out_f[t, n] = out_s[t, n] = True
-    return out_f.reshape(n_days, P, N), out_s.reshape(n_days, P, N)
+    shape = (n_days, P, N)
+    return out_f.reshape(shape), out_s.reshape(shape), pending.reshape(shape)

@@ -154,9 +154,25 @@ def test_the_baseline_stays_within_the_series_range(
     frame = _days(series_len, cost=np.array(cost) * 100, requests=np.array(req) * 1e5)
     out = baselines_compute(frame)
     u = 1000 * frame["cost"] / frame["requests"]
-    known = out["baseline"].notna()
+    # Until a level shift: a fall's rescale moves every slot by the fall's
+    # ratio, which takes a slot that sat above the fall's level below the
+    # lowest value seen (a price cut is not bounded by past prices).
+    known = out["baseline"].notna() & ~out["level_shift"].cummax()
     assert (out.loc[known, "baseline"] >= u.min() * (1 - 1e-12)).all()
     assert (out.loc[known, "baseline"] <= u.max() * (1 + 1e-12)).all()
+
+
+def test_a_held_run_that_becomes_the_level_is_the_level_it_held() -> None:
+    """Two days at half the unit cost are taken for a price cut (the slots
+    rescaled to it, settling over the next week); the cost comes back and is
+    held for 14 days, which become the new level: exactly the level held, not
+    moved again by the cut's settling (which once scaled the held values
+    too, and left the baseline 1.8% above every value the series had)."""
+    req = np.ones(series_len)
+    req[25:27] = 2.0
+    out = baselines_compute(_days(series_len, cost=100.0, requests=req * 1e5))
+    assert out["level_shift"].iat[26] and out["level_shift"].iat[40]
+    assert out["baseline"].iat[41] == pytest.approx(1.0, rel=1e-12)
 
 
 @given(noisy, noisy, st.integers(0, series_len - 1), st.floats(0.1, 10.0))

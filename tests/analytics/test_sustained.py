@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from analytics.alert_rules import Period, RuleSpec, transitions
-from analytics.anomalies import detect, detect_run
+from analytics.anomalies import PENDING, detect, detect_run
 from analytics.baselines import BaselineConfig, baselines_compute
 from analytics.sustained import cusum_step, settled_runs
 from analytics.unit_cost_resume import first_rewritten, latest_resume_day
@@ -103,13 +103,17 @@ def test_a_held_day_stands_beside_another_rise_and_a_run_starts_where_it_began(
 
     ln_u = np.asarray(dev, dtype=float).reshape(days, 1, 1)
     base = np.stack([np.ones((days, 1, 1)), np.full((days, 1, 1), 1000.0)])
-    flag, sustained = settled_runs(
+    settled = settled_runs(
         grid(band) | grid(held), grid(held), ln_u, base,
         np.full((days, 1, 1), 0.05), np.ones((days, 1, 1), dtype=bool),
         ~grid(missing), grid(holidays), BaselineConfig(),
     )  # fmt: skip
+    flag = settled["flag"]
     assert np.flatnonzero(flag.ravel()).tolist() == want
-    assert not (sustained & ~flag).any()
+    assert not (settled["sustained"] & ~flag).any()
+    # Only a hold with nothing after it waits on the next period.
+    pending = np.flatnonzero(settled["pending"].ravel()).tolist()
+    assert pending == ([5] if case == "the last day, pending" else [])
 
 
 def test_a_resumed_recompute_rewrites_the_days_whose_flags_the_new_day_settles() -> (
@@ -164,10 +168,9 @@ def test_a_day_in_progress_settles_no_run_before_it() -> None:
     )
     closed = detect(frame, sentences=False)
     assert closed["flag"].iat[start] == ""
-    going = detect(
-        frame.assign(in_progress=np.arange(len(frame)) == start + 1), sentences=False
-    )
+    going = detect(frame.assign(in_progress=np.arange(len(frame)) == start + 1))
     assert going["flag"].iat[start] == "anomaly"
+    assert going["cause"].iat[start].endswith(PENDING)
 
 
 @settings(max_examples=25, deadline=None)

@@ -35,15 +35,20 @@ def starts(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, pd.Timestamp, boo
     return seen
 
 
-def test_the_full_recompute_saves_a_state_every_monday_and_first_of_the_month(
+def test_the_full_recompute_saves_a_state_before_every_week_and_month_and_lately(
     world: w.World,
 ) -> None:
+    """At the start of every Sunday and month's last day (a week or month
+    is rewritten whole, its first day reading the day before), and of each of
+    the last three days (a refresh's hours resume two days back)."""
     unit_costs_recompute(now=NOW)
     days = sorted(
         BaselineCheckpoint.objects.filter(grain="day").values_list("day", flat=True)
     )
-    mondays = [w.START + timedelta(days=7 * k) for k in range(5)]
-    expected = sorted({*mondays, w.START.replace(month=10, day=1)})
+    sundays = [w.START + timedelta(days=6 + 7 * k) for k in range(5)]
+    last = w.START + timedelta(days=w.DAYS - 1)  # a Sunday
+    recent = [last - timedelta(days=k) for k in range(3)]
+    expected = sorted({*sundays, w.START.replace(day=30), *recent})
     assert days == expected
     hours = BaselineCheckpoint.objects.filter(grain="hour").values_list(
         "day", flat=True
@@ -51,7 +56,7 @@ def test_the_full_recompute_saves_a_state_every_monday_and_first_of_the_month(
     assert sorted(hours) == expected
 
 
-def test_a_restated_day_resumes_from_the_monday_and_month_before_it(
+def test_a_restated_day_resumes_from_the_day_before_its_week_and_month(
     world: w.World, starts: list[tuple[str, pd.Timestamp, bool]]
 ) -> None:
     unit_costs_recompute(now=NOW)
@@ -64,11 +69,11 @@ def test_a_restated_day_resumes_from_the_monday_and_month_before_it(
     incremental = snapshot()
     # The first rewritten day is two before it (Monday 5 October), and a run
     # starts at least a day before its first rewritten period: days resume
-    # from the Monday before 1 October (the month holding the day starts
-    # before its week), hours (rewritten from 6 October) on Monday 5
-    # October; neither from the first day.
-    assert ("day", pd.Timestamp("2026-09-28"), True) in starts
-    assert ("hour", pd.Timestamp("2026-10-05"), True) in starts
+    # on 30 September (the month holding the day starts before its week),
+    # hours (rewritten from 6 October) on Sunday 4 October; neither from the
+    # first day.
+    assert ("day", pd.Timestamp("2026-09-30"), True) in starts
+    assert ("hour", pd.Timestamp("2026-10-04"), True) in starts
     assert all(resumed for _g, _d, resumed in starts)
     unit_costs_recompute(now=LATER)
     assert_same(incremental, snapshot())
