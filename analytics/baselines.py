@@ -100,9 +100,9 @@ def baselines_compute(
     days, the hour for hours), ``cost`` and ``requests`` (required),
     ``gpu_hours`` and ``tokens`` (optional, NaN where unknown), ``holiday``
     and ``in_progress`` (optional bools; a period in progress is judged but
-    settles no run: ``settled_runs``), ``price_change`` and ``price_lump`` (optional text: a
-    known price change effective that day, a one-off amount on that day;
-    ``analytics.price_events``). One row per series and period.
+    settles no run: ``settled_runs``), ``price_change`` and ``price_lump``
+    (optional text: a known price change effective that day, a one-off amount
+    on that day; ``analytics.price_events``). One row per series and period.
 
     Returns a frame on the same index with: ``slot``, ``cost_b``,
     ``gpu_hours_b``, ``tokens_b``, ``requests_b`` (the slot's EWMA before the
@@ -469,7 +469,7 @@ def _run(
                     price, np.clip(residual, -cfg.price_clip, cfg.price_clip), used,
                     cfg.price_settle_days,
                 )  # fmt: skip
-                # Not the held values: they were seen at the price in force.
+                # The slots' price only: held values were seen at today's.
                 num[0] *= scale[None, :]
                 np.divide(num[:, sl], wgt[:, sl], out=b)
             has_b = wgt[0, sl] > 0

@@ -111,9 +111,10 @@ def settled_runs(
     warm with the volume.
 
     - A period the detector holds alone (inside the band) is a rise only
-      next to another: one noisy day can cross ``h`` but is no sustained
-      shift. It stays flagged if the period after it is a rise, or if the
-      period before it is and its own ``ln(u / u_b)`` is over ``d / 2``
+      next to another (a rise: flagged, its ``ln(u / u_b)`` over ``d / 2``):
+      one noisy day can cross ``h`` but is no sustained shift. It stays
+      flagged if the period after it is a rise, or if the period before it
+      is and its own ``ln(u / u_b)`` is over ``d / 2``
       (a run's last day, not the normal day after it that the sum, still
       high, carried over). The last period of a series (nothing after it
       yet, or only a period in progress) keeps its hold, pending.
