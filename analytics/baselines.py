@@ -430,6 +430,7 @@ def _run(
     # Every day writes all of these: no need to fill them first.
     base = np.empty((4, n_days, P, N))  # cost_b, requests_b, gpu_hours_b, tokens_b
     band_g = np.empty((n_days, P, N))  # the band's sigma of ln u, per row
+    out_g = np.zeros((n_days, P, N), dtype=bool)  # outside that band
     warm_g = np.zeros((n_days, P, N), dtype=bool)
     flag_g = np.zeros((n_days, P, N), dtype=bool)
     sust_g = np.zeros((n_days, P, N), dtype=bool)
@@ -488,7 +489,7 @@ def _run(
             flag = outside | sustained
             held = valid[d] & (flag | H[d] | lumps[d])
             accept = valid[d] & ~held
-            warm_g[d], flag_g[d], held_g[d] = warm, flag, held
+            warm_g[d], flag_g[d], held_g[d], out_g[d] = warm, flag, held, outside
             sust_g[d] = sustained
 
             # Sigma learns from accepted, volume-ok rows.
@@ -572,8 +573,7 @@ def _run(
                 shadow_on &= ~shift
 
     final = snapshot()
-    # A period in progress settles no neighbour (the one before stays pending).
-    settled = settled_runs(flag_g, sust_g, lnU, base, band_g, warm_g & vol,
+    settled = settled_runs(flag_g, sust_g, out_g, lnU, base, warm_g & vol,
                            valid & ~in_progress, H | lumps, cfg)  # fmt: skip
     # The grids are zero where they were not finite: every use after the
     # loop is masked by ``valid`` or a positive value, which neither passes.

@@ -95,9 +95,9 @@ def sustained_day(
 def settled_runs(
     flag: np.ndarray,
     sustained: np.ndarray,
+    band: np.ndarray,
     ln_u: np.ndarray,
     base: np.ndarray,
-    sigma: np.ndarray,
     ready: np.ndarray,
     valid: np.ndarray,
     quiet: np.ndarray,
@@ -105,10 +105,11 @@ def settled_runs(
 ) -> dict[str, np.ndarray]:
     """``flag``, ``sustained`` and ``pending`` (a hold that the next period
     will confirm or withdraw) once each period's neighbours are known, as
-    (day, period, series) grids like the day loop's: ``ln_u`` and ``base``
-    (the parts' baselines, cost and requests first) give ``ln(u / u_b)``,
-    ``sigma`` is the band's (``k`` of them beyond ``u_b`` flags), ``ready``:
-    warm with the volume.
+    (day, period, series) grids like the day loop's: ``band`` the periods
+    outside the band, ``ln_u`` and ``base`` (the parts' baselines, cost and
+    requests first) give ``ln(u / u_b)``, ``ready``: warm with the volume.
+    A period in progress is left out of ``valid`` by the caller: it settles
+    no neighbour, and the one before it stays pending.
 
     - A period the detector holds alone (inside the band) is a rise only
       next to another (a rise: flagged, its ``ln(u / u_b)`` over ``d / 2``):
@@ -126,13 +127,11 @@ def settled_runs(
     So a period's flag settles once the two after it are judged; the
     recompute rewrites them (``analytics.unit_cost_resume``). ``quiet``:
     periods that neither begin nor extend a run (holidays, one-off amounts);
-    neighbours are the series' next and previous ``valid`` periods (the
-    caller leaves out those in progress)."""
+    neighbours are the series' next and previous ``valid`` periods."""
     n_days, per_day, n = flag.shape
     with np.errstate(divide="ignore", invalid="ignore"):
         dev = ln_u - np.log(1000.0 * base[0] / base[1])
     judged = ready & np.isfinite(dev)
-    band = judged & (np.abs(dev) > cfg.band_k * sigma)
     grids = (flag, sustained, band, dev, judged, valid, quiet)
     found = _confirmed([g.reshape(n_days * per_day, n) for g in grids], cfg)
     return {k: g.reshape(n_days, per_day, n) for k, g in found.items()}
@@ -158,13 +157,13 @@ def _confirmed(grids: list[np.ndarray], cfg: BaselineConfig) -> dict[str, np.nda
     # A neighbour that confirms points up past d / 2 itself (not a day the
     # sum merely carried, nor a tie at the baseline that rounding can flip).
     edge = cfg.sustained_shift / 2
-    rise = flag & (dev > edge) & ~quiet
+    up = (dev > edge) & ~quiet
+    rise = flag & up
     alone = sustained & ~band
     after_rise = at(rise, prv, False) & (dev > edge)
     keep = ~alone | at(rise, nxt, True) | after_rise
     flag = flag & keep
-    rising = flag & (dev > edge) & ~quiet
-    first = judged & ~flag & ~quiet & (dev > edge) & at(rising, nxt, False)
+    first = judged & ~flag & up & at(flag & up, nxt, False)
     return {
         "flag": flag | first,
         "sustained": (sustained & keep) | first,

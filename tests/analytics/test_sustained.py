@@ -69,10 +69,10 @@ def test_an_unjudged_period_neither_adds_nor_resets() -> None:
     assert new[0] == 0.8 and not held[0]
 
 
-# settled_runs on six days of one series per case: u_b = 1, sigma 0.05 (the
-# band at 2.5 sigmas is 0.125 in ln u), d / 2 = 0.09. Per case: ln(u / u_b)
-# by day, the days the band flags, the days the CUSUM holds, holidays, days
-# missing; then the flags once settled.
+# settled_runs on six days of one series per case: u_b = 1, d / 2 = 0.09,
+# a band about 0.125 wide in ln u. Per case: ln(u / u_b) by day, the days
+# outside the band, the days the CUSUM holds, holidays, days missing; then
+# the flags once settled.
 SETTLE_CASES = {
     "a noisy day held alone": ([0, 0, 0.11, 0, 0, 0], [], [2], [], [], []),
     "two held days, and the day the sum began": (
@@ -104,9 +104,9 @@ def test_a_held_day_stands_beside_another_rise_and_a_run_starts_where_it_began(
     ln_u = np.asarray(dev, dtype=float).reshape(days, 1, 1)
     base = np.stack([np.ones((days, 1, 1)), np.full((days, 1, 1), 1000.0)])
     settled = settled_runs(
-        grid(band) | grid(held), grid(held), ln_u, base,
-        np.full((days, 1, 1), 0.05), np.ones((days, 1, 1), dtype=bool),
-        ~grid(missing), grid(holidays), BaselineConfig(),
+        grid(band) | grid(held), grid(held), grid(band), ln_u, base,
+        np.ones((days, 1, 1), dtype=bool), ~grid(missing), grid(holidays),
+        BaselineConfig(),
     )  # fmt: skip
     flag = settled["flag"]
     assert np.flatnonzero(flag.ravel()).tolist() == want
