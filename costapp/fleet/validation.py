@@ -24,6 +24,9 @@ from costapp.sources.promql import selector_problem
 from costapp.validation import name_problem
 
 ENGINES = ("vllm", "sglang", "tgi")
+# Engines that run prefill and decode in separate pools (vLLM's KV
+# connectors, SGLang's PD disaggregation).
+DISAGGREGATED_ENGINES = ("vllm", "sglang")
 ALLOCATION_KEYS = ("gpu_hours", "requests")
 COST_RULE_KINDS = ("tag", "usage_type", "resource_id")
 SLUG = re.compile(r"^[-a-zA-Z0-9_]+$")
@@ -195,6 +198,34 @@ SERVING_ARGS: dict[str, tuple[str, float, float]] = {
 }
 
 
+def prefill_problems(entry: Mapping[str, Any]) -> list[Problem]:
+    """A disaggregated deployment's prefill engines are picked among the
+    series its own selector reads: without that selector there is nothing
+    to split, and an engine without prefill/decode disaggregation (TGI)
+    has no prefill pool."""
+    prefill = entry.get("prefill_selector") or ""
+    if not isinstance(prefill, str) or not prefill.strip():
+        return []
+    if not (entry.get("prometheus_selector") or "").strip():
+        return [
+            (
+                "prefill_selector",
+                f"{shown(prefill)}: needs a prometheus_selector matching both "
+                "the prefill and the decode engines",
+            )
+        ]
+    engine = entry.get("engine", "vllm")
+    if engine not in DISAGGREGATED_ENGINES:
+        return [
+            (
+                "prefill_selector",
+                f"{shown(prefill)}: engine {engine!r} has no prefill/decode "
+                f"disaggregation (only {', '.join(DISAGGREGATED_ENGINES)})",
+            )
+        ]
+    return []
+
+
 def serving_problems(serving: Any) -> list[Problem]:
     """A deployment's declared serving arguments, each strictly typed: a
     string "8192" or a true/false where a number goes is refused, named."""
@@ -288,10 +319,11 @@ def deployment_problems(
                 "span more GPUs than it has",
             )
         )
-    for field in ("prometheus_selector", "dcgm_selector"):
+    for field in ("prometheus_selector", "dcgm_selector", "prefill_selector"):
         problem = selector_problem(entry.get(field) or "")
         if problem is not None:
             problems.append((field, problem))
+    problems += prefill_problems(entry)
     problems += cost_rules_problems(entry.get("cost_rules"))
     problems += serving_problems(entry.get("serving"))
     if "target_utilisation" in entry:

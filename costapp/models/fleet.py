@@ -54,6 +54,12 @@ class Deployment(models.Model):
     # Matchers for the DCGM exporter series of this deployment's GPUs (the
     # exporter labels by host/pod, not by the engine's labels).
     dcgm_selector = models.CharField(max_length=500, blank=True)
+    # Prefill/decode disaggregation: matchers that pick the prefill engines
+    # among the series ``prometheus_selector`` matches; the others are the
+    # decode engines. Both see every request, so requests and output tokens
+    # are counted on the decode side and prompt tokens on the prefill side
+    # (docs/telemetry.md, "Disaggregated deployments"). Blank: one pool.
+    prefill_selector = models.CharField(max_length=500, blank=True)
     # Which bill lines are this deployment's: a list of
     # {"tag": {"key": k, "value": v}} | {"usage_type": u} | {"resource_id": r}.
     cost_rules = models.JSONField(default=list, blank=True)

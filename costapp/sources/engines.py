@@ -64,6 +64,18 @@ HISTOGRAM_METRICS = (
     "generation_tokens",
 )
 
+# Prefill/decode disaggregation: the engines of both pools count every
+# request (a prefill engine serves it with max_tokens=1 and finishes it for
+# "length"; the decode engine counts the transferred KV as prompt tokens of
+# its own). The fields only the prefill engines measure: the prompt, where
+# its tokens came from, the prefix cache and prefill time. Every other field
+# is the decode engines', which hold the request from its first token to its
+# last; replicas (GPU-seconds) are counted in both.
+PREFILL_POOL_FIELDS = frozenset(
+    {"prompt_tokens", "prompt_sources", "prefix_cache_queries",
+     "prefix_cache_hits", "prefill"}
+)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Role:

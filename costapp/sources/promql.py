@@ -9,6 +9,7 @@ read into a read of every series Prometheus holds.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -139,3 +140,21 @@ def selector_check(field: str, value: str) -> str:
     if problem is not None:
         raise SelectorError(f"{field}={problem}")
     return value.strip()
+
+
+def labels_match(matchers: Sequence[Matcher], labels: Mapping[str, str]) -> bool:
+    """Whether a series with ``labels`` is one ``matchers`` select, as
+    Prometheus decides it: a missing label reads as "", regular expressions
+    are anchored at both ends."""
+    for m in matchers:
+        value = labels.get(m.label, "")
+        if m.op == "=":
+            ok = value == m.value
+        elif m.op == "!=":
+            ok = value != m.value
+        else:
+            found = re.fullmatch(m.value, value) is not None
+            ok = found if m.op == "=~" else not found
+        if not ok:
+            return False
+    return True

@@ -27,9 +27,11 @@ from costapp.sources.base import (
 from costapp.sources.engines import (
     DCGM,
     ENGINES,
+    PREFILL_POOL_FIELDS,
     PROMPT_SOURCE_FIELDS,
     DeviceKey,
     EngineTable,
+    Role,
     counter_field,
     device_key,
     keeps_rank,
@@ -37,6 +39,7 @@ from costapp.sources.engines import (
 )
 from costapp.sources.prometheus.reader import LabelKey, RawSeries, _label_key
 from costapp.sources.prometheus.targets import Target
+from costapp.sources.promql import labels_match, selector_parse
 
 
 @dataclass
@@ -146,6 +149,21 @@ def _preferred(
     ]
 
 
+def pool_reads(target: Target) -> Callable[[dict[str, str], Role], bool] | None:
+    """For a disaggregated deployment, whether a series is read for a role:
+    the prefill engines' for ``PREFILL_POOL_FIELDS``, the decode engines'
+    for the rest, so that each request and token is counted once. None for
+    a deployment of one pool (every series read)."""
+    if not target.prefill_selector:
+        return None
+    matchers = selector_parse(target.prefill_selector)
+
+    def reads(labels: dict[str, str], role: Role) -> bool:
+        return labels_match(matchers, labels) == (role.field in PREFILL_POOL_FIELDS)
+
+    return reads
+
+
 def deployment_records(
     *,
     target: Target,
@@ -166,6 +184,9 @@ def deployment_records(
     table = ENGINES[target.engine]
     pairs = _preferred(series, table)
     interval = scrape_interval([s.t for s, _ in pairs], interval_default)
+    reads = pool_reads(target)
+    # A disaggregated deployment's replicas are both pools' engines.
+    up_parts: list[tuple[np.ndarray, np.ndarray]] = []
 
     counters: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
     gauges: dict[str, list[tuple[np.ndarray, np.ndarray]]] = defaultdict(list)
@@ -200,9 +221,14 @@ def deployment_records(
                     hours_seen.add(h)
                     newest[h] = max(newest.get(h, t), t)
         if role.kind == "gauge":
-            gauges[role.field].append((s.t, s.v * role.scale))
+            if reads is not None and role.field == table.up_field:
+                up_parts.append((s.t, s.v * role.scale))
+            if reads is None or reads(s.labels, role):
+                gauges[role.field].append((s.t, s.v * role.scale))
             continue
         if role.kind not in {"counter", "histogram"}:
+            continue
+        if reads is not None and not reads(s.labels, role):
             continue
         # A series with two roles (TGI's length-histogram sum is also its token
         # counter) is turned into increases once, then routed to both.
@@ -248,13 +274,11 @@ def deployment_records(
             gauge_stats[name] = {
                 h: (m, x) for h, (m, x, _) in hourly_gauge_stats(times, sums).items()
             }
-        if name == table.up_field:
-            stats = hourly_gauge_stats(times, counts)
-            per_hour = HOUR_S / interval
-            for hour, (mean, top, slots) in stats.items():
-                # Replica-seconds seen, over the hour (a replica up for half of
-                # the hour counts one half).
-                replicas[hour] = (mean * slots / per_hour, top)
+        if name == table.up_field and reads is None:
+            replicas = _replicas(times, counts, interval)
+    if up_parts:
+        times, _, _, counts = slot_totals(up_parts, interval)
+        replicas = _replicas(times, counts, interval)
 
     records: list[Record] = []
     for h in sorted(hours_seen):
@@ -322,6 +346,18 @@ def deployment_records(
                 )
             )
     return records
+
+
+def _replicas(
+    times: np.ndarray, counts: np.ndarray, interval: float
+) -> dict[int, tuple[float, float]]:
+    """Per hour: replica-seconds seen over the hour (a replica up for half of
+    the hour counts one half) and the most replicas in one scrape slot."""
+    per_hour = HOUR_S / interval
+    return {
+        hour: (mean * slots / per_hour, top)
+        for hour, (mean, top, slots) in hourly_gauge_stats(times, counts).items()
+    }
 
 
 def device_records(

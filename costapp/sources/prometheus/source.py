@@ -65,7 +65,10 @@ from costapp.sources.prometheus.records import (
 )
 from costapp.sources.prometheus.statics import engine_statics
 from costapp.sources.prometheus.targets import Options, Target, plan_steps
-from costapp.sources.prometheus.unmatched import unmatched_reason
+from costapp.sources.prometheus.unmatched import (
+    prefill_split_reason,
+    unmatched_reason,
+)
 from costapp.sources.promql import selector_problem
 
 logger = logging.getLogger(__name__)
@@ -226,6 +229,12 @@ class PrometheusSource:
                     "empty result)"
                 )
                 self.selector_errors.append(error)
+            split = names and prefill_split_reason(target, found)
+            if split:
+                # Read as one pool, every request would count twice: not read.
+                error = f"{target.name}: {split}"
+                self.selector_errors.append(error)
+                names = []
             label_sets: dict[str, list[dict[str, str]]] = defaultdict(list)
             cache_config: dict[str, str] = {}
             for s in found:

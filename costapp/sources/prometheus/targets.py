@@ -24,6 +24,9 @@ class Target:
     selector: str  # label matchers without braces
     gpu_share: float = 1.0  # GPUs per replica when no DCGM selector is given
     dcgm_selector: str = ""
+    # Matchers picking the prefill engines among ``selector``'s series (a
+    # disaggregated deployment); "" for one pool.
+    prefill_selector: str = ""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,7 @@ def targets_from_deployments(
             dcgm_selector=(
                 dcgm_selectors.get(d.name) or getattr(d, "dcgm_selector", "") or ""
             ).strip(),
+            prefill_selector=(getattr(d, "prefill_selector", "") or "").strip(),
         )
         for d in deployments
     ]
