@@ -17,13 +17,15 @@ per output token after the first, so its rule is on inter-token intervals.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import yaml
 
 from costapp.sources.engine_buckets import VLLM_BUCKETS
 from costapp.sources.engines import ENGINES
+from costapp.sources.prometheus.unmatched import matchers_text
+from costapp.sources.promql import selector_parse
 
 RATE_WINDOW = "5m"
 FOR = "10m"
@@ -46,6 +48,10 @@ class Target:
     engine: str
     selector: str
     slo_ms: Mapping[str, float]  # "slo_ttft_p95_ms" -> 1000
+    # A disaggregated deployment's SLOs are its decode engines' (they hold
+    # the request from its first token): the selector and the prefill
+    # engines' matcher negated; "" when PromQL cannot say it in one selector.
+    decode_selector: str = ""
 
 
 def targets(deployments: Iterable[Mapping[str, Any]]) -> list[Target]:
@@ -59,6 +65,7 @@ def targets(deployments: Iterable[Mapping[str, Any]]) -> list[Target]:
                 team=str(entry.get("team") or ""),
                 engine=str(entry.get("engine") or "vllm"),
                 selector=str(entry.get("prometheus_selector") or ""),
+                decode_selector=_decode_selector(entry),
                 slo_ms={
                     f"slo_{key}": float(slo[key])
                     for key in ("ttft_p95_ms", "itl_p95_ms")
@@ -67,6 +74,26 @@ def targets(deployments: Iterable[Mapping[str, Any]]) -> list[Target]:
             )
         )
     return [t for t in out if t.selector]
+
+
+_NEGATED = {"=": "!=", "!=": "=", "=~": "!~", "!~": "=~"}
+
+
+def _decode_selector(entry: Mapping[str, Any]) -> str:
+    """The selector of a deployment's decode engines: all of its engines
+    without a disaggregated deployment, those outside the prefill
+    selector's one matcher with one, "" for a prefill selector of several
+    matchers (not one matcher's negation: not expressible in a selector)."""
+    selector = str(entry.get("prometheus_selector") or "")
+    prefill = selector_parse(str(entry.get("prefill_selector") or ""))
+    if not prefill:
+        return selector
+    if len(prefill) > 1:
+        return ""
+    (m,) = prefill
+    return ",".join(
+        p for p in (selector, matchers_text([replace(m, op=_NEGATED[m.op])])) if p
+    )
 
 
 def edge_at_or_below(edges: tuple[float, ...], seconds: float) -> float | None:
@@ -106,6 +133,13 @@ def slo_rule(t: Target, metric: str) -> tuple[dict[str, Any] | None, str]:
     _, key, short, long, counted = next(m for m in SLO_METRICS if m[0] == metric)
     if key not in t.slo_ms:
         return None, ""
+    if not t.decode_selector:
+        return (
+            None,
+            f"{t.name}: {short} SLO not written: its prefill_selector has several "
+            "matchers, and the decode engines (all but those) are not one PromQL "
+            "selector; write the prefill engines as one matcher",
+        )
     threshold_s = t.slo_ms[key] / 1000
     edges = BUCKETS.get(t.engine, {}).get(metric)
     base = _newest(t.engine, "histogram", metric)
@@ -120,7 +154,7 @@ def slo_rule(t: Target, metric: str) -> tuple[dict[str, Any] | None, str]:
             None,
             f"{t.name}: {short} SLO {t.slo_ms[key]:g} ms is below the first bucket edge",
         )
-    sel = t.selector
+    sel = t.decode_selector
     count = f"sum(rate({base}_count{{{sel}}}[{RATE_WINDOW}]))"
     within = f'sum(rate({base}_bucket{{{sel},le="{le_label(edge)}"}}[{RATE_WINDOW}]))'
     return {

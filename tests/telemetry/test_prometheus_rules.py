@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 from django.core.management import call_command
 
 from costapp.sources.engine_buckets import VLLM_BUCKETS
-from costapp.telemetry.prometheus_rules import edge_at_or_below, le_label
+from costapp.telemetry.prometheus_rules import (
+    edge_at_or_below,
+    le_label,
+    rules_document,
+)
 from tests.support.services import require_binary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -142,3 +147,81 @@ def test_the_ttft_rule_fires_over_5_percent_of_requests_and_not_under(
         timeout=60,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _disaggregated(prefill_selector: str) -> dict[str, Any]:
+    return {
+        "name": "chat-pd",
+        "team": "assistant",
+        "engine": "vllm",
+        "prometheus_selector": 'namespace="assistant"',
+        "prefill_selector": prefill_selector,
+        "slo": {"ttft_p95_ms": 1000},
+    }
+
+
+def test_a_disaggregated_deployments_slo_is_its_decode_engines(tmp_path: Path) -> None:
+    """The prefill engines answer their one-token requests fast: read with
+    the decode engines, 100 of them a minute would hide 10% of requests
+    over the SLO. The rule reads the decode engines only, and fires."""
+    promtool = require_binary("promtool")
+    rules = tmp_path / "rules.yml"
+    rules.write_text(
+        rules_document([_disaggregated('pod=~"chat-prefill-.*"')], source="f.yaml")
+    )
+    assert 'pod!~"chat-prefill-.*"' in rules.read_text()
+    name = "vllm:time_to_first_token_seconds"
+    series = []
+    for pod, over, under in (("chat-prefill-0", 0, 100), ("chat-decode-0", 10, 90)):
+        sel = f'namespace="assistant",pod="{pod}"'
+        series += [
+            {"series": f'{name}_bucket{{{sel},le="1.0"}}', "values": f"0+{under}x60"},
+            {
+                "series": f'{name}_bucket{{{sel},le="+Inf"}}',
+                "values": f"0+{over + under}x60",
+            },
+            {"series": f"{name}_count{{{sel}}}", "values": f"0+{over + under}x60"},
+        ]
+    test = {
+        "rule_files": [str(rules)],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "promql_expr_test": [
+                    {
+                        "expr": 'ALERTS{alertname="CostappTTFTSLO"}',
+                        "eval_time": "30m",
+                        "exp_samples": [
+                            {
+                                "labels": (
+                                    'ALERTS{alertname="CostappTTFTSLO",'
+                                    'alertstate="firing",deployment="chat-pd",'
+                                    'severity="warning",source="costapp",'
+                                    'team="assistant"}'
+                                ),
+                                "value": 1,
+                            }
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "test.yml"
+    path.write_text(yaml.safe_dump(test, sort_keys=False))
+    done = subprocess.run(
+        [promtool, "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_prefill_selector_of_several_matchers_says_why_no_slo_rule() -> None:
+    text = rules_document([_disaggregated('role="prefill",zone="a"')], source="f.yaml")
+    assert "# Not written: chat-pd: TTFT SLO not written: its prefill_selector" in text
+    assert "CostappTTFTSLO" not in text
+    assert "CostappKVCacheHigh" in text  # both pools' KV cache still watched
