@@ -229,7 +229,7 @@ class PrometheusSource:
                     "empty result)"
                 )
                 self.selector_errors.append(error)
-            split = names and prefill_split_reason(target, found)
+            split = prefill_split_reason(target, found) if names else ""
             if split:
                 # Read as one pool, every request would count twice: not read.
                 error = f"{target.name}: {split}"
