@@ -1,0 +1,225 @@
+"""The compiled one-pass parser of a matrix answer's ``values`` blocks (numba).
+
+matrix.py imports this module on its first decode only: numba's import and
+the loading of the compiled code (cached on disk by ``cache=True``) then stay
+out of the processes that never read Prometheus (web, beat). ``nogil`` lets
+the client's reader threads parse at the same time.
+
+The parser reads exactly the layout Prometheus writes (util/jsonutil):
+``[1709510415,"1"],[1709510415.300,"0.25"]``, timestamps in seconds with 3
+decimals when not whole, values by Go's ``strconv.AppendFloat(f, 'f' or 'e',
+-1)`` or ``NaN``, ``+Inf``, ``-Inf``. A number is computed here only where
+that is exact; otherwise its text is handed back for an exact parser. Any
+other byte stops the parse (the caller then decodes the body with ``json``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# What the parser reports instead of a block count when the text is laid out
+# otherwise (spaces, quoted timestamps, a value that is no number, ...).
+OTHER_LAYOUT = -1
+
+# Where a series' samples start. Inside a JSON string every '"' is escaped,
+# so this can only be the real key.
+_KEY = np.frombuffer(b'"values":[[', dtype=np.uint8)
+_QUOTE, _COMMA, _OPEN, _CLOSE = ord('"'), ord(","), ord("["), ord("]")
+_MINUS, _PLUS, _DOT, _ZERO, _NINE = ord("-"), ord("+"), ord("."), ord("0"), ord("9")
+_EXPONENT, _EXPONENT_CAPITAL = ord("e"), ord("E")
+_NAN, _INF = np.frombuffer(b"NaN", np.uint8), np.frombuffer(b"Inf", np.uint8)
+
+# Clinger's fast path: a mantissa m < 2**53 is an exact double, and so is
+# 10**k for k <= 22 (5**22 < 2**53), so m * 10**k and m / 10**k are one
+# correctly rounded operation on exact operands: float() of the text.
+_EXACT_POWERS = np.array([float(10**k) for k in range(23)])
+_EXACT_MANTISSA = 1 << 53
+# More significant digits than this are not accumulated (10**18 < 2**63).
+_MAX_DIGITS = 18
+# The exponent stops growing here; anything past 22 is not exact anyway.
+_EXPONENT_CAP = 100_000
+
+# A number's outcome.
+_EXACT, _INEXACT, _MALFORMED = 0, 1, 2
+
+
+# Left for LLVM to inline: numba's own inlining (inline="always") of this
+# one made the parser three times slower.
+@numba.njit(cache=True, nogil=True)
+def _byte(text: np.ndarray, i: int) -> int:
+    # numba does not check bounds: a text cut short reads as a 0 byte.
+    return int(text[i]) if i < text.size else 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _find(text: np.ndarray, word: np.ndarray, start: int) -> int:
+    last = text.size - word.size
+    i = start
+    while i <= last:
+        if text[i] == word[0]:
+            j = 1
+            while j < word.size and text[i + j] == word[j]:
+                j += 1
+            if j == word.size:
+                return i
+        i += 1
+    return -1
+
+
+@numba.njit(cache=True, nogil=True)
+def _matches(text: np.ndarray, i: int, word: np.ndarray) -> bool:
+    if i + word.size > text.size:
+        return False
+    for j in range(word.size):
+        if text[i + j] != word[j]:
+            return False
+    return True
+
+
+# Inlined by numba: called as functions returning tuples, they cost the
+# parser a sixth of its speed.
+@numba.njit(cache=True, nogil=True, inline="always")
+def _number(text: np.ndarray, i: int) -> tuple[int, float, int]:
+    """(end, value, outcome) of ``-?\\d+(\\.\\d+)?([eE][-+]?\\d+)?`` at ``i``.
+
+    The value is exact when the outcome is _EXACT; an _INEXACT number (too
+    many digits, too large a power of ten) is left for an exact parser.
+    """
+    negative = _byte(text, i) == _MINUS
+    if negative:
+        i += 1
+    mantissa = 0
+    start = i
+    while _ZERO <= _byte(text, i) <= _NINE:
+        if i - start < _MAX_DIGITS:
+            mantissa = mantissa * 10 + (int(text[i]) - _ZERO)
+        i += 1
+    digits = i - start  # leading zeros included: a few more go to Arrow
+    if digits == 0:
+        return i, 0.0, _MALFORMED
+    scale = 0  # the power of ten the mantissa is multiplied by
+    if _byte(text, i) == _DOT:
+        i += 1
+        fraction_start = i
+        while _ZERO <= _byte(text, i) <= _NINE:
+            if digits < _MAX_DIGITS:
+                mantissa = mantissa * 10 + (int(text[i]) - _ZERO)
+                scale -= 1
+            digits += 1
+            i += 1
+        if i == fraction_start:
+            return i, 0.0, _MALFORMED
+    if _byte(text, i) in (_EXPONENT, _EXPONENT_CAPITAL):
+        i += 1
+        sign = _byte(text, i)
+        if sign in (_MINUS, _PLUS):
+            i += 1
+        exponent_start = i
+        exponent = 0
+        while _ZERO <= _byte(text, i) <= _NINE:
+            if exponent < _EXPONENT_CAP:
+                exponent = exponent * 10 + (int(text[i]) - _ZERO)
+            i += 1
+        if i == exponent_start:
+            return i, 0.0, _MALFORMED
+        scale += -exponent if sign == _MINUS else exponent
+    if mantissa == 0 and digits <= _MAX_DIGITS:
+        value = 0.0
+    elif digits > _MAX_DIGITS or mantissa >= _EXACT_MANTISSA:
+        return i, 0.0, _INEXACT
+    elif 0 <= scale <= 22:
+        value = float(mantissa) * _EXACT_POWERS[scale]
+    elif -22 <= scale < 0:
+        value = float(mantissa) / _EXACT_POWERS[-scale]
+    else:
+        return i, 0.0, _INEXACT
+    return i, -value if negative else value, _EXACT
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _value(text: np.ndarray, i: int) -> tuple[int, float, int]:
+    """(end, value, outcome) of a sample's value text at ``i``: a number, or
+    NaN, +Inf, -Inf as Go writes them."""
+    first = _byte(text, i)
+    if first == _NAN[0] and _matches(text, i, _NAN):
+        return i + 3, np.nan, _EXACT
+    if first in (_PLUS, _MINUS) and _matches(text, i + 1, _INF):
+        return i + 4, np.inf if first == _PLUS else -np.inf, _EXACT
+    return _number(text, i)
+
+
+@numba.njit(cache=True, nogil=True)
+def parse_values_blocks(
+    body: np.ndarray,
+    spans: np.ndarray,
+    firsts: np.ndarray,
+    times: np.ndarray,
+    values: np.ndarray,
+    inexact_slots: np.ndarray,
+    inexact_ends: np.ndarray,
+    inexact_text: np.ndarray,
+) -> tuple[int, int, int]:
+    """Parse every ``"values":[[t,"v"],...]]`` block of ``body`` in one pass.
+
+    Writes, per block b, the span of its text from the key to after the
+    closing "]]" (``spans[b]``) and where its samples start and end
+    (``firsts[b]``, ``firsts[b + 1]``); per sample k, ``times[k]`` and
+    ``values[k]``. A number that is not exact here is listed instead: its
+    slot (2k for a time, 2k + 1 for a value) in ``inexact_slots``, its text
+    appended to ``inexact_text``, where that text ends in ``inexact_ends``.
+
+    Returns (blocks, samples, inexact numbers), with OTHER_LAYOUT as the
+    block count when a block is laid out otherwise or an array is too small.
+    """
+    blocks = samples = inexact = 0
+    text_end = 0
+    pos = 0
+    while True:
+        key = _find(body, _KEY, pos)
+        if key < 0:
+            return blocks, samples, inexact
+        if blocks == spans.shape[0] or blocks + 1 >= firsts.size:
+            return OTHER_LAYOUT, 0, 0
+        spans[blocks, 0] = key
+        firsts[blocks] = samples
+        i = key + _KEY.size  # after the "[" that opens a pair
+        while True:
+            if samples == times.size:
+                return OTHER_LAYOUT, 0, 0
+            # t,"v"]
+            for is_value in (False, True):
+                end, number, outcome = _value(body, i) if is_value else _number(body, i)
+                if outcome == _MALFORMED:
+                    return OTHER_LAYOUT, 0, 0
+                if outcome == _INEXACT:
+                    if (
+                        inexact == inexact_slots.size
+                        or text_end + end - i > inexact_text.size
+                    ):
+                        return OTHER_LAYOUT, 0, 0
+                    inexact_slots[inexact] = 2 * samples + is_value
+                    inexact_text[text_end : text_end + end - i] = body[i:end]
+                    text_end += end - i
+                    inexact_ends[inexact] = text_end
+                    inexact += 1
+                if is_value:
+                    values[samples] = number
+                    if _byte(body, end) != _QUOTE or _byte(body, end + 1) != _CLOSE:
+                        return OTHER_LAYOUT, 0, 0
+                else:
+                    times[samples] = number
+                    if _byte(body, end) != _COMMA or _byte(body, end + 1) != _QUOTE:
+                        return OTHER_LAYOUT, 0, 0
+                i = end + 2
+            samples += 1
+            # ,[ before the next pair, or ] after the last
+            if _byte(body, i) == _COMMA and _byte(body, i + 1) == _OPEN:
+                i += 2
+            elif _byte(body, i) == _CLOSE:
+                spans[blocks, 1] = pos = i + 1
+                firsts[blocks + 1] = samples
+                blocks += 1
+                break
+            else:
+                return OTHER_LAYOUT, 0, 0
