@@ -98,11 +98,16 @@ def pack(counts: dict[str, int], limit: int) -> list[list[str]]:
 def merge_samples(
     parts: Sequence[tuple[npt.ArrayLike, npt.ArrayLike]],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Concatenate chunk results of one series; sort; drop repeated timestamps."""
+    """Concatenate chunk results of one series; sort; drop repeated timestamps.
+
+    A series read in one chunk is returned as it came (not copied)."""
     if not parts:
         return np.empty(0), np.empty(0)
-    t = np.concatenate([np.asarray(p[0], dtype=float) for p in parts])
-    v = np.concatenate([np.asarray(p[1], dtype=float) for p in parts])
+    if len(parts) == 1:
+        t, v = (np.asarray(x, dtype=float) for x in parts[0])
+    else:
+        t = np.concatenate([np.asarray(p[0], dtype=float) for p in parts])
+        v = np.concatenate([np.asarray(p[1], dtype=float) for p in parts])
     if t.size < 2 or bool(np.all(t[1:] > t[:-1])):
         # The usual case (chunks in order, no edge sample twice): no sort.
         return t, v
