@@ -256,7 +256,25 @@ def test_edge_values_read_exactly_as_float_reads_them(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "timestamp", ["1709510415.300", "1709510415.007", "-1.500", "0.001", "1e9"]
+    "timestamp",
+    [
+        # Prometheus's own (10 digits, 3 decimals when not whole), then
+        # numbers next to that layout: read by the general path.
+        "1709510415.300",
+        "1709510415.007",
+        "9999999999.999",
+        "1000000000",
+        "1709510415.1",
+        "1709510415.12",
+        "1709510415.1234",
+        "17095104150",
+        "170951041",
+        "170951041.500",
+        "1709510415e0",
+        "-1.500",
+        "0.001",
+        "1e9",
+    ],
 )
 def test_timestamps_with_milliseconds_read_exactly(timestamp: str) -> None:
     assert_same(matrix_text([{"metric": {}, "values": [[timestamp, "1"]]}]))
