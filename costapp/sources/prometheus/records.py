@@ -13,7 +13,6 @@ import numpy as np
 
 from analytics.telemetry import (
     HOUR_S,
-    counter_increases,
     hourly_counter_increases,
     hourly_gauge_stats,
 )
@@ -69,10 +68,13 @@ def _counter_hourly(
     if runs is None:
         hourly = hourly_counter_increases(t, v, born_in_window=born)
     else:
-        # hourly_counter_increases bit for bit: the same increases summed by
-        # np.bincount in the same order, without its two sorts.
-        sums = np.bincount(
-            runs.index, weights=counter_increases(v, born_in_window=born)
+        # Compiled on first use: numba stays out of processes without records.
+        from costapp.sources.prometheus.increases import hourly_increases
+
+        # hourly_counter_increases bit for bit: the same increases summed in
+        # the same order, without its two sorts.
+        sums = hourly_increases(
+            np.asarray(v, dtype=float), runs.first, runs.counts, bool(born)
         )
         hourly = dict(zip(runs.hours.tolist(), sums.tolist(), strict=True))
     state.last[key] = (float(s.t[-1]), float(s.v[-1]))
@@ -82,12 +84,11 @@ def _counter_hourly(
 @dataclass(frozen=True)
 class _Runs:
     """Samples in time order cut at the hours, as ``np.unique(hours,
-    return_index, return_counts, return_inverse)`` would give them."""
+    return_index, return_counts)`` would give them."""
 
     hours: np.ndarray
     first: np.ndarray
     counts: np.ndarray
-    index: np.ndarray
 
 
 class _HourRuns:
@@ -131,7 +132,6 @@ class _HourRuns:
             hours=hours[first],
             first=first,
             counts=np.diff(np.append(first, t.size)),
-            index=np.cumsum(starts) - 1,
         )
         known.append((t, runs))
         return runs
