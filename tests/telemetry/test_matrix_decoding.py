@@ -298,14 +298,14 @@ def test_values_prometheus_never_writes_fall_back_and_read_exactly(value: str) -
 
 
 def test_arrays_too_small_for_the_body_stop_the_parser() -> None:
-    from costapp.sources.prometheus import values_parser
+    from costapp.sources.prometheus import compiled
 
     body = np.frombuffer(
         matrix_text([{"metric": {}, "values": [[1, "2"]] * 3}]), np.uint8
     )
 
     def parse(blocks: int, samples: int) -> int:
-        blocks_done, _, _ = values_parser.parse_values_blocks(
+        blocks_done, _, _ = compiled.parse_values_blocks(
             body,
             np.empty((blocks, 2), np.int64),
             np.empty(blocks + 1, np.int64),
@@ -318,8 +318,8 @@ def test_arrays_too_small_for_the_body_stop_the_parser() -> None:
         return int(blocks_done)
 
     assert parse(1, 3) == 1
-    assert parse(1, 2) == values_parser.OTHER_LAYOUT
-    assert parse(0, 3) == values_parser.OTHER_LAYOUT
+    assert parse(1, 2) == compiled.OTHER_LAYOUT
+    assert parse(0, 3) == compiled.OTHER_LAYOUT
 
 
 def test_answers_decoded_in_threads_at_once_read_the_same() -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from analytics.telemetry import counter_increases
 from costapp.sources.base import DeploymentHourRecord
 from costapp.sources.prometheus import Target
-from costapp.sources.prometheus.increases import hourly_increases
+from costapp.sources.prometheus.compiled import hourly_increases
 from costapp.sources.prometheus.reader import RawSeries
 from costapp.sources.prometheus.records import CounterState, deployment_records
 
@@ -109,3 +110,20 @@ def test_compiled_hourly_increases_are_bincount_of_counter_increases(
     want = np.bincount(run_of_sample, weights=counter_increases(v, born_in_window=born))
     got = hourly_increases(v, first, counts, born)
     assert got.tobytes() == want.tobytes()
+
+
+def test_without_a_writable_cache_the_loops_are_compiled_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # numba refuses cache=True when no place is writable (read-only code,
+    # a user without a home): compiled per process rather than not at all.
+    from numba.core import caching
+
+    from costapp.sources.prometheus import compiled
+
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])
+
+    def add_one(x: int) -> int:
+        return x + 1
+
+    assert compiled._compiled()(add_one)(1) == 2

@@ -2,7 +2,7 @@
 
 At backfill sizes ``response.json()`` was half of the adapter's time: a list, a
 float and a str per sample, then the garbage collector walking them. Here one
-compiled pass (``values_parser``, numba) reads every ``values`` block of the
+compiled pass (``compiled``, numba) reads every ``values`` block of the
 body into float64 arrays, and only the labels go through ``json``.
 
 The parser computes a number itself only where that is exact (Clinger's fast
@@ -70,7 +70,7 @@ def _parse_values(
     block's times and values; None when a block is laid out otherwise."""
     # Imported on first use: numba's import and the compiled code's load
     # stay out of the processes that never decode a matrix.
-    from costapp.sources.prometheus import values_parser
+    from costapp.sources.prometheus import compiled
 
     size = len(body)
     # np.empty maps its pages on first write: the unused tail costs no memory.
@@ -81,7 +81,7 @@ def _parse_values(
     inexact_slots = np.empty(2 * times.size, dtype=np.int64)
     inexact_ends = np.empty_like(inexact_slots)
     inexact_text = np.empty(size, dtype=np.uint8)
-    blocks, _, inexact = values_parser.parse_values_blocks(
+    blocks, _, inexact = compiled.parse_values_blocks(
         np.frombuffer(body, dtype=np.uint8),
         spans,
         firsts,
@@ -91,7 +91,7 @@ def _parse_values(
         inexact_ends,
         inexact_text,
     )
-    if blocks == values_parser.OTHER_LAYOUT:
+    if blocks == compiled.OTHER_LAYOUT:
         return None
     if inexact and not _cast_exactly(
         inexact_slots[:inexact],

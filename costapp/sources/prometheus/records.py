@@ -69,7 +69,7 @@ def _counter_hourly(
         hourly = hourly_counter_increases(t, v, born_in_window=born)
     else:
         # Compiled on first use: numba stays out of processes without records.
-        from costapp.sources.prometheus.increases import hourly_increases
+        from costapp.sources.prometheus.compiled import hourly_increases
 
         # hourly_counter_increases bit for bit: the same increases summed in
         # the same order, without its two sorts.

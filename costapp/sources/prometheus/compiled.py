@@ -1,9 +1,10 @@
-"""The compiled one-pass parser of a matrix answer's ``values`` blocks (numba).
+"""The Prometheus adapter's compiled loops (numba): the matrix parser and the
+hourly counter increases.
 
-matrix.py imports this module on its first decode only: numba's import and
-the loading of the compiled code (cached on disk by ``cache=True``) then stay
+matrix.py and records.py import this module on first use only: numba's import
+and the loading of the compiled code (cached on disk, see ``_compiled``) stay
 out of the processes that never read Prometheus (web, beat). ``nogil`` lets
-the client's reader threads parse at the same time.
+the client's reader threads parse while the records are built.
 
 The parser reads exactly the layout Prometheus writes (util/jsonutil):
 ``[1709510415,"1"],[1709510415.300,"0.25"]``, timestamps in seconds with 3
@@ -15,8 +16,33 @@ other byte stops the parse (the caller then decodes the body with ``json``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, Literal
+
 import numba
 import numpy as np
+
+
+def _compiled(
+    inline: Literal["never", "always"] = "never",
+) -> Callable[[Any], Any]:
+    """``numba.njit``, cached on disk where numba finds a writable place.
+
+    numba writes to NUMBA_CACHE_DIR when set, else next to this file, else
+    to ~/.cache, and refuses ``cache=True`` when none is writable (code
+    owned by root, run by a user without a home, as in the image): the
+    functions are then compiled in each process (~10 s, on its first
+    decode) rather than not at all. The image sets NUMBA_CACHE_DIR.
+    """
+
+    def wrap(function: Any) -> Any:
+        try:
+            return numba.njit(cache=True, nogil=True, inline=inline)(function)
+        except RuntimeError:
+            return numba.njit(nogil=True, inline=inline)(function)
+
+    return wrap
+
 
 # What the parser reports instead of a block count when the text is laid out
 # otherwise (spaces, quoted timestamps, a value that is no number, ...).
@@ -46,13 +72,13 @@ _EXACT, _INEXACT, _MALFORMED = 0, 1, 2
 
 # Left for LLVM to inline: numba's own inlining (inline="always") of this
 # one made the parser three times slower.
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def _byte(text: np.ndarray, i: int) -> int:
     # numba does not check bounds: a text cut short reads as a 0 byte.
     return int(text[i]) if i < text.size else 0
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def _find(text: np.ndarray, word: np.ndarray, start: int) -> int:
     last = text.size - word.size
     i = start
@@ -67,7 +93,7 @@ def _find(text: np.ndarray, word: np.ndarray, start: int) -> int:
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def _matches(text: np.ndarray, i: int, word: np.ndarray) -> bool:
     if i + word.size > text.size:
         return False
@@ -79,7 +105,7 @@ def _matches(text: np.ndarray, i: int, word: np.ndarray) -> bool:
 
 # Inlined by numba: called as functions returning tuples, they cost the
 # parser a sixth of its speed.
-@numba.njit(cache=True, nogil=True, inline="always")
+@_compiled(inline="always")
 def _number(text: np.ndarray, i: int) -> tuple[int, float, int]:
     """(end, value, outcome) of ``-?\\d+(\\.\\d+)?([eE][-+]?\\d+)?`` at ``i``.
 
@@ -137,12 +163,12 @@ def _number(text: np.ndarray, i: int) -> tuple[int, float, int]:
     return i, -value if negative else value, _EXACT
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def _digit(text: np.ndarray, i: int) -> int:
     return int(text[i]) - _ZERO
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def _ten_digits(text: np.ndarray, i: int) -> int:
     """The 10 digits at ``i`` (in bounds) as an integer, or -1."""
     all_digits = True
@@ -168,7 +194,7 @@ def _ten_digits(text: np.ndarray, i: int) -> int:
     return high * 100000 + low
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def _three_digits(text: np.ndarray, i: int) -> int:
     """The 3 digits at ``i`` (in bounds) as an integer, or -1."""
     if not (
@@ -180,7 +206,7 @@ def _three_digits(text: np.ndarray, i: int) -> int:
     return _digit(text, i) * 100 + _digit(text, i + 1) * 10 + _digit(text, i + 2)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_compiled(inline="always")
 def _timestamp(text: np.ndarray, i: int) -> tuple[int, float, int]:
     """(end, value, outcome) of a sample's timestamp at ``i``.
 
@@ -203,7 +229,7 @@ def _timestamp(text: np.ndarray, i: int) -> tuple[int, float, int]:
     return _number(text, i)
 
 
-@numba.njit(cache=True, nogil=True, inline="always")
+@_compiled(inline="always")
 def _value(text: np.ndarray, i: int) -> tuple[int, float, int]:
     """(end, value, outcome) of a sample's value text at ``i``: a number, or
     NaN, +Inf, -Inf as Go writes them."""
@@ -215,7 +241,7 @@ def _value(text: np.ndarray, i: int) -> tuple[int, float, int]:
     return _number(text, i)
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def _keep_text(
     body: np.ndarray,
     start: int,
@@ -237,7 +263,7 @@ def _keep_text(
     return text_end + end - start
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled()
 def parse_values_blocks(
     body: np.ndarray,
     spans: np.ndarray,
@@ -335,3 +361,35 @@ def parse_values_blocks(
                 break
             else:
                 return OTHER_LAYOUT, 0, 0
+
+
+@_compiled()
+def hourly_increases(
+    values: np.ndarray, first: np.ndarray, counts: np.ndarray, born: bool
+) -> np.ndarray:
+    """Per run of samples (``counts[k]`` from ``first[k]``, the runs end to
+    end), the sum of the counter's reset-aware increases.
+
+    With ``np.bincount`` over ``counter_increases``' array (five numpy
+    passes and the calls between them) records.py's _counter_hourly took
+    ~70 us a series, the main part of the records' CPU in a backfill
+    (docs/benchmarks.md); with this loop, ~30.
+
+    Bit for bit ``np.bincount(run_of_each_sample, weights=counter_increases(
+    values, born_in_window=born))``: each increase is the same float (the
+    difference, or the value itself after a reset; the first sample's is its
+    value when born, else 0), and bincount adds them one by one in order
+    from 0.0, as here.
+    """
+    out = np.zeros(first.size)
+    for k in range(first.size):
+        total = 0.0
+        for i in range(first[k], first[k] + counts[k]):
+            if i == 0:
+                total += values[0] if born else 0.0
+                continue
+            delta = values[i] - values[i - 1]
+            # NaN compares false, as in np.where(delta >= 0, ...).
+            total += delta if delta >= 0 else values[i]
+        out[k] = total
+    return out
