@@ -14,6 +14,10 @@ COPY . .
 # not 4.9. tests/foundation/test_compose_commands.py runs this very line.
 RUN COSTAPP_STATIC_COLLECTED=true python manage.py collectstatic --noinput -v 0 -i widgetbundle.js -i datasets
 ENV COSTAPP_STATIC_COLLECTED=true
+# numba's compiled Prometheus loops (costapp/sources/prometheus/compiled.py)
+# are cached where the app user may write, on the volume web and worker
+# share: compiled once, not by every new worker process.
+ENV NUMBA_CACHE_DIR=/app/var/numba
 RUN useradd --system --uid 1000 costapp && mkdir -p /app/var && chown costapp /app/var
 USER costapp
 EXPOSE 8000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 from unittest import mock
@@ -21,7 +22,6 @@ from costapp.sources.prometheus import (
     PrometheusSource,
     Target,
 )
-from costapp.sources.prometheus import matrix as matrix_module
 from costapp.sources.prometheus.matrix import matrix_from_json
 from tests.telemetry.conftest import BUDGET, PromServer
 from tests.telemetry.synth import T0
@@ -111,16 +111,237 @@ def test_any_matrix_decodes_exactly_as_json_and_float_would(
     assert_same(matrix(result))
 
 
-@settings(max_examples=100, deadline=None)
-@given(st.lists(series, max_size=6), st.integers(1, 400))
-def test_blocks_parsed_in_groups_of_any_size_decode_the_same(
-    result: list[dict[str, Any]], chunk_bytes: int
+def go_text(v: float) -> str:
+    # Prometheus's own text (util/jsonutil.MarshalFloat): Go's shortest
+    # digits, positional unless |v| < 1e-6 or >= 1e21 ("1e-07", "1.5e+21").
+    if math.isnan(v) or math.isinf(v):
+        return prometheus_text(v)
+    if v == 0:
+        return "-0" if math.copysign(1, v) < 0 else "0"
+    if 1e-6 <= abs(v) < 1e21:
+        return np.format_float_positional(v, unique=True, trim="-")
+    return np.format_float_scientific(v, unique=True, trim="-", exp_digits=2)
+
+
+digits = st.text("0123456789", min_size=1, max_size=30)
+
+
+def decimals(integer: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    # Up to 30 digits on each side of the dot (past 15-17 significant digits
+    # the parser must not guess), exponents far beyond a double's range (to 0
+    # or inf), signs, -0.
+    return st.builds(
+        "{}{}{}{}".format,
+        st.sampled_from(["", "-"]),
+        integer,
+        st.one_of(st.just(""), digits.map(".{}".format)),
+        st.one_of(
+            st.just(""),
+            st.builds(
+                "{}{}{}".format,
+                st.sampled_from("eE"),
+                st.sampled_from(["", "+", "-"]),
+                st.integers(0, 400),
+            ),
+        ),
+    )
+
+
+# A timestamp is a JSON number (no leading zeros); a value's text is read by
+# float(), which takes them.
+json_decimal = decimals(
+    st.one_of(
+        st.just("0"), st.builds("{}{}".format, st.sampled_from("123456789"), digits)
+    )
+)
+any_decimal = decimals(digits)
+
+
+def series_of(times: st.SearchStrategy[Any], values: st.SearchStrategy[str]) -> Any:
+    return st.fixed_dictionaries(
+        {
+            "metric": st.dictionaries(st.sampled_from("abc"), label_text, max_size=2),
+            "values": st.lists(
+                st.tuples(times, values).map(list), min_size=1, max_size=30
+            ),
+        }
+    )
+
+
+def matrix_text(result: list[dict[str, Any]]) -> bytes:
+    # Numbers written as given (json.dumps would quote a str timestamp).
+    def pairs(values: list[list[Any]]) -> str:
+        return ",".join(f'[{t},"{v}"]' for t, v in values)
+
+    series_text = ",".join(
+        f'{{"metric":{json.dumps(s["metric"], separators=(",", ":"))},'
+        f'"values":[{pairs(s["values"])}]}}'
+        for s in result
+    )
+    return (
+        '{"status":"success","data":{"resultType":"matrix","result":['
+        f"{series_text}]}}}}"
+    ).encode()
+
+
+milliseconds = st.integers(-(10**13), 10**13)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        series_of(
+            # As Prometheus writes them: seconds, and 3 decimals when not whole.
+            milliseconds.map(
+                lambda ms: (
+                    f"{'-' if ms < 0 else ''}{abs(ms) // 1000}"
+                    + (f".{abs(ms) % 1000:03d}" if ms % 1000 else "")
+                )
+            ),
+            st.floats(allow_nan=True, allow_infinity=True).map(go_text),
+        ),
+        max_size=5,
+    )
+)
+def test_prometheus_text_is_read_by_the_compiled_parser_exactly(
+    result: list[dict[str, Any]],
 ) -> None:
-    # A group closes once it holds CHUNK_BYTES: from one block per group to
-    # all of them in one, each series keeps its own samples.
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(matrix_module, "CHUNK_BYTES", chunk_bytes)
-        assert_same(matrix(result))
+    # 17-digit values ("0.30000000000000004") go to Arrow, the rest is
+    # computed by the parser: both must equal float() of the text.
+    assert_same(matrix_text(result))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(series_of(json_decimal, any_decimal), min_size=1, max_size=4))
+def test_any_decimal_text_reads_exactly_as_float_reads_it(
+    result: list[dict[str, Any]],
+) -> None:
+    assert_same(matrix_text(result))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0",
+        "-0",
+        "-0.0",
+        "0e5",
+        "-0E-400",
+        "0.1",
+        "-0.30000000000000004",
+        "9007199254740993",  # 2**53 + 1: more than a double's mantissa
+        "9007199254740992.5",
+        "123456789012345678901234567890.123456789",
+        "1e22",
+        "1e23",  # not an exact product of doubles
+        "1e-22",
+        "1.5e+21",
+        "1e-07",
+        "4.9e-324",
+        "2.4703282292062327e-324",  # just under half the least subnormal: 0
+        "2.2250738585072011e-308",
+        "1.7976931348623157e308",
+        "1.7976931348623159e308",  # rounds to inf
+        "1e400",
+        "-1e-400",
+        "000123.4500",
+        "NaN",
+        "+Inf",
+        "-Inf",
+    ],
+)
+def test_edge_values_read_exactly_as_float_reads_them(text: str) -> None:
+    body = matrix_text([{"metric": {}, "values": [[1, text], [1709510415.3, text]]}])
+    assert_same(body)
+
+
+@pytest.mark.parametrize(
+    "timestamp",
+    [
+        # Prometheus's own (10 digits, 3 decimals when not whole), then
+        # numbers next to that layout: read by the general path.
+        "1709510415.300",
+        "1709510415.007",
+        "9999999999.999",
+        "1000000000",
+        "1709510415.1",
+        "1709510415.12",
+        "1709510415.1234",
+        "17095104150",
+        "170951041",
+        "170951041.500",
+        "1709510415e0",
+        "-1.500",
+        "0.001",
+        "1e9",
+    ],
+)
+def test_timestamps_with_milliseconds_read_exactly(timestamp: str) -> None:
+    assert_same(matrix_text([{"metric": {}, "values": [[timestamp, "1"]]}]))
+
+
+@pytest.mark.parametrize(
+    "value",
+    # float() reads these; Prometheus never writes them: read by json + float().
+    ["+1", " 1", "1 ", "1_000", ".5", "5.", "Infinity", "inf", "nan", "1e", "-"],
+)
+def test_values_prometheus_never_writes_fall_back_and_read_exactly(value: str) -> None:
+    body = matrix_text([{"metric": {}, "values": [[1, "2"], [3, value]]}])
+    try:
+        want = float(value)
+    except ValueError:
+        with pytest.raises(ValueError):
+            matrix_from_json(body)
+        return
+    [(_, _, v)] = matrix_from_json(body)
+    np.testing.assert_array_equal(v, [2.0, want])
+
+
+def test_arrays_too_small_for_the_body_stop_the_parser() -> None:
+    from costapp.sources.prometheus import compiled
+
+    body = np.frombuffer(
+        matrix_text([{"metric": {}, "values": [[1, "2"]] * 3}]), np.uint8
+    )
+
+    def parse(blocks: int, samples: int) -> int:
+        blocks_done, _, _ = compiled.parse_values_blocks(
+            body,
+            np.empty((blocks, 2), np.int64),
+            np.empty(blocks + 1, np.int64),
+            np.empty(samples),
+            np.empty(samples),
+            np.empty(2 * samples, np.int64),
+            np.empty(2 * samples, np.int64),
+            np.empty(body.size, np.uint8),
+        )
+        return int(blocks_done)
+
+    assert parse(1, 3) == 1
+    assert parse(1, 2) == compiled.OTHER_LAYOUT
+    assert parse(0, 3) == compiled.OTHER_LAYOUT
+
+
+def test_answers_decoded_in_threads_at_once_read_the_same() -> None:
+    # The parser releases the GIL: the client's readers run it side by side.
+    bodies = [
+        matrix(
+            [
+                {
+                    "metric": {"i": str(i)},
+                    "values": [[t, str(t * i / 7)] for t in range(2000)],
+                }
+            ]
+        )
+        for i in range(8)
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(matrix_from_json, bodies))
+    for body, decoded in zip(bodies, got, strict=True):
+        want = reference(body)
+        for (_, t, v), (_, wt, wv) in zip(decoded, want, strict=True):
+            np.testing.assert_array_equal(t, wt)
+            np.testing.assert_array_equal(v, wv)
 
 
 def test_labels_that_look_like_the_values_key_do_not_confuse_the_decoder() -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from analytics.telemetry import counter_increases
 from costapp.sources.base import DeploymentHourRecord
 from costapp.sources.prometheus import Target
+from costapp.sources.prometheus.compiled import hourly_increases
 from costapp.sources.prometheus.reader import RawSeries
 from costapp.sources.prometheus.records import CounterState, deployment_records
 
@@ -81,3 +84,46 @@ def test_with_dcgm_an_hour_without_dcgm_samples_has_unknown_gpu_seconds(
     by_hour = records(running, {T0 + h * HOUR: x for h, x in measured.items()})
     for h, r in by_hour.items():
         assert r.gpu_seconds == measured.get(h)
+
+
+counter_values = st.lists(
+    st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(0, 10**6).map(float),
+        st.sampled_from([0.0, -0.0, 1e16, 1e16 + 2]),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+@given(values=counter_values, cuts=st.lists(st.integers(1, 59)), born=st.booleans())
+def test_compiled_hourly_increases_are_bincount_of_counter_increases(
+    values: list[float], cuts: list[int], born: bool
+) -> None:
+    # Resets, NaN, inf, -0.0 and sums that round: the same floats added in
+    # the same order as np.bincount does, bit for bit.
+    v = np.array(values)
+    first = np.array(sorted({0, *(c for c in cuts if c < v.size)}))
+    counts = np.diff(np.append(first, v.size))
+    run_of_sample = np.repeat(np.arange(first.size), counts)
+    want = np.bincount(run_of_sample, weights=counter_increases(v, born_in_window=born))
+    got = hourly_increases(v, first, counts, born)
+    assert got.tobytes() == want.tobytes()
+
+
+def test_without_a_writable_cache_the_loops_are_compiled_all_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # numba refuses cache=True when no place is writable (read-only code,
+    # a user without a home): compiled per process rather than not at all.
+    from numba.core import caching
+
+    from costapp.sources.prometheus import compiled
+
+    monkeypatch.setattr(caching.CacheImpl, "_locator_classes", [])
+
+    def add_one(x: int) -> int:
+        return x + 1
+
+    assert compiled._compiled()(add_one)(1) == 2

@@ -16,6 +16,7 @@ from analytics.telemetry_windows import (
     merge_samples,
     pack,
     samples_estimate,
+    scrape_interval,
 )
 from costapp.sources.engines import VLLM
 
@@ -80,3 +81,40 @@ def test_the_engine_decides_which_names_are_queried_old_and_new() -> None:
     assert "vllm:inter_token_latency_seconds_bucket" in names
     assert "vllm:time_per_output_token_seconds_bucket" in names
     assert VLLM.generation(["vllm:kv_cache_usage_perc"]) == "v1"
+
+
+def median_of_all_spacings(series_times: list[np.ndarray], default: float) -> float:
+    # scrape_interval as it was: every series' spacings end to end.
+    diffs = [np.diff(np.asarray(t, dtype=float)) for t in series_times]
+    flat = np.concatenate(diffs) if diffs else np.empty(0)
+    flat = flat[flat > 0]
+    return float(np.median(flat)) if flat.size else default
+
+
+def cumulative(steps: list[float]) -> np.ndarray:
+    with np.errstate(invalid="ignore"):  # inf + -inf
+        return np.cumsum(np.asarray(steps, dtype=float))
+
+
+scrape_times = st.lists(
+    st.sampled_from(
+        [0.0, 0.5, 1.0, 14.999, 15.0, 15.001, 1e9, np.nan, np.inf, -np.inf]
+    ),
+    max_size=12,
+).map(cumulative)
+
+
+@given(
+    distinct=st.lists(scrape_times, min_size=1, max_size=4),
+    picks=st.lists(st.integers(0, 3), max_size=12),
+)
+def test_the_scrape_interval_is_the_median_of_every_series_spacings(
+    distinct: list[np.ndarray], picks: list[int]
+) -> None:
+    # Series sharing their timestamps (each distinct array taken once and
+    # weighted) give exactly the median of all the spacings end to end.
+    series = [distinct[i % len(distinct)].copy() for i in picks]
+    with np.errstate(invalid="ignore"):  # inf - inf in the spacings
+        got = scrape_interval(series, 60.0)
+        want = median_of_all_spacings(series, 60.0)
+    assert got == want or (np.isnan(got) and np.isnan(want))

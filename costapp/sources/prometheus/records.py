@@ -13,7 +13,6 @@ import numpy as np
 
 from analytics.telemetry import (
     HOUR_S,
-    counter_increases,
     hourly_counter_increases,
     hourly_gauge_stats,
 )
@@ -72,10 +71,13 @@ def _counter_hourly(
     if runs is None:
         hourly = hourly_counter_increases(t, v, born_in_window=born)
     else:
-        # hourly_counter_increases bit for bit: the same increases summed by
-        # np.bincount in the same order, without its two sorts.
-        sums = np.bincount(
-            runs.index, weights=counter_increases(v, born_in_window=born)
+        # Compiled on first use: numba stays out of processes without records.
+        from costapp.sources.prometheus.compiled import hourly_increases
+
+        # hourly_counter_increases bit for bit: the same increases summed in
+        # the same order, without its two sorts.
+        sums = hourly_increases(
+            np.asarray(v, dtype=float), runs.first, runs.counts, bool(born)
         )
         hourly = dict(zip(runs.hours.tolist(), sums.tolist(), strict=True))
     state.last[key] = (float(s.t[-1]), float(s.v[-1]))
@@ -85,12 +87,11 @@ def _counter_hourly(
 @dataclass(frozen=True)
 class _Runs:
     """Samples in time order cut at the hours, as ``np.unique(hours,
-    return_index, return_counts, return_inverse)`` would give them."""
+    return_index, return_counts)`` would give them."""
 
     hours: np.ndarray
     first: np.ndarray
     counts: np.ndarray
-    index: np.ndarray
 
 
 class _HourRuns:
@@ -105,9 +106,20 @@ class _HourRuns:
     def __init__(self) -> None:
         self._known: dict[tuple[int, float, float], list[tuple[np.ndarray, _Runs]]]
         self._known = defaultdict(list)
+        # A series is cut twice (its samples per hour, then its increases):
+        # the second time by the array itself, without comparing its values.
+        self._seen: dict[int, tuple[np.ndarray, _Runs | None]] = {}
 
     def of(self, t: np.ndarray) -> _Runs | None:
         """None when the samples are not in time order (or there are none)."""
+        seen = self._seen.get(id(t))
+        if seen is not None and seen[0] is t:
+            return seen[1]
+        runs = self._cut(t)
+        self._seen[id(t)] = (t, runs)
+        return runs
+
+    def _cut(self, t: np.ndarray) -> _Runs | None:
         if t.size == 0:
             return None
         known = self._known[(t.size, float(t[0]), float(t[-1]))]
@@ -123,7 +135,6 @@ class _HourRuns:
             hours=hours[first],
             first=first,
             counts=np.diff(np.append(first, t.size)),
-            index=np.cumsum(starts) - 1,
         )
         known.append((t, runs))
         return runs
@@ -203,23 +214,33 @@ def deployment_records(
 
     hourly_by_key: dict[LabelKey, dict[int, float]] = {}
     hour_runs = _HourRuns()
+    # Series sharing a timestamp array (one scrape's) add the same samples to
+    # the same hours, with the same newest: each array's hours are walked at
+    # its first series only, and its other series counted.
+    more_holders: dict[int, tuple[_Runs, int]] = {}
     for s, role in pairs:
         key = _label_key(s.labels)
         if key not in counted:
             counted.add(key)
             runs = hour_runs.of(s.t)
-            if runs is None:
-                hours = (np.floor(s.t / HOUR_S) * HOUR_S).astype(np.int64)
-                uniq, first, n = np.unique(hours, return_index=True, return_counts=True)
+            if runs is not None and id(runs) in more_holders:
+                more_holders[id(runs)] = (runs, more_holders[id(runs)][1] + 1)
             else:
-                uniq, first, n = runs.hours, runs.first, runs.counts
-            # Samples are in time order: an hour's last is its newest.
-            last = (s.t[first + n - 1]).tolist()
-            for h, c, t in zip(uniq.tolist(), n.tolist(), last, strict=True):
-                if slice_start_s <= h < slice_end_s:
-                    samples[h] += c
-                    hours_seen.add(h)
-                    newest[h] = max(newest.get(h, t), t)
+                if runs is None:
+                    hours = (np.floor(s.t / HOUR_S) * HOUR_S).astype(np.int64)
+                    uniq, first, n = np.unique(
+                        hours, return_index=True, return_counts=True
+                    )
+                else:
+                    uniq, first, n = runs.hours, runs.first, runs.counts
+                    more_holders[id(runs)] = (runs, 0)
+                # Samples are in time order: an hour's last is its newest.
+                last = (s.t[first + n - 1]).tolist()
+                for h, c, t in zip(uniq.tolist(), n.tolist(), last, strict=True):
+                    if slice_start_s <= h < slice_end_s:
+                        samples[h] += c
+                        hours_seen.add(h)
+                        newest[h] = max(newest.get(h, t), t)
         if role.kind == "gauge":
             if reads is not None and role.field == table.up_field:
                 up_parts.append((s.t, s.v * role.scale))
@@ -259,6 +280,11 @@ def deployment_records(
         else:
             for h, x in hourly.items():
                 hist_count[role.field][h] += x
+
+    for runs, more in more_holders.values():
+        for h, c in zip(runs.hours.tolist(), runs.counts.tolist(), strict=True):
+            if more and slice_start_s <= h < slice_end_s:
+                samples[h] += c * more
 
     gauge_stats: dict[str, dict[int, tuple[float, float]]] = {}
     replicas: dict[int, tuple[float, float]] = {}
