@@ -43,15 +43,14 @@ def test_the_shipped_file_is_what_the_demo_fleet_file_generates(
     )
 
 
+def promtool_passes(promtool: str, *args: str) -> None:
+    done = subprocess.run([promtool, *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_promtool_checks_the_shipped_rules() -> None:
     promtool = require_binary("promtool")
-    done = subprocess.run(
-        [promtool, "check", "rules", str(SHIPPED)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    promtool_passes(promtool, "check", "rules", str(SHIPPED))
     groups = yaml.safe_load(SHIPPED.read_text())["groups"]
     chat = next(g for g in groups if g["name"] == "costapp-chat")
     assert [r["alert"] for r in chat["rules"]] == [
@@ -140,13 +139,7 @@ def test_the_ttft_rule_fires_over_5_percent_of_requests_and_not_under(
     }
     path = tmp_path / "test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False, allow_unicode=True))
-    done = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    promtool_passes(promtool, "test", "rules", str(path))
 
 
 def _disaggregated(prefill_selector: str) -> dict[str, Any]:
@@ -211,13 +204,7 @@ def test_a_disaggregated_deployments_slo_is_its_decode_engines(tmp_path: Path) -
     }
     path = tmp_path / "test.yml"
     path.write_text(yaml.safe_dump(test, sort_keys=False))
-    done = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    promtool_passes(promtool, "test", "rules", str(path))
 
 
 def test_a_prefill_selector_of_several_matchers_says_why_no_slo_rule() -> None:
